@@ -1,10 +1,25 @@
 """attnlimits: the library behind the book "The Limits of Softmax Attention".
 
-Chapters do ``import attnlimits as al`` and call into the submodules below; everything a chapter computes or
-plots lives here so that the book's prose stays thin and the same code is tested by pytest.
+Chapters do ``import attnlimits as al`` and reach the submodules as attributes (``al.normalizers.softmax``,
+``al.selection.top_n``, ``al.models.load``...). Submodules are imported on first use, so that importing the
+package stays fast and a chapter that never touches a pretrained model never imports transformers.
 """
 
-from attnlimits import normalizers, plotting
+from __future__ import annotations
 
-__all__ = ["normalizers", "plotting"]
+import importlib
+
 __version__ = "0.1.0"
+
+SUBMODULES = ("bounds", "checks", "cli", "models", "normalizers", "plotting", "selection", "texts")
+__all__ = list(SUBMODULES)
+
+
+def __getattr__(name: str):
+    if name in SUBMODULES:
+        return importlib.import_module(f"attnlimits.{name}")
+    raise AttributeError(f"module 'attnlimits' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(SUBMODULES))
