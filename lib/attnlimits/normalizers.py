@@ -43,7 +43,8 @@ def _as_logits(logits, dim: int) -> tuple[torch.Tensor, int]:
     if x.dim() == 0:
         raise ValueError("logits: expected at least one dimension, got a scalar")
     if not -x.dim() <= dim < x.dim():
-        raise ValueError(f"dim: must lie in [{-x.dim()}, {x.dim() - 1}] for logits of shape {tuple(x.shape)}, got {dim}")
+        allowed = f"[{-x.dim()}, {x.dim() - 1}]"
+        raise ValueError(f"dim: must lie in {allowed} for logits of shape {tuple(x.shape)}, got {dim}")
     dim = dim % x.dim()
     if x.shape[dim] == 0:
         raise ValueError(f"logits: dimension {dim} is empty (shape {tuple(x.shape)}); need at least one entry")
@@ -110,7 +111,7 @@ def _sparse_map(fn, logits, dim: int, T: float) -> torch.Tensor:
 
 
 def sparsemax(logits, dim: int = -1, *, T: float = 1.0) -> torch.Tensor:
-    """Sparsemax of l / T: the Euclidean projection onto the probability simplex; entries below a threshold get exactly 0."""
+    """Sparsemax of l / T: the Euclidean projection onto the probability simplex; small entries get exactly 0."""
     return _sparse_map(_entmax.sparsemax, logits, dim, T)
 
 

@@ -1,4 +1,4 @@
-"""One look for every figure of the book: a seaborn theme, fixed colours per normaliser, and one helper to finish a figure."""
+"""One look for every figure: a seaborn theme, fixed colours per normaliser, one helper to finish a figure."""
 
 from __future__ import annotations
 
