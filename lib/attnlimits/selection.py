@@ -1,0 +1,278 @@
+"""Attention as selection: the top-N set, the context vector and the distances built on them.
+
+Notation (as in the book): weights ``alpha`` of shape ``(..., L)`` (non-negative, summing to one along the last
+axis), token vectors ``x`` of shape ``(..., L, d)``; leading dimensions broadcast (layers, heads, query rows).
+``I_N`` is the set of the ``n`` largest weights, ties broken by the lower index; ``y_i = alpha_i x_i`` are the
+weight-scaled tokens and ``s = sum_{i in I_N} y_i`` is the context vector.
+
+- :func:`top_n`, :func:`top_n_mask`          the selected set I_N (indices / boolean mask).
+- :func:`context_vector`                     s.
+- :func:`token_distances`                    ||y_i - s|| for every token, with the selection mask.
+- :func:`cumulative_distance`                d~ = sum_{i not in I_N} ||y_i - s||   (Theorem 1).
+- :func:`random_selection_expectation`       closed-form main term of E_{I_N uniform}[d~]  (Theorem 1, random I_N).
+- :func:`random_selection_exact`             E_{I_N uniform}[d~] by enumerating all C(L, n) subsets (small L).
+- :func:`random_selection_monte_carlo`       the same expectation by sampling subsets (any L).
+- :func:`distinguishable_fraction`           N_s / N  (Theorem 2).
+
+Every function accepts tensors, arrays or nested lists, returns ``torch`` tensors, keeps float32/float64 (mixed
+inputs are promoted), loops over no rows, and raises ``ValueError`` naming the argument on invalid input.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+
+import torch
+
+__all__ = [
+    "context_vector",
+    "cumulative_distance",
+    "distinguishable_fraction",
+    "random_selection_exact",
+    "random_selection_expectation",
+    "random_selection_monte_carlo",
+    "token_distances",
+    "top_n",
+    "top_n_mask",
+]
+
+#: Relative tolerance on |sum(alpha) - 1| per dtype.
+SUM_TOL = {torch.float16: 1e-2, torch.bfloat16: 1e-2, torch.float32: 1e-4, torch.float64: 1e-9}
+
+#: Largest number of subsets :func:`random_selection_exact` will enumerate.
+MAX_SUBSETS = 200_000
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# validation
+# ----------------------------------------------------------------------------------------------------------------
+def _as_float(value, name: str) -> torch.Tensor:
+    t = torch.as_tensor(value)
+    if not torch.is_floating_point(t):
+        if t.dtype == torch.bool or t.is_complex():
+            raise ValueError(f"{name}: must hold real numbers, got dtype {t.dtype}")
+        t = t.to(torch.get_default_dtype())
+    return t
+
+
+def _check_finite(t: torch.Tensor, name: str) -> None:
+    if torch.isnan(t).any():
+        raise ValueError(f"{name}: contains NaN")
+    if torch.isinf(t).any():
+        raise ValueError(f"{name}: contains inf; all entries must be finite")
+
+
+def _check_alpha(alpha, x=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Validate ``alpha`` (and ``x`` when given); return both in one common floating dtype."""
+    a = _as_float(alpha, "alpha")
+    if a.dim() == 0:
+        raise ValueError("alpha: expected shape (..., L), got a scalar")
+    if a.shape[-1] == 0:
+        raise ValueError("alpha: the last dimension (L) is empty")
+    tol = SUM_TOL.get(a.dtype, 1e-4)  # the tolerance of alpha's own precision, before any promotion
+    xt = None
+    if x is not None:
+        xt = _as_float(x, "x")
+        if xt.dim() < 2:
+            raise ValueError(f"x: expected shape (..., L, d), got shape {tuple(xt.shape)}")
+        if xt.shape[-2] != a.shape[-1]:
+            raise ValueError(
+                f"x: shape {tuple(xt.shape)} does not match alpha {tuple(a.shape)}; "
+                f"need x.shape[-2] == L = {a.shape[-1]}"
+            )
+        try:
+            torch.broadcast_shapes(a.shape[:-1], xt.shape[:-2])
+        except RuntimeError as err:
+            raise ValueError(
+                f"x: leading dimensions {tuple(xt.shape[:-2])} do not broadcast with alpha's {tuple(a.shape[:-1])}"
+            ) from err
+        dtype = torch.promote_types(a.dtype, xt.dtype)
+        a, xt = a.to(dtype), xt.to(dtype)
+        _check_finite(xt, "x")
+    _check_finite(a, "alpha")
+    if (a < 0).any():
+        raise ValueError("alpha: contains negative weights; attention weights must be >= 0")
+    total = a.sum(dim=-1)
+    if ((total - 1).abs() > tol).any():
+        worst = float((total - 1).abs().max())
+        raise ValueError(f"alpha: each row must sum to 1 within {tol:g} ({a.dtype}); worst |sum - 1| = {worst:.3g}")
+    return a, xt
+
+
+def _check_n(n, length: int) -> int:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise ValueError(f"n: must be an integer in [1, L={length}], got {n!r}")
+    n = int(n)
+    if not 1 <= n <= length:
+        raise ValueError(f"n: must lie in [1, L={length}], got {n}")
+    return n
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# selection and context vector
+# ----------------------------------------------------------------------------------------------------------------
+def _top_n_indices(a: torch.Tensor, n: int) -> torch.Tensor:
+    # A stable sort of -alpha keeps equal weights in index order: ties go to the lower index (torch.topk does not
+    # promise any tie order).
+    return torch.sort(-a, dim=-1, stable=True).indices[..., :n]
+
+
+def _mask(a: torch.Tensor, n: int) -> torch.Tensor:
+    idx = _top_n_indices(a, n)
+    return torch.zeros(a.shape, dtype=torch.bool, device=a.device).scatter(-1, idx, True)
+
+
+def top_n(alpha, n: int) -> torch.Tensor:
+    """Indices of the ``n`` largest weights, shape ``(..., n)``, largest first; ties go to the lower index.
+
+    This is the paper's selected set I_N; the deterministic tie rule makes every quantity below a function of alpha.
+    """
+    a, _ = _check_alpha(alpha)
+    return _top_n_indices(a, _check_n(n, a.shape[-1]))
+
+
+def top_n_mask(alpha, n: int) -> torch.Tensor:
+    """Boolean mask of I_N, shape ``(..., L)``: True at the ``n`` selected positions (tie rule of :func:`top_n`)."""
+    a, _ = _check_alpha(alpha)
+    return _mask(a, _check_n(n, a.shape[-1]))
+
+
+def _scaled_and_context(a: torch.Tensor, x: torch.Tensor, mask: torch.Tensor):
+    y = a.unsqueeze(-1) * x  # (..., L, d): y_i = alpha_i x_i
+    s = torch.einsum("...l,...ld->...d", torch.where(mask, a, torch.zeros_like(a)), x)
+    return y, s
+
+
+def context_vector(alpha, x, n: int) -> torch.Tensor:
+    """Context vector s = sum_{i in I_N} alpha_i x_i, shape ``(..., d)``: what attention keeps from N tokens."""
+    a, xt = _check_alpha(alpha, x)
+    mask = _mask(a, _check_n(n, a.shape[-1]))
+    return _scaled_and_context(a, xt, mask)[1]
+
+
+def token_distances(alpha, x, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Distances ||alpha_i x_i - s|| for every token i, shape ``(..., L)``, and the mask of I_N.
+
+    For a selected i this is ||sum_{j in I_N, j != i} alpha_j x_j|| (the X_i of Theorem 2); for a non-selected i it
+    is the i-th term of the cumulative distance of Theorem 1.
+    """
+    a, xt = _check_alpha(alpha, x)
+    mask = _mask(a, _check_n(n, a.shape[-1]))
+    y, s = _scaled_and_context(a, xt, mask)
+    dist = torch.linalg.vector_norm(y - s.unsqueeze(-2), dim=-1)
+    return dist, mask.expand(dist.shape)
+
+
+def cumulative_distance(alpha, x, n: int) -> torch.Tensor:
+    """Cumulative representation distance d~ = sum_{i not in I_N} ||alpha_i x_i - s||, shape ``(...)``.
+
+    How far, in total, the tokens attention drops lie from what it keeps; 0 when n = L.
+    """
+    dist, mask = token_distances(alpha, x, n)
+    return torch.where(mask, torch.zeros_like(dist), dist).sum(dim=-1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# random selection: E over I_N uniform among the C(L, n) subsets
+# ----------------------------------------------------------------------------------------------------------------
+def random_selection_expectation(alpha, x, n: int) -> torch.Tensor:
+    """Closed-form main term of E_{I_N}[d~] when I_N is a uniformly random n-subset, shape ``(...)``.
+
+    ((L - n) / L) * sum_i || alpha_i x_i - (n / (L - 1)) * sum_{j != i} alpha_j x_j ||: the norm of the conditional
+    mean of alpha_i x_i - s given i not in I_N. By Jensen the exact expectation is this term plus a residual >= 0
+    (see the distance-collapse chapter and :func:`attnlimits.bounds.jensen_residual_bound`).
+    """
+    a, xt = _check_alpha(alpha, x)
+    length = a.shape[-1]
+    n = _check_n(n, length)
+    y = a.unsqueeze(-1) * xt
+    if length == 1:  # n = L = 1: nothing is left out
+        return torch.zeros(y.shape[:-2], dtype=y.dtype)
+    total = y.sum(dim=-2, keepdim=True)
+    mean_s = (n / (length - 1)) * (total - y)  # E[s | i not in I_N], one row per i
+    terms = torch.linalg.vector_norm(y - mean_s, dim=-1)
+    return ((length - n) / length) * terms.sum(dim=-1)
+
+
+def _expected_distance_over_masks(y: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    """Mean over the rows of ``masks`` (S, L) of sum_{i not in mask} ||y_i - sum_{j in mask} y_j||, shape (...)."""
+    m = masks.to(y.dtype)
+    s = torch.einsum("cl,...ld->...cd", m, y)  # (..., S, d)
+    dist = torch.linalg.vector_norm(y.unsqueeze(-3) - s.unsqueeze(-2), dim=-1)  # (..., S, L)
+    return (dist * (1 - m)).sum(dim=-1).mean(dim=-1)
+
+
+def random_selection_exact(alpha, x, n: int) -> torch.Tensor:
+    """E_{I_N}[d~] exactly, by enumerating all C(L, n) subsets (I_N uniform), shape ``(...)``.
+
+    Meant for small L (at most :data:`MAX_SUBSETS` subsets); use :func:`random_selection_monte_carlo` beyond.
+    """
+    a, xt = _check_alpha(alpha, x)
+    length = a.shape[-1]
+    n = _check_n(n, length)
+    count = math.comb(length, n)
+    if count > MAX_SUBSETS:
+        raise ValueError(f"n: C(L={length}, n={n}) = {count} subsets exceed {MAX_SUBSETS}; use Monte Carlo instead")
+    masks = torch.zeros(count, length, dtype=torch.bool)
+    for row, subset in enumerate(itertools.combinations(range(length), n)):
+        masks[row, list(subset)] = True
+    return _expected_distance_over_masks(a.unsqueeze(-1) * xt, masks)
+
+
+def random_selection_monte_carlo(alpha, x, n: int, samples: int = 1000, seed: int = 0) -> torch.Tensor:
+    """Monte Carlo estimate of E_{I_N}[d~] from ``samples`` uniform n-subsets (shared by all rows), shape ``(...)``.
+
+    Unbiased; its standard error shrinks like 1 / sqrt(samples). Seeded: the same seed gives the same estimate.
+    """
+    a, xt = _check_alpha(alpha, x)
+    length = a.shape[-1]
+    n = _check_n(n, length)
+    if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 1:
+        raise ValueError(f"samples: must be an integer >= 1, got {samples!r}")
+    gen = torch.Generator().manual_seed(int(seed))
+    idx = torch.rand(int(samples), length, generator=gen).argsort(dim=-1)[:, :n]
+    masks = torch.zeros(int(samples), length, dtype=torch.bool).scatter(-1, idx, True)
+    y = a.unsqueeze(-1) * xt
+    chunk = max(1, 4_000_000 // max(1, y.numel()))  # bounds the (..., chunk, L, d) intermediate
+    total = torch.zeros(y.shape[:-2], dtype=y.dtype)
+    for start in range(0, len(masks), chunk):
+        block = masks[start : start + chunk]
+        total = total + _expected_distance_over_masks(y, block) * len(block)
+    return total / samples
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# geometric separability
+# ----------------------------------------------------------------------------------------------------------------
+def distinguishable_fraction(alpha, x, n: int, r=None) -> torch.Tensor:
+    """N_s / N: the fraction of selected tokens that the ball B_r(s) tells apart from every non-selected one.
+
+    A selected token i is distinguishable when ||alpha_i x_i - s|| <= r (inside the closed ball) while every
+    non-selected alpha_j x_j satisfies ||alpha_j x_j - s|| >= r (not strictly inside). If any non-selected token
+    lies strictly inside the ball, no selected token is distinguishable (N_s = 0).
+
+    ``r`` defaults, per row, to min_{j not in I_N} ||s - alpha_j x_j||, so the non-selected condition holds by
+    construction and i is distinguishable exactly when no non-selected token is strictly closer to s (ties count
+    for the selected token). With n = L there is no non-selected token: the default r is +inf and N_s / N = 1.
+    An explicit ``r`` (a number or a tensor broadcasting to the leading dims) must be >= 0 and not NaN.
+    """
+    dist, mask = token_distances(alpha, x, n)
+    n = int(n)  # validated by token_distances
+    inf = torch.full_like(dist, math.inf)
+    nearest_out = torch.where(mask, inf, dist).amin(dim=-1)  # +inf when n = L
+    if r is None:
+        radius = nearest_out
+    else:
+        radius = torch.as_tensor(r, dtype=dist.dtype)
+        if torch.isnan(radius).any() or (radius < 0).any():
+            raise ValueError(f"r: must be >= 0 and not NaN, got {r!r}")
+        try:
+            radius = torch.broadcast_to(radius, dist.shape[:-1])
+        except RuntimeError as err:
+            raise ValueError(f"r: shape {tuple(radius.shape)} does not broadcast to {tuple(dist.shape[:-1])}") from err
+    inside = mask & (dist <= radius.unsqueeze(-1))
+    count = inside.sum(dim=-1).to(dist.dtype)
+    outside_ok = nearest_out >= radius
+    return torch.where(outside_ok, count, torch.zeros_like(count)) / n
