@@ -5,3 +5,327 @@ the argument on invalid input. Proofs are in the Theory chapters; numerical chec
 """
 
 from __future__ import annotations
+
+import math
+
+import torch
+
+# ==============================================================================================================
+# Vanishing attention (Lemma 1, Corollary 1) and gradient sensitivity (Lemma 2, Corollary 3).
+# Chapters 12 and 15; checks in attnlimits.checks ("Lemma 1", "Corollary 1", "Corollary 3 ...", "Lemma 2 ...").
+# ==============================================================================================================
+
+
+def _arg_tensor(name: str, value, dtype=None) -> torch.Tensor:
+    """``value`` as a floating tensor: tensors and arrays keep a floating dtype, Python numbers and lists become
+    float64 (never silently rounded to float32); NaN and +-inf rejected."""
+    if dtype is None and not isinstance(value, torch.Tensor) and not hasattr(value, "dtype"):
+        dtype = torch.float64
+    x = torch.as_tensor(value, dtype=dtype)
+    if not torch.is_floating_point(x):
+        x = x.to(torch.float64)
+    if not torch.isfinite(x).all():
+        raise ValueError(f"{name}: must be finite (no NaN or inf)")
+    return x
+
+
+def _arg_positive(name: str, value, dtype=None) -> torch.Tensor:
+    x = _arg_tensor(name, value, dtype)
+    if not (x > 0).all():
+        raise ValueError(f"{name}: must be > 0 everywhere, got min {x.min().item():g}")
+    return x
+
+
+def _arg_lengths(name: str, value, dtype=None) -> torch.Tensor:
+    """Sequence lengths: integers >= 1, returned as a floating tensor so they broadcast with the other arguments."""
+    x = _arg_tensor(name, value, dtype)
+    if not ((x >= 1).all() and (x == torch.round(x)).all()):
+        raise ValueError(f"{name}: must be integers >= 1, got min {x.min().item():g}")
+    return x
+
+
+def _common_dtype(*xs: torch.Tensor) -> torch.dtype:
+    """torch's promotion rule: tensors with dimensions decide; 0-d ones (scalars) only when there are no others,
+    so float32 weights with a scalar temperature stay float32."""
+    ranked = [x for x in xs if x.dim() > 0] or list(xs)
+    dtype = ranked[0].dtype
+    for x in ranked[1:]:
+        dtype = torch.promote_types(dtype, x.dtype)
+    return dtype
+
+
+def _float_args(**named) -> list[torch.Tensor]:
+    """Cast already validated tensors to their common floating dtype (float32 stays float32)."""
+    dtype = _common_dtype(*named.values())
+    return [v.to(dtype) for v in named.values()]
+
+
+def lemma1_band(L, f_min, f_max) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lemma 1: for logits in [-a, a] and a positive F that does not depend on L, every weight satisfies
+    C1/L <= alpha_i <= C2/L with C1 = f_min / f_max and C2 = f_max / f_min (f_min, f_max = min, max of F on [-a, a]).
+
+    Returns ``(lower, upper)``, broadcast over ``L``, ``f_min``, ``f_max``. Why: the band shows that every weight is
+    Theta(1/L) whatever the content, so attention "vanishes" as the context grows.
+    """
+    L = _arg_lengths("L", L)
+    f_min, f_max = _arg_positive("f_min", f_min), _arg_positive("f_max", f_max)
+    if not (f_max >= f_min).all():
+        raise ValueError("f_max: must be >= f_min everywhere")
+    L, f_min, f_max = _float_args(L=L, f_min=f_min, f_max=f_max)
+    return f_min / (f_max * L), f_max / (f_min * L)
+
+
+def lemma1_band_sharp(L, f_min, f_max) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sharp form of Lemma 1: f_min / (f_min + (L-1) f_max) <= alpha_i <= f_max / (f_max + (L-1) f_min).
+
+    Attained: put l_i where F is largest (smallest) and every other logit where F is smallest (largest). It lies
+    inside :func:`lemma1_band`, and the two coincide as L -> infinity (ratio (f_max + (L-1) f_min) / (L f_min) -> 1).
+    """
+    L = _arg_lengths("L", L)
+    f_min, f_max = _arg_positive("f_min", f_min), _arg_positive("f_max", f_max)
+    if not (f_max >= f_min).all():
+        raise ValueError("f_max: must be >= f_min everywhere")
+    L, f_min, f_max = _float_args(L=L, f_min=f_min, f_max=f_max)
+    return f_min / (f_min + (L - 1) * f_max), f_max / (f_max + (L - 1) * f_min)
+
+
+def corollary1_delta(q, k) -> torch.Tensor:
+    """Delta = ||q|| * max_i ||k_i||: the largest possible |logit| for ``q`` (..., d) and keys ``k`` (..., L, d)."""
+    q, k = _arg_tensor("q", q), _arg_tensor("k", k)
+    if q.dim() < 1 or k.dim() < 2:
+        raise ValueError(f"q, k: expected q of shape (..., d) and k of shape (..., L, d), got {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"k: last dimension {k.shape[-1]} must equal q's d = {q.shape[-1]}")
+    if k.shape[-2] == 0:
+        raise ValueError("k: needs at least one key (L >= 1)")
+    q, k = _float_args(q=q, k=k)
+    return torch.linalg.vector_norm(q, dim=-1) * torch.linalg.vector_norm(k, dim=-1).amax(dim=-1)
+
+
+def corollary1_band(L, delta, T=1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Corollary 1 (softmax): (1/L) exp(-2 Delta / T) <= alpha_i <= (1/L) exp(2 Delta / T), Delta = ||q|| max ||k_i||.
+
+    Lemma 1 with F = exp(l / T) on [-Delta, Delta]. Returns ``(lower, upper)`` broadcast over the arguments.
+    """
+    L = _arg_lengths("L", L)
+    delta = _arg_tensor("delta", delta)
+    if not (delta >= 0).all():
+        raise ValueError(f"delta: must be >= 0 (a product of norms), got min {delta.min().item():g}")
+    T = _arg_positive("T", T)
+    L, delta, T = _float_args(L=L, delta=delta, T=T)
+    x = 2 * delta / T
+    return torch.exp(-x) / L, torch.exp(x) / L
+
+
+def corollary1_band_sharp(L, delta, T=1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sharp softmax band 1/(1 + (L-1) e^{2 Delta/T}) <= alpha_i <= 1/(1 + (L-1) e^{-2 Delta/T}).
+
+    Attained exactly by keys of norm max ||k|| parallel (one key) and antiparallel (all others) to q. Computed
+    as logistic functions, so it neither overflows nor loses the L = 1 case (both ends equal 1).
+    """
+    L = _arg_lengths("L", L)
+    delta = _arg_tensor("delta", delta)
+    if not (delta >= 0).all():
+        raise ValueError(f"delta: must be >= 0 (a product of norms), got min {delta.min().item():g}")
+    T = _arg_positive("T", T)
+    L, delta, T = _float_args(L=L, delta=delta, T=T)
+    x, log_rest = 2 * delta / T, torch.log(L - 1)
+    return torch.sigmoid(-(x + log_rest)), torch.sigmoid(x - log_rest)
+
+
+def _arg_weights(name: str, alpha, atol=None) -> torch.Tensor:
+    """Attention weights along the last dim: finite, >= 0, each slice summing to 1 within ``atol``."""
+    a = _arg_tensor(name, alpha)
+    if a.dim() < 1 or a.shape[-1] == 0:
+        raise ValueError(f"{name}: expected shape (..., L) with L >= 1, got {tuple(a.shape)}")
+    tol = math.sqrt(torch.finfo(a.dtype).eps) if atol is None else float(atol)
+    if (a < -tol).any():
+        raise ValueError(f"{name}: weights must be >= 0, got min {a.min().item():g}")
+    err = (a.sum(dim=-1) - 1).abs().max().item()
+    if err > tol:
+        raise ValueError(f"{name}: each slice along the last dim must sum to 1 within {tol:.2g}, off by {err:.3g}")
+    return a
+
+
+def jacobian_of_weights(alpha, T=1.0) -> torch.Tensor:
+    """Softmax Jacobian written in its weights: d alpha / d l = (diag(alpha) - alpha alpha^T) / T.
+
+    ``alpha`` (..., L) must be a probability vector along the last dim (sum 1 within sqrt(machine eps)); ``T`` a
+    positive temperature broadcasting against the leading dims. Returns (..., L, L), symmetric positive semi-definite.
+    """
+    a = _arg_weights("alpha", alpha)
+    T = _arg_positive("T", T)
+    a, T = _float_args(alpha=a, T=T)
+    return (torch.diag_embed(a) - a[..., :, None] * a[..., None, :]) / T[..., None, None]
+
+
+def softmax_jacobian(logits, T=1.0) -> torch.Tensor:
+    """Exact Jacobian of alpha = softmax(l / T) along the last dim, (..., L, L); -inf logits are masked (zero rows)."""
+    T = _arg_positive("T", T)
+    alpha = _softmax_bt(logits, T)
+    return jacobian_of_weights(alpha, T.to(alpha.dtype))
+
+
+def _softmax_bt(logits, T: torch.Tensor) -> torch.Tensor:
+    """softmax(l / T) along the last dim with a temperature tensor T broadcasting against the leading dims."""
+    from attnlimits.normalizers import softmax
+
+    x = softmax(logits, dim=-1)  # validates the logits
+    z = torch.as_tensor(logits, dtype=x.dtype)
+    z = z - z.amax(dim=-1, keepdim=True)
+    return torch.softmax(z / T.to(x.dtype)[..., None], dim=-1)
+
+
+def softmax_jacobian_norm(logits, T=1.0, iters: int = 80) -> torch.Tensor:
+    """Exact spectral norm of the softmax Jacobian, ||diag(alpha) - alpha alpha^T||_2 / T, shape (...,).
+
+    The matrix is diag(alpha) minus a rank-one term, so its largest eigenvalue is the root of the secular equation
+    1 = sum_i alpha_i^2 / (alpha_i - lambda) between the two largest weights; bisection finds it in O(L) memory
+    per slice, so L = 10^5 is fine (no L x L matrix). Ties of the top weight give lambda = alpha_max exactly.
+    """
+    T = _arg_positive("T", T)
+    x = torch.as_tensor(logits)
+    alpha = _softmax_bt(x, T)
+    top2 = alpha.topk(min(2, alpha.shape[-1]), dim=-1).values
+    hi = top2[..., 0]
+    lo = top2[..., 1] if alpha.shape[-1] > 1 else torch.zeros_like(hi)
+    a2 = alpha * alpha
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        with torch.no_grad():
+            f = 1 - (a2 / (alpha - mid[..., None])).sum(dim=-1)
+        # f decreases from +inf (at the second weight) to -inf (at the largest): the root is where f changes sign.
+        lo, hi = torch.where(f > 0, mid, lo), torch.where(f > 0, hi, mid)
+    lam = torch.where(hi - lo <= 0, hi, (lo + hi) / 2)
+    return lam / T.to(alpha.dtype)
+
+
+def corollary3_printed(T) -> torch.Tensor:
+    """Corollary 3 as printed in the paper: ||grad_l alpha||_2 <= min{1/(4T), sqrt(2)}. Violated (chapter 15)."""
+    T = _arg_positive("T", T)
+    return torch.clamp(1 / (4 * T), max=math.sqrt(2))
+
+
+def softmax_spectral_bound(T) -> torch.Tensor:
+    """The sharp bound on the softmax Jacobian's spectral norm: ||diag(alpha) - alpha alpha^T||_2 / T <= 1/(2T).
+
+    Attained by two tied top logits with every other weight 0 (exactly at L = 2, in the limit for L > 2).
+    """
+    T = _arg_positive("T", T)
+    return 1 / (2 * T)
+
+
+def softmax_entry_bound(T) -> torch.Tensor:
+    """The sharp bound on every entry of the softmax Jacobian: |d alpha_i / d l_j| <= 1/(4T), attained at alpha_i = 1/2.
+
+    This is what the printed 1/(4T) of Corollary 3 bounds: the largest entry, not the spectral norm.
+    """
+    T = _arg_positive("T", T)
+    return 1 / (4 * T)
+
+
+def finite_difference_bound(T, eps) -> torch.Tensor:
+    """Corrected ceiling for Algorithm 5's g(T, eps): ||softmax((l + eps v)/T) - softmax(l/T)|| / eps
+    <= min{1/(2T), sqrt(2)/eps} for every unit v. The first term is the sharp Lipschitz constant (mean-value
+    theorem with :func:`softmax_spectral_bound`), the second the diameter sqrt(2) of the probability simplex.
+    """
+    T, eps = _arg_positive("T", T), _arg_positive("eps", eps)
+    T, eps = _float_args(T=T, eps=eps)
+    return torch.minimum(1 / (2 * T), math.sqrt(2) / eps)
+
+
+def _elementwise_derivative(F, x: torch.Tensor, theta=None) -> torch.Tensor:
+    """F'(x) for an elementwise F by autograd (d/dx sum F(x) = F'(x) elementwise)."""
+    with torch.enable_grad():
+        xg = x.detach().clone().requires_grad_(True)
+        y = F(xg) if theta is None else F(xg, theta)
+        (g,) = torch.autograd.grad(y.sum(), xg)
+    return g.detach()
+
+
+def _general_parts(logits, F, dF, theta):
+    x = _arg_tensor("logits", logits)
+    if x.dim() < 1 or x.shape[-1] == 0:
+        raise ValueError(f"logits: expected shape (..., L) with L >= 1, got {tuple(x.shape)}")
+    if not callable(F):
+        raise ValueError(f"F: must be callable (a positive function of the logits), got {type(F).__name__}")
+    f = torch.as_tensor(F(x) if theta is None else F(x, theta), dtype=x.dtype)
+    if f.shape != x.shape or not (torch.isfinite(f) & (f > 0)).all():
+        raise ValueError("F: must return finite values > 0 of the logits' shape")
+    if dF is None:
+        fp = _elementwise_derivative(F, x, theta)
+    else:
+        if not callable(dF):
+            raise ValueError(f"dF: must be callable (the derivative F') or None, got {type(dF).__name__}")
+        fp = torch.as_tensor(dF(x) if theta is None else dF(x, theta), dtype=x.dtype)
+    if fp.shape != x.shape or not torch.isfinite(fp).all():
+        raise ValueError("dF: must return finite values of the logits' shape")
+    return x, f, fp
+
+
+def general_jacobian(logits, F, dF=None, theta=None) -> torch.Tensor:
+    """Jacobian of the general normaliser alpha_i = F(l_i) / S, S = sum_k F(l_k):
+
+        d alpha_i / d l_j = delta_ij F'(l_i) / S - F(l_i) F'(l_j) / S^2,  i.e.  (diag(alpha) - alpha alpha^T) diag(h)
+
+    with h = F'/F = (log F)'. ``F`` (and its derivative ``dF``, found by autograd when None) act elementwise on
+    finite logits (..., L). Returns (..., L, L) (not symmetric unless h is constant, e.g. softmax with h = 1/T).
+    """
+    x, f, fp = _general_parts(logits, F, dF, theta)
+    S = f.sum(dim=-1, keepdim=True)
+    return torch.diag_embed(fp / S) - (f / S)[..., :, None] * (fp / S)[..., None, :]
+
+
+def general_jacobian_bound(logits, F, dF=None, theta=None) -> torch.Tensor:
+    """The book's Lemma 2: ||d alpha / d l||_2 <= min{ max_j |h_j| / 2, sqrt( sum_j alpha_j (1 - alpha_j) h_j^2 / 2 ) }
+    with h = F'/F at the logits. Shape (...,).
+
+    Unlike a bound in 1 / min F, it stays finite as some F(l_j) -> 0: weights near 0 drop out of the second term.
+    Sharp: F = exp(l / T) with two tied top logits gives 1/(2T) for both the norm and the bound.
+    """
+    x, f, fp = _general_parts(logits, F, dF, theta)
+    alpha = f / f.sum(dim=-1, keepdim=True)
+    h = fp / f
+    first = h.abs().amax(dim=-1) / 2
+    second = torch.sqrt((alpha * (1 - alpha) * h * h).sum(dim=-1) / 2)
+    return torch.minimum(first, second)
+
+
+def finite_difference_g(logits, T, eps, *, seed: int = 0, normalizer=None, reduce: bool = True) -> torch.Tensor:
+    """Algorithm 5's sensitivity g(T, eps) = max over heads of mean over rows of
+    ||normalizer((l + eps v)/T) - normalizer(l/T)||_2 / eps, v a random unit vector per row.
+
+    ``logits`` (..., rows, L): every leading dim counts as a head (layers x heads for a model); -inf entries are
+    masked and v is drawn on the unmasked entries only (Gaussian, normalised there), the same v for every T and
+    eps (common random numbers: smooth curves). ``T`` and ``eps`` are 1-d grids (or scalars). Returns (nT, neps);
+    with ``reduce=False`` the per-head means (..., nT, neps). Seeded: same seed, same v, same result.
+    The default normaliser is softmax; any ``(logits, dim, T=...)`` normaliser of :mod:`attnlimits.normalizers` works.
+    """
+    from attnlimits.normalizers import softmax
+
+    normalizer = softmax if normalizer is None else normalizer
+    x = torch.as_tensor(logits)
+    if not torch.is_floating_point(x):
+        x = x.to(torch.float64)
+    if x.dim() < 2 or x.shape[-1] == 0 or x.shape[-2] == 0:
+        raise ValueError(f"logits: expected shape (..., rows, L) with rows, L >= 1, got {tuple(x.shape)}")
+    if torch.isnan(x).any() or torch.isposinf(x).any():
+        raise ValueError("logits: contain NaN or +inf; allowed are finite values and -inf (masked positions)")
+    mask = torch.isneginf(x)
+    if mask.all(dim=-1).any():
+        raise ValueError("logits: some row is entirely -inf (fully masked)")
+    T = _arg_positive("T", T).reshape(-1)
+    eps = _arg_positive("eps", eps).reshape(-1)
+    gen = torch.Generator().manual_seed(int(seed))
+    v = torch.randn(x.shape, generator=gen, dtype=torch.float64).masked_fill(mask, 0.0)
+    v = (v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)).to(x.dtype)
+    out = torch.empty(*x.shape[:-2], len(T), len(eps), dtype=x.dtype)
+    for i, t in enumerate(T.tolist()):
+        base = normalizer(x, dim=-1, T=t)
+        for j, e in enumerate(eps.tolist()):
+            moved = normalizer(x + e * v, dim=-1, T=t)  # -inf + finite stays -inf: masks are kept
+            out[..., i, j] = (torch.linalg.vector_norm(moved - base, dim=-1) / e).mean(dim=-1)
+    if not reduce:
+        return out
+    return out.reshape(-1, len(T), len(eps)).amax(dim=0)
