@@ -20,6 +20,7 @@ $(STAMP): requirements.txt pyproject.toml
 
 ## The library's tests, then every chapter notebook under nbmake (pytest exits 5 if it collects nothing).
 test: setup
+	$(BIN)/ruff check lib tests chapters
 	$(BIN)/python -m pytest
 	$(BIN)/python -m pytest --nbmake chapters
 

@@ -1,0 +1,211 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec,jupytext
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Attention as normalised selection
+#
+# **Data:** synthetic only — seeded Gaussian logits and points on a circle, in float64. No pretrained model is
+# used in this chapter.
+#
+# This chapter fixes the notation of the whole book, shows the five normalisers the book compares on the same
+# logits, and rebuilds the paper's Figure 1 {cite}`mudarisov2025limitations` from actual points and weights.
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+
+import attnlimits as al
+
+al.plotting.set_theme()
+
+# %% [markdown]
+# ## The setting
+#
+# A head sees $L$ tokens $x_1, \dots, x_L \in \mathbb R^d$. A query $q$ and keys $k_n$ give the logits
+# $l_n = q \cdot k_n$, and softmax with temperature $T > 0$ turns them into weights
+#
+# $$
+# \alpha_n = \frac{\exp(l_n / T)}{\sum_{j=1}^{L} \exp(l_j / T)}, \qquad n = 1, \dots, L .
+# $$
+#
+# Transformers use $T = \sqrt{d_{\text{head}}}$ {cite}`vaswani2017attention`. The paper studies the general
+# normaliser
+#
+# $$
+# \alpha_n = \frac{F(l_n, \theta)}{\sum_{j=1}^{L} F(l_j, \theta)},
+# $$
+#
+# with $F$ smooth and positive and parameters $\theta \in \mathbb R^c$ that may hold $T$ — or the length $L$
+# itself. Whether $\theta$ knows $L$ is what decides, in the next chapter, whether the weights must vanish.
+#
+# Attention *selects*: the top-$N$ set $I_N$ holds the indices of the $N$ largest weights (ties go to the lower
+# index), and the **context vector** of the selection is
+#
+# $$
+# s = \sum_{i \in I_N} \alpha_i x_i .
+# $$
+#
+# Everything the paper proves is about how well $s$ still represents the selected tokens, and how well the
+# weighted tokens $\alpha_i x_i$ can be told apart from the rest, as $L$ and $N$ grow.
+
+# %% [markdown]
+# ## Five normalisers on the same logits
+#
+# | Name | Weights | $\theta$ knows $L$? |
+# |---|---|---|
+# | softmax | $\exp(l_n/T) / \sum_j \exp(l_j/T)$ | no |
+# | sparsemax {cite}`martins2016sparsemax` | Euclidean projection of $l/T$ onto the simplex: exact zeros | no |
+# | 1.5-entmax {cite}`peters2019sparse` | between softmax and sparsemax: exact zeros, smoother | no |
+# | Scalable-Softmax {cite}`nakanishi2025scalable` | softmax of $s \log(L)\, l / T$ | **yes** |
+# | adaptive temperature {cite}`velickovic2024softmax` | softmax of $\beta(H)\, l/T$, $\beta$ from the entropy | via $H$ |
+#
+# All five share one calling convention in the library, `al.normalizers.NAME(logits, dim=-1, **params)`, and are
+# collected in `al.normalizers.NORMALIZERS`. Here they all see the same 32 Gaussian logits.
+
+# %%
+L_demo = 32
+logits = 2.0 * torch.randn(L_demo, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+weights = {name: fn(logits) for name, fn in al.normalizers.NORMALIZERS.items()}
+
+fig, axes = plt.subplots(1, len(weights), figsize=(16, 3.2), sharey=True)
+order = torch.argsort(logits, descending=True)
+for ax, (name, w) in zip(axes, weights.items(), strict=True):
+    ax.bar(np.arange(L_demo), w[order].numpy(), color=al.plotting.NORMALIZER_COLORS[name])
+    ax.set_title(f"{name}\nzeros: {(w == 0).sum().item()}, max: {w.max().item():.2f}", fontsize=10)
+    ax.set_xlabel("token, by decreasing logit")
+axes[0].set_ylabel(r"weight $\alpha_n$")
+al.plotting.finish(fig, "normalisers_same_logits")
+
+# %% [markdown]
+# Sparsemax and 1.5-entmax put exact zeros on the tail; softmax and its two variants never do. The decisive
+# difference shows only when the context grows. Below, for each length $L$ we draw 16 rows of bounded logits
+# (the setting of the next chapter's Lemma 1) and track the median of the largest weight. Left: all $L$ logits
+# i.i.d. uniform on $[-2, 2]$. Right: one "needle" token at logit $2$ and $L - 1$ distractors uniform on
+# $[-2, 0.5]$, so the needle leads by a gap of at least $1.5$.
+
+# %%
+lengths = np.unique(np.logspace(0.3, 5, 12).astype(int))
+sweeps = {
+    gap: al.normalizers.max_weight_sweep(lengths, logit_bound=2.0, gap=gap, draws=16, seed=0) for gap in (0.0, 1.5)
+}
+
+fig, axes = plt.subplots(1, 2, figsize=(13, 4.4), sharey=True)
+for ax, (gap, sweep) in zip(axes, sweeps.items(), strict=True):
+    for name, part in sweep.groupby("normalizer", sort=False):
+        ax.plot(part["L"], part["max_weight"], "o-", label=name, color=al.plotting.NORMALIZER_COLORS[name])
+    ax.plot(lengths, 1 / lengths, "k:", label="$1/L$")
+    ax.set(xscale="log", yscale="log", xlabel="sequence length $L$", title=f"logit gap of the top token: {gap}")
+axes[0].set_ylabel(r"largest weight $\max_n \alpha_n$")
+axes[1].legend(fontsize=9)
+al.plotting.finish(fig, "max_weight_vs_length")
+
+# %% [markdown]
+# The slope of each curve on the log–log plot, fitted for $L \ge 100$, is the exponent $p$ in
+# $\max_n \alpha_n \propto L^{p}$; $p = -1$ is the $\Theta(1/L)$ of the next chapter.
+
+# %%
+slopes = {
+    f"gap {gap}": {
+        name: np.polyfit(np.log(part["L"][part["L"] >= 100]), np.log(part["max_weight"][part["L"] >= 100]), 1)[0]
+        for name, part in sweep.groupby("normalizer", sort=False)
+    }
+    for gap, sweep in sweeps.items()
+}
+slopes = pd.DataFrame(slopes).round(2)
+slopes
+
+# %%
+assert (slopes.loc[["softmax", "adaptive-temperature"]] < -0.9).all().all()
+assert (slopes.loc[["sparsemax", "1.5-entmax", "scalable-softmax"], "gap 1.5"] > -0.1).all()
+assert (slopes.loc[["sparsemax", "1.5-entmax", "scalable-softmax"], "gap 0.0"] < -0.4).all()
+
+# %% [markdown]
+# Softmax falls exactly like $1/L$ in both settings, and so does the adaptive temperature at long contexts: its
+# polynomial $\beta(H)$ is clipped to 1 once the entropy is large, so it behaves like softmax. With a clear gap
+# (right), sparsemax and 1.5-entmax zero out the distractors and Scalable-Softmax's $\log L$ factor outgrows the
+# $L - 1$ competitors: all three keep a large top weight. Without a gap (left), the top logits crowd together
+# as $L$ grows and even the sparse maps spread their mass over a growing support, decaying like a power of $L$
+# slower than $1/L$. Escaping $\Theta(1/L)$ takes both a normaliser that can ignore the tail and a signal that
+# stands out from it; the next chapter proves why a length-independent, strictly positive $F$ never can.
+
+# %% [markdown]
+# ## Selection, the context vector and the ball $B_r(s)$
+#
+# The paper asks whether a selected token stays *geometrically distinguishable*: selected token $i \in I_N$ is
+# distinguishable when its weighted embedding $\alpha_i x_i$ lies in the ball $B_r(s)$ around the context
+# vector while every non-selected $\alpha_j x_j$ lies outside it. With the radius the paper uses,
+#
+# $$
+# r = \min_{j \notin I_N} \lVert s - \alpha_j x_j \rVert ,
+# $$
+#
+# the second condition holds by construction, and $N_s$ counts the selected tokens with
+# $\lVert \alpha_i x_i - s \rVert \le r$. The quantity of interest is the fraction $N_s / N$.
+#
+# To draw it, $L$ tokens lie at random angles on the circle of radius $M = 1$ in $\mathbb R^2$, and the weights
+# are softmax of i.i.d. $\mathcal N(0, 1.5^2)$ logits drawn independently of the positions — as in a real head,
+# where $\alpha$ comes from query–key logits while $x$ are the value vectors. The three panels rebuild the
+# paper's Figure 1: (a) the tokens and the selected set; (b) the weighted tokens $\alpha_n x_n$, the context
+# vector $s$ and the ball $B_r(s)$ for $L = 16$, $N = 4$; (c) the same for $L = 64$, $N = 16$.
+
+# %%
+def circle_tokens(L: int, seed: int) -> torch.Tensor:
+    """L points at uniform random angles on the unit circle."""
+    angles = 2 * torch.pi * torch.rand(L, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return torch.stack([torch.cos(angles), torch.sin(angles)], dim=-1)
+
+
+def random_weights(L: int, seed: int) -> torch.Tensor:
+    logits = 1.5 * torch.randn(L, generator=torch.Generator().manual_seed(100 + seed), dtype=torch.float64)
+    return al.normalizers.softmax(logits)
+
+
+x16, alpha16 = circle_tokens(16, seed=0), random_weights(16, seed=0)
+x64, alpha64 = circle_tokens(64, seed=0), random_weights(64, seed=0)
+fractions = {
+    "L=16, N=4": al.selection.distinguishable_fraction(alpha16, x16, 4).item(),
+    "L=64, N=16": al.selection.distinguishable_fraction(alpha64, x64, 16).item(),
+}
+
+fig, axes = plt.subplots(1, 3, figsize=(15, 4.9))
+chosen = al.selection.top_n_mask(alpha16, 4)
+axes[0].scatter(*x16[~chosen].T, facecolors="none", edgecolors="0.45", label="tokens $x_j$")
+axes[0].scatter(*x16[chosen].T, color=al.plotting.NORMALIZER_COLORS["softmax"], label="selected $I_N$")
+axes[0].add_patch(plt.Circle((0, 0), 1.0, fill=False, color="0.8"))
+axes[0].set_aspect("equal")
+axes[0].set_title("(a) tokens on the circle, $L=16$, $N=4$")
+axes[0].legend(loc="lower left", fontsize=8)
+al.plotting.draw_selection(axes[1], x16, alpha16, 4, title=f"(b) $L=16$, $N=4$: $N_s/N = {fractions['L=16, N=4']:.2f}$")
+al.plotting.draw_selection(axes[2], x64, alpha64, 16, title=f"(c) $L=64$, $N=16$: $N_s/N = {fractions['L=64, N=16']:.2f}$")
+axes[1].legend(loc="lower left", fontsize=8)
+al.plotting.finish(fig, "figure1_selection_geometry")
+
+# %% [markdown]
+# The weights shrink every token towards the origin, and the context vector, a sum of $N$ of them, sits away
+# from all of them. The ball may not reach any non-selected weighted token, so a selected token whose weight is
+# small, or whose direction opposes the rest of the selection, ends up outside it: the selection is no longer
+# visible in the geometry for that token. With more tokens and a larger selection (c) the weighted tokens crowd
+# near the origin, selected and non-selected alike; a single draw says little about the fraction, whose
+# expectation {doc}`14_geometric_separability` bounds. The Theory chapters quantify each effect:
+# {doc}`12_vanishing_attention` (weights shrink like $1/L$), {doc}`13_distance_collapse` (the context vector
+# drifts to that of a random selection) and {doc}`14_geometric_separability` (how many selected tokens remain
+# distinguishable).
+
+# %%
+print({k: round(v, 3) for k, v in fractions.items()})
