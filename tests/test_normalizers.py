@@ -7,10 +7,11 @@ import math
 import numpy as np
 import pytest
 import torch
-from attnlimits import normalizers as nz
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+
+from attnlimits import normalizers as nz
 
 ALL = list(nz.NORMALIZERS.items())
 IDS = list(nz.NORMALIZERS)
@@ -157,3 +158,34 @@ def test_invalid_parameters_of_specific_normalisers():
         nz.general([-1.0, 2.0], F=lambda l: l)  # not positive at -1
     with pytest.raises(ValueError, match="F:"):
         nz.general([1.0, 2.0], F="exp")
+
+
+def test_max_weight_sweep_is_seeded_and_matches_the_normalisers():
+    a = nz.max_weight_sweep([1, 8, 64], draws=5, seed=3, gap=1.0)
+    b = nz.max_weight_sweep([1, 8, 64], draws=5, seed=3, gap=1.0)
+    assert a.equals(b)
+    assert set(a["normalizer"]) == set(nz.NORMALIZERS) and len(a) == 3 * len(nz.NORMALIZERS)
+    assert (a.loc[a["L"] == 1, "max_weight"] == 1).all()  # one token takes all the mass
+    torch.testing.assert_close(
+        torch.tensor(a["L_times_max_weight"].to_numpy()), torch.tensor((a["L"] * a["max_weight"]).to_numpy())
+    )
+    # With a gap of 1 at T = 1 sparsemax puts all mass on the needle; softmax gives it e^2 / (e^2 + sum e^{l_j}).
+    sparse = a[(a["normalizer"] == "sparsemax")]["max_weight"].to_numpy()
+    assert np.all(sparse == 1.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"lengths": []}, "lengths"),
+        ({"lengths": [0]}, "lengths"),
+        ({"names": ["nope"]}, "names"),
+        ({"draws": 0}, "draws"),
+        ({"gap": 4.0}, "gap"),
+        ({"logit_bound": -1.0}, "logit_bound"),
+    ],
+)
+def test_max_weight_sweep_rejects_bad_arguments(kwargs, match):
+    kwargs = {"lengths": [4], **kwargs}
+    with pytest.raises(ValueError, match=match):
+        nz.max_weight_sweep(**kwargs)
