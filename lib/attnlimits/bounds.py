@@ -329,3 +329,190 @@ def finite_difference_g(logits, T, eps, *, seed: int = 0, normalizer=None, reduc
     if not reduce:
         return out
     return out.reshape(-1, len(T), len(eps)).amax(dim=0)
+
+
+# ==============================================================================================================
+# Distance collapse (Theorem 1, Corollary 2) and geometric separability (Theorem 2, multi-head coverage).
+# Chapters 13 and 14; checks in attnlimits.checks ("Theorem 1 ...", "Theorem 2 ...", "Multi-head coverage").
+# Weights alpha (..., L) and tokens x (..., L, d) are validated as in attnlimits.selection.
+# ==============================================================================================================
+
+
+def _sel_parts(alpha, x, n):
+    from attnlimits import selection as _sel
+
+    a, xt = _sel._check_alpha(alpha, x)
+    n = _sel._check_n(n, a.shape[-1])
+    return a, xt, n, _sel._mask(a, n)
+
+
+def _theorem1_parts(alpha, x, n):
+    """(1 - abar_N, d1, m, L - N, abar_N): the ingredients of d_max, tensors of shape (...)."""
+    a, xt, n, mask = _sel_parts(alpha, x, n)
+    length = a.shape[-1]
+    shape = torch.broadcast_shapes(a.shape[:-1], xt.shape[:-2])
+    mask = mask.expand(*shape, length)
+    xt = xt.expand(*shape, *xt.shape[-2:])
+    abar = torch.where(mask, a, torch.zeros_like(a)).sum(dim=-1)
+    out_mass = (1 - abar).clamp_min(0)  # the rows sum to 1 only within tolerance
+    norms = torch.linalg.vector_norm(xt, dim=-1)
+    m = torch.where(mask, norms, torch.zeros_like(norms)).amax(dim=-1)
+    pair = torch.cdist(xt, xt) if xt.shape[-1] > 0 else torch.zeros(*shape, length, length, dtype=xt.dtype)
+    cross = (~mask).unsqueeze(-1) & mask.unsqueeze(-2)  # i not selected, j selected
+    d1 = torch.where(cross, pair, torch.zeros_like(pair)).flatten(-2).amax(dim=-1)  # 0 when n = L
+    return out_mass, d1, m, length - n, 1 - out_mass
+
+
+def theorem1_dmax(alpha, x, n: int) -> torch.Tensor:
+    """Theorem 1 (fixed I_N) as reconstructed: d~ <= (1 - abar_N) d1 + [(1 - abar_N) + (L - N) abar_N] m,
+
+    m = max_{j in I_N} ||x_j||,
+    abar_N = sum_{j in I_N} alpha_j, d1 = max_{i not in I_N, j in I_N} ||x_i - x_j|| (0 when N = L). Shape (...).
+    """
+    out_mass, d1, m, rest, abar = _theorem1_parts(alpha, x, n)
+    return out_mass * d1 + (out_mass + rest * abar) * m
+
+
+def theorem1_dmax_sharp(alpha, x, n: int) -> torch.Tensor:
+    """The book's sharp Theorem 1: d~ <= (1 - abar_N) d1 + [(L - N) abar_N - (1 - abar_N)] max_{j in I_N} ||x_j||.
+
+    Smaller than :func:`theorem1_dmax` by 2 (1 - abar_N) max ||x_j||, and attained (selected tokens all equal to u,
+    the others on the ray -c u), so no bound in d1, abar_N and max ||x_j|| alone can be smaller.
+    """
+    out_mass, d1, m, rest, abar = _theorem1_parts(alpha, x, n)
+    return out_mass * d1 + (rest * abar - out_mass).clamp_min(0) * m
+
+
+def jensen_residual_bound(alpha, x, n: int) -> torch.Tensor:
+    """Upper bound on the Jensen residual eps = E_{I_N}[d~] - main term (I_N uniform), shape (...).
+
+    eps <= ((L - N) / L) * sum_i sqrt(tr Cov(s | i not in I_N)), and for a uniform N-subset of the M = L - 1 other
+    scaled tokens tr Cov = N (M - N) / (M - 1) * sigma_i^2, sigma_i^2 their population variance (1/M normalised).
+    Together with eps >= 0 it pins the exact expectation between two closed forms.
+    """
+    a, xt, n, _ = _sel_parts(alpha, x, n)
+    length = a.shape[-1]
+    y = a.unsqueeze(-1) * xt
+    if length <= 2 or n == length:  # M - 1 = 0 or nothing left out: the conditional sum is deterministic
+        return torch.zeros(y.shape[:-2], dtype=y.dtype)
+    others = length - 1
+    total = y.sum(dim=-2, keepdim=True)
+    sq_total = (y * y).sum(dim=(-2, -1)).unsqueeze(-1)  # (..., 1)
+    mean = (total - y) / others  # mean of the other scaled tokens, one row per i
+    second = (sq_total - (y * y).sum(dim=-1)) / others  # mean squared norm of the others
+    var = (second - (mean * mean).sum(dim=-1)).clamp_min(0)
+    factor = n * max(others - n, 0) / (others - 1)
+    return ((length - n) / length) * torch.sqrt(factor * var).sum(dim=-1)
+
+
+def _selected_weights(alpha, n):
+    from attnlimits import selection as _sel
+
+    a, _ = _sel._check_alpha(alpha)
+    n = _sel._check_n(n, a.shape[-1])
+    return torch.gather(a, -1, _sel._top_n_indices(a, n)), n
+
+
+def _radius(name, value, dtype, allow_zero=False):
+    r = _arg_tensor(name, value).to(dtype)
+    if not ((r >= 0).all() if allow_zero else (r > 0).all()):
+        raise ValueError(f"{name}: must be {'>= 0' if allow_zero else '> 0'} everywhere")
+    return r
+
+
+def theorem2_xi(alpha, n: int, M=1.0, delta=0.0) -> torch.Tensor:
+    """xi_i of Theorem 2 for each selected token (largest weight first), shape (..., n).
+
+    xi_i^2 = M^2 sum_{j != i} alpha_j^2 + (M^2 - delta^2 / 2) sum_{j != k; j, k != i} alpha_j alpha_k (sums over
+    I_N). Under ||x_j|| = M and ||x_j - x_k|| >= delta it bounds ||s - alpha_i x_i|| for every configuration.
+    """
+    w, n = _selected_weights(alpha, n)
+    M = _arg_positive("M", M).to(w.dtype).unsqueeze(-1)
+    delta = _radius("delta", delta, w.dtype, allow_zero=True).unsqueeze(-1)
+    s1 = w.sum(dim=-1, keepdim=True) - w
+    s2 = (w * w).sum(dim=-1, keepdim=True) - w * w
+    xi2 = M**2 * s2 + (M**2 - delta**2 / 2) * (s1 * s1 - s2)
+    return xi2.clamp_min(0).sqrt()
+
+
+def theorem2_lower(alpha, n: int, r, M=1.0, delta=0.0, sharp: bool = False) -> torch.Tensor:
+    """Theorem 2 lower bound on N_s / N: 1 - (1 / (N r)) sum_i xi_i, shape (...).
+
+    With ``sharp=True`` the book's stronger form (1 / N) #{i : xi_i <= r}. Both hold for every configuration with
+    ||x_j|| = M and min separation >= delta, at the default radius r = min_{j not in I_N} ||s - alpha_j x_j||.
+    """
+    xi = theorem2_xi(alpha, n, M, delta)
+    r = _radius("r", r, xi.dtype).unsqueeze(-1)
+    if sharp:
+        return (xi <= r).to(xi.dtype).mean(dim=-1)
+    return 1 - (xi / r).mean(dim=-1)
+
+
+def theorem2_upper_reconstructed(alpha, n: int, r, M=1.0, delta=0.0) -> torch.Tensor:
+    """Theorem 2 upper bound as reconstructed from the paper: (1 / N) sum_i exp(-(xi_i - r)_+^2 / (2 M^2)).
+
+    The book shows it is *not* a valid bound on E[N_s] / N (chapter 14); kept to reproduce the paper's curve.
+    """
+    xi = theorem2_xi(alpha, n, M, delta)
+    r = _radius("r", r, xi.dtype, allow_zero=True).unsqueeze(-1)
+    M = _arg_positive("M", M).to(xi.dtype).unsqueeze(-1)
+    return torch.exp(-((xi - r).clamp_min(0) ** 2) / (2 * M**2)).mean(dim=-1)
+
+
+def theorem2_mean_lower(alpha, n: int, M=1.0, d=2) -> torch.Tensor:
+    """mu_i <= E||s - alpha_i x_i|| for x_j iid uniform on the sphere of radius M in R^d, shape (..., n).
+
+    mu_i = (E X^2)^{3/2} / (E X^4)^{1/2} (Hoelder), with E X^2 = M^2 S2 and E X^4 = M^4 (S2^2 + (2/d)(S2^2 - S4)),
+    S2, S4 = sums of alpha_j^2, alpha_j^4 over the other selected tokens.
+    """
+    w, n = _selected_weights(alpha, n)
+    M = _arg_positive("M", M).to(w.dtype).unsqueeze(-1)
+    d = _arg_lengths("d", d).to(w.dtype).unsqueeze(-1)
+    s2 = (w * w).sum(dim=-1, keepdim=True) - w * w
+    s4 = (w**4).sum(dim=-1, keepdim=True) - w**4
+    ex2 = M**2 * s2
+    ex4 = M**4 * (s2 * s2 + (2 / d) * (s2 * s2 - s4).clamp_min(0))
+    return torch.where(s2 > 0, ex2**1.5 / ex4.clamp_min(torch.finfo(w.dtype).tiny).sqrt(), torch.zeros_like(s2))
+
+
+def theorem2_upper(alpha, n: int, r, M=1.0, d=2) -> torch.Tensor:
+    """The book's Theorem 2 upper bound at a fixed radius r (x_j iid uniform on the sphere of radius M in R^d):
+
+    E[N_s(r)] / N <= (1 / N) sum_i min(1, exp(-(mu_i - r)_+^2 / (2 M^2 S2_i))), S2_i = sum_{j in I_N, j != i}
+    alpha_j^2 and mu_i from :func:`theorem2_mean_lower` (McDiarmid: moving x_j moves ||s - alpha_i x_i|| by at
+    most 2 M alpha_j). Shape (...).
+    """
+    w, n = _selected_weights(alpha, n)
+    mu = theorem2_mean_lower(alpha, n, M, d)
+    r = _radius("r", r, w.dtype, allow_zero=True).unsqueeze(-1)
+    M = _arg_positive("M", M).to(w.dtype).unsqueeze(-1)
+    s2 = (w * w).sum(dim=-1, keepdim=True) - w * w
+    gap = (mu - r).clamp_min(0)
+    term = torch.where(s2 > 0, torch.exp(-(gap**2) / (2 * M**2 * s2.clamp_min(torch.finfo(w.dtype).tiny))),
+                       torch.ones_like(s2))
+    return term.clamp(max=1).mean(dim=-1)
+
+
+def multihead_coverage(p, H) -> torch.Tensor:
+    """Multi-head corollary: H independent heads that each separate a token with probability p cover it with
+    probability 1 - (1 - p)^H. Broadcast over p in [0, 1] and integer H >= 1."""
+    p = _arg_tensor("p", p)
+    if not ((p >= 0) & (p <= 1)).all():
+        raise ValueError("p: must lie in [0, 1]")
+    H = _arg_lengths("H", H)
+    p, H = _float_args(p=p, H=H)
+    return 1 - (1 - p) ** H
+
+
+def heads_needed(p, target) -> torch.Tensor:
+    """Smallest H with 1 - (1 - p)^H >= target: ceil(log(1 - target) / log(1 - p)) (1 when p = 1). Integer tensor."""
+    p = _arg_tensor("p", p)
+    if not ((p > 0) & (p <= 1)).all():
+        raise ValueError("p: must lie in (0, 1]")
+    target = _arg_tensor("target", target)
+    if not ((target >= 0) & (target < 1)).all():
+        raise ValueError("target: must lie in [0, 1)")
+    p, target = _float_args(p=p, target=target)
+    safe = torch.where(p < 1, p, torch.full_like(p, 0.5))
+    h = torch.ceil(torch.log1p(-target) / torch.log1p(-safe) - 1e-12).clamp_min(1)
+    return torch.where(p < 1, h, torch.ones_like(h)).to(torch.int64)
