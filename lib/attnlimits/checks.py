@@ -101,6 +101,30 @@ def _one_thread():
         torch.set_num_threads(before)
 
 
+class _Adam:
+    """Plain Adam (Kingma & Ba) for the adversarial ascents. Written out because importing ``torch.optim`` pulls in
+    torch._dynamo and costs seconds, more than all the ascents together."""
+
+    def __init__(self, params, lr: float, betas=(0.9, 0.999), eps: float = 1e-8):
+        self.params, self.lr, self.betas, self.eps, self.t = list(params), lr, betas, eps, 0
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.t += 1
+        b1, b2 = self.betas
+        for p, m, v in zip(self.params, self.m, self.v, strict=True):
+            m.mul_(b1).add_(p.grad, alpha=1 - b1)
+            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+            step = self.lr * (m / (1 - b1**self.t)) / ((v / (1 - b2**self.t)).sqrt() + self.eps)
+            p.sub_(step)
+
+
 def _log_uniform(gen: torch.Generator, n: int, lo: float, hi: float) -> torch.Tensor:
     u = torch.rand(n, generator=gen, dtype=torch.float64)
     return torch.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))
@@ -145,7 +169,7 @@ def _corollary1_ascent(L: int, gen: torch.Generator, batch: int = 32, steps: int
         k = w / (1 + torch.linalg.vector_norm(w, dim=-1, keepdim=True))
         return rho_max * q / (1 + torch.linalg.vector_norm(q, dim=-1, keepdim=True)), k
 
-    opt = torch.optim.Adam([q, w], lr=0.05)
+    opt = _Adam([q, w], lr=0.05)
     for _ in range(steps):
         qn, k = params()
         log_alpha = torch.log_softmax(torch.einsum("bd,bld->bl", qn, k), dim=-1)[:, 0]
@@ -370,7 +394,7 @@ def _rayleigh_ascent(L: int, batch: int, gen: torch.Generator, steps: int = 200)
     """Adam ascent of Var_alpha(x) / ||x||^2 over (z = l / T, x): its maximum is T ||J||_2 (J = softmax Jacobian)."""
     z = torch.randn(batch, L, generator=gen, dtype=torch.float64, requires_grad=True)
     x = torch.randn(batch, L, generator=gen, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.Adam([z, x], lr=0.1)
+    opt = _Adam([z, x], lr=0.1)
     for _ in range(steps):
         alpha = torch.softmax(z, dim=-1)
         var = (alpha * x * x).sum(-1) - (alpha * x).sum(-1) ** 2
@@ -520,7 +544,7 @@ def _lemma2_ascent(F, dF, gen: torch.Generator, batch: int = 16, L: int = 4, ste
     x = torch.randn(batch, L, generator=gen, dtype=torch.float64).requires_grad_(True)
     u = torch.randn(batch, L, generator=gen, dtype=torch.float64).requires_grad_(True)
     w = torch.randn(batch, L, generator=gen, dtype=torch.float64).requires_grad_(True)
-    opt = torch.optim.Adam([x, u, w], lr=0.05)
+    opt = _Adam([x, u, w], lr=0.05)
     for _ in range(steps):
         f, fp = F(x, p), dF(x, p)
         S = f.sum(-1, keepdim=True)
