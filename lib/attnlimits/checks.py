@@ -626,3 +626,370 @@ def check_lemma2(trials: int = 2000, seed: int = 0) -> Verdict:
             "ranges": "L 2..32, p or T 0.05..20, logit spread 0.01..20; adversarial: ties and Adam ascent at L = 4",
         },
     )
+
+
+# ==============================================================================================================
+# Distance collapse (Theorem 1) and geometric separability (Theorem 2, multi-head coverage): chapters 13 and 14.
+# Random float64 trials over the documented grids below + targeted constructions (+ an Adam ascent for d_max).
+# Expectations over tokens (Theorem 2, multi-head) are Monte Carlo estimates: a configuration counts as a violation
+# only when the estimate exceeds the bound by more than Z_MC standard errors.
+# ==============================================================================================================
+
+#: (L, N, d) groups of the Theorem 1 random trials; weights softmax(beta g), beta ~ U[0, 8], Gaussian tokens with
+#: log-normal norms.
+DISTANCE_GRID = ((2, 1, 1), (4, 1, 2), (8, 2, 3), (16, 4, 8), (32, 5, 16), (64, 5, 4), (128, 16, 32), (256, 5, 8))
+#: Sequence lengths of the exact (enumeration) Jensen-residual trials; N runs over 1..L-1.
+RESIDUAL_LENGTHS = (3, 4, 5, 6, 7, 8, 9, 10)
+#: (L, d, N) groups of the Theorem 2 trials; tokens uniform on the sphere of radius M in {0.5, 1, 3}.
+SEPARABILITY_GRID = ((8, 2, 2), (16, 3, 4), (32, 8, 8), (64, 16, 16), (32, 64, 4), (128, 4, 32), (24, 256, 12))
+#: Standard errors a Monte Carlo estimate must exceed a bound by before it counts as a violation.
+Z_MC = 4.0
+
+
+def _dc_gen(seed: int, salt: int) -> torch.Generator:
+    return torch.Generator().manual_seed(int(seed) * 1_000_003 + salt)
+
+
+def _dc_split(trials: int, groups: int) -> list[int]:
+    return [trials // groups + (1 if g < trials % groups else 0) for g in range(groups)]
+
+
+def _ratio_max(measured: torch.Tensor, bound: torch.Tensor) -> float:
+    ok = bound > 0
+    return float((measured[ok] / bound[ok]).max()) if ok.any() else 0.0
+
+
+def _theorem1_constructions() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
+    """Selected tokens all equal to u, the others on the ray -c u: the sharp bound is attained exactly."""
+    from attnlimits import synthetic
+
+    out = []
+    u = torch.tensor([0.6, -0.8, 0.0], dtype=torch.float64)
+    for L, N in ((2, 1), (5, 2), (16, 3), (64, 8)):
+        for abar in (N / L, 0.5 * (1 + N / L), 0.99, 1.0):
+            alpha = synthetic.two_level_weights(L, N, 1 - abar)
+            for c in (0.0, 0.5, 2.0):
+                x = torch.cat([u.expand(N, 3), (-c * u).expand(L - N, 3)])
+                out.append((alpha, x, N))
+    return out
+
+
+def _theorem1_ascent(gen: torch.Generator, batch: int = 16, L: int = 8, N: int = 2, d: int = 3, steps: int = 60):
+    """Adam ascent on d~ / d_max_sharp over logits and tokens; returns the final (alpha, x)."""
+    from attnlimits import bounds, selection
+
+    logits = (2 * torch.randn(batch, L, generator=gen, dtype=torch.float64)).requires_grad_()
+    x = torch.randn(batch, L, d, generator=gen, dtype=torch.float64).requires_grad_()
+    opt = torch.optim.Adam([logits, x], lr=0.1)
+    for _ in range(steps):
+        alpha = torch.softmax(logits, dim=-1)
+        ratio = selection.cumulative_distance(alpha, x, N) / bounds.theorem1_dmax_sharp(alpha, x, N)
+        opt.zero_grad()
+        (-ratio.sum()).backward()
+        opt.step()
+    return torch.softmax(logits.detach(), dim=-1), x.detach()
+
+
+@lru_cache(maxsize=4)
+def _theorem1_study(trials: int, seed: int) -> dict:
+    """d~, the reconstructed and the sharp d_max on random trials, constructions and an ascent."""
+    from attnlimits import bounds, selection
+
+    gen = _dc_gen(seed, 13)
+    parts = {"random": [], "adversarial": []}
+    for (L, N, d), count in zip(DISTANCE_GRID, _dc_split(trials, len(DISTANCE_GRID)), strict=True):
+        if count == 0:
+            continue
+        beta = 8 * torch.rand(count, 1, generator=gen, dtype=torch.float64)
+        alpha = torch.softmax(beta * torch.randn(count, L, generator=gen, dtype=torch.float64), dim=-1)
+        x = torch.randn(count, L, d, generator=gen, dtype=torch.float64)
+        x = x * torch.exp(torch.randn(count, L, 1, generator=gen, dtype=torch.float64))
+        parts["random"].append((alpha, x, N))
+    parts["adversarial"] = _theorem1_constructions()
+    with _one_thread():
+        parts["adversarial"].append((*_theorem1_ascent(gen), 2))
+    out = {}
+    for kind, items in parts.items():
+        dt, rec, sharp = [], [], []
+        for alpha, x, N in items:
+            dt.append(selection.cumulative_distance(alpha, x, N).reshape(-1))
+            rec.append(bounds.theorem1_dmax(alpha, x, N).reshape(-1))
+            sharp.append(bounds.theorem1_dmax_sharp(alpha, x, N).reshape(-1))
+        out[kind] = tuple(torch.cat(v) for v in (dt, rec, sharp))
+    return out
+
+
+def _theorem1_verdict(trials: int, seed: int, which: int, bound: str, statement: str) -> Verdict:
+    study = _theorem1_study(int(trials), int(seed))
+    dt = torch.cat([study["random"][0], study["adversarial"][0]])
+    b = torch.cat([study["random"][which], study["adversarial"][which]])
+    violations = int((dt > b * (1 + RTOL) + 1e-12).sum())
+    worst = _ratio_max(dt, b)
+    rnd = study["random"]
+    ok = rnd[which] > 0
+    return Verdict(
+        bound=bound, statement=statement, trials=len(dt), violations=violations, worst_ratio=worst,
+        verdict=_tightness_text(worst) if violations == 0 else f"violated ({violations} trials)", expected="holds",
+        details={
+            "random_trials": len(rnd[0]), "adversarial_trials": len(study["adversarial"][0]),
+            "worst_ratio_random": _ratio_max(rnd[0], rnd[which]),
+            "median_ratio_random": float((rnd[0][ok] / rnd[which][ok]).median()),
+            "ranges": "(L, N, d) in " + str(DISTANCE_GRID) + "; alpha = softmax(beta g), beta ~ U[0, 8]; "
+            "adversarial: x_I = u, x_out = -c u constructions and Adam ascent on d~/d_max_sharp (L = 8, N = 2)",
+        },
+    )
+
+
+@register("Theorem 1 d_max (as reconstructed)")
+def check_theorem1_dmax(trials: int = 2000, seed: int = 0) -> Verdict:
+    """Theorem 1 with fixed I_N, in the reconstructed form of the spec."""
+    return _theorem1_verdict(
+        trials, seed, 1, "Theorem 1 d_max (as reconstructed)",
+        "d~ <= (1 - abar_N) d1 + [(1 - abar_N) + (L - N) abar_N] max_{j in I_N} ||x_j||")
+
+
+@register("Theorem 1 d_max sharp (book)")
+def check_theorem1_dmax_sharp(trials: int = 2000, seed: int = 0) -> Verdict:
+    """The book's sharp Theorem 1 (smaller by 2 (1 - abar_N) max ||x_j||)."""
+    return _theorem1_verdict(
+        trials, seed, 2, "Theorem 1 d_max sharp (book)",
+        "d~ <= (1 - abar_N) d1 + [(L - N) abar_N - (1 - abar_N)] max_{j in I_N} ||x_j||")
+
+
+@lru_cache(maxsize=4)
+def _residual_study(trials: int, seed: int) -> dict:
+    """Exact E (enumeration), main term and the residual bound on random trials and constructions."""
+    from attnlimits import bounds, selection
+
+    gen = _dc_gen(seed, 17)
+    groups = [(L, N) for L in RESIDUAL_LENGTHS for N in range(1, L)]
+    E, main, rb = [], [], []
+    for g, ((L, N), count) in enumerate(zip(groups, _dc_split(trials, len(groups)), strict=True)):
+        if count == 0:
+            continue
+        beta = 8 * torch.rand(count, 1, generator=gen, dtype=torch.float64)
+        alpha = torch.softmax(beta * torch.randn(count, L, generator=gen, dtype=torch.float64), dim=-1)
+        x = torch.randn(count, L, (1, 2, 3, 5)[g % 4], generator=gen, dtype=torch.float64)
+        E.append(selection.random_selection_exact(alpha, x, N))
+        main.append(selection.random_selection_expectation(alpha, x, N))
+        rb.append(bounds.jensen_residual_bound(alpha, x, N))
+    n_random = sum(len(e) for e in E)
+    for L in (3, 6, 10):  # equal scaled tokens y_i = alpha_i x_i = u: s is the same for every subset, eps = 0
+        alpha = torch.softmax(torch.randn(4, L, generator=gen, dtype=torch.float64), dim=-1)
+        x = torch.ones(4, L, 2, dtype=torch.float64) / alpha.unsqueeze(-1)
+        for N in (1, L // 2):
+            E.append(selection.random_selection_exact(alpha, x, N))
+            main.append(selection.random_selection_expectation(alpha, x, N))
+            rb.append(bounds.jensen_residual_bound(alpha, x, N))
+    E, main, rb = torch.cat(E), torch.cat(main), torch.cat(rb)
+    return {"E": E, "main": main, "bound": rb, "n_random": n_random}
+
+
+@register("Theorem 1 residual eps >= 0")
+def check_jensen_residual_sign(trials: int = 2000, seed: int = 0) -> Verdict:
+    """Random I_N: the exact expectation is never below the closed-form main term (Jensen)."""
+    st = _residual_study(int(trials), int(seed))
+    E, main = st["E"], st["main"]
+    violations = int((E < main - 1e-10 * (1 + main.abs())).sum())
+    worst = _ratio_max(main, E)
+    eps = E - main
+    return Verdict(
+        bound="Theorem 1 residual eps >= 0",
+        statement="E_{I_N uniform}[d~] = ((L-N)/L) sum_i ||a_i x_i - (N/(L-1)) sum_{j!=i} a_j x_j|| + eps, eps >= 0",
+        trials=len(E), violations=violations, worst_ratio=worst,
+        verdict=(_tightness_text(worst) + "; eps = 0 exactly when every subset gives the same s")
+        if violations == 0 else f"violated ({violations} trials)",
+        expected="holds",
+        details={"random_trials": st["n_random"], "min_eps": float(eps.min()),
+                 "median_eps_over_main": float((eps / main.clamp_min(1e-300)).median()),
+                 "ranges": f"exact enumeration, L in {RESIDUAL_LENGTHS}, N in 1..L-1, d in 1..5, beta ~ U[0, 8]"},
+    )
+
+
+@register("Theorem 1 residual bound (book)")
+def check_jensen_residual_bound(trials: int = 2000, seed: int = 0) -> Verdict:
+    """eps <= ((L-N)/L) sum_i sqrt(tr Cov(s | i not in I_N)), the book's upper bound on the Jensen residual."""
+    st = _residual_study(int(trials), int(seed))
+    eps = st["E"] - st["main"]
+    violations = int((eps > st["bound"] * (1 + 1e-9) + 1e-12).sum())
+    worst = _ratio_max(eps, st["bound"])
+    return Verdict(
+        bound="Theorem 1 residual bound (book)",
+        statement="eps <= ((L-N)/L) sum_i sqrt(N (L-1-N)/(L-2) sigma_i^2), sigma_i^2 = variance of {a_j x_j}_{j!=i}",
+        trials=len(eps), violations=violations, worst_ratio=worst,
+        verdict=_tightness_text(worst) if violations == 0 else f"violated ({violations} trials)",
+        expected="holds",
+        details={"random_trials": st["n_random"],
+                 "ranges": f"exact enumeration, L in {RESIDUAL_LENGTHS}, N in 1..L-1, d in 1..5, beta ~ U[0, 8]"},
+    )
+
+
+def _separability_group(L, d, N, count, gen, M=None, alpha=None):
+    """One Theorem 2 group: ``count`` draws, each with its own weights (softmax(beta g), beta ~ U[0, 6]) unless
+    ``alpha`` is given, tokens uniform on the sphere of radius M."""
+    from attnlimits import synthetic
+
+    if alpha is None:
+        beta = 6 * torch.rand(count, generator=gen, dtype=torch.float64)
+        alpha = synthetic.concentrated_weights((count,), L, beta, gen)
+    if M is None:
+        M = (0.5, 1.0, 3.0)[int(torch.randint(3, (1,), generator=gen))]
+    seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
+    return alpha, synthetic.separability_samples(alpha, N, d, 1 if alpha.dim() > 1 else count, M, seed=seed), M
+
+
+@register("Theorem 2 lower bound")
+def check_theorem2_lower(trials: int = 2000, seed: int = 0) -> Verdict:
+    """N_s / N >= 1 - (1/(N r)) sum_i xi_i at the default radius, checked draw by draw (it holds pathwise)."""
+    gen = _dc_gen(seed, 21)
+    frac, low, sharp = [], [], []
+    for (L, d, N), count in zip(SEPARABILITY_GRID, _dc_split(trials, len(SEPARABILITY_GRID)), strict=True):
+        if count:
+            _, res, _ = _separability_group(L, d, N, count, gen)
+            frac.append(res["frac"].reshape(-1))
+            low.append(res["lower"].reshape(-1))
+            sharp.append(res["lower_sharp"].reshape(-1))
+    n_random = sum(len(f) for f in frac)
+    # constructions: selected tokens clustered in a tiny cap (delta ~ 0, xi_i ~ ||s - a_i x_i||), the rest opposite
+    for L, N, eps in ((8, 1, 0.0), (8, 3, 1e-3), (32, 4, 1e-2), (32, 16, 1e-3)):
+        alpha = torch.tensor([1.0] * N + [1e-3] * (L - N), dtype=torch.float64)
+        alpha = alpha / alpha.sum()
+        u = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
+        x = u + eps * torch.randn(L, 3, generator=gen, dtype=torch.float64)
+        x[N:] = -u + eps * torch.randn(L - N, 3, generator=gen, dtype=torch.float64)
+        x = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+        from attnlimits import bounds, selection, synthetic
+
+        dist, mask = selection.token_distances(alpha, x, N)
+        r = torch.where(mask, torch.inf, dist).amin()
+        delta = synthetic.min_separation(x)
+        frac.append(selection.distinguishable_fraction(alpha, x, N).reshape(1))
+        low.append(bounds.theorem2_lower(alpha, N, r, 1.0, delta).reshape(1))
+        sharp.append(bounds.theorem2_lower(alpha, N, r, 1.0, delta, sharp=True).reshape(1))
+    frac, low, sharp = torch.cat(frac), torch.cat(low), torch.cat(sharp)
+    violations = int((frac < low - 1e-12).sum())
+    pos = frac > 0
+    worst = float((low[pos] / frac[pos]).max()) if pos.any() else 0.0
+    return Verdict(
+        bound="Theorem 2 lower bound",
+        statement="N_s/N >= (1/N) #{i: xi_i <= r} >= 1 - (1/(N r)) sum_i xi_i, r = min_{j not in I_N} ||s - a_j x_j||",
+        trials=len(frac), violations=violations, worst_ratio=worst,
+        verdict=_tightness_text(worst) if violations == 0 else f"violated ({violations} trials)", expected="holds",
+        details={"random_trials": n_random, "sharp_form_violations": int((frac < sharp - 1e-12).sum()),
+                 "worst_ratio_random": float((low[:n_random][pos[:n_random]] / frac[:n_random][pos[:n_random]]).max()),
+                 "fraction_vacuous": float((low <= 0).double().mean()),
+                 "ranges": "(L, d, N) in " + str(SEPARABILITY_GRID) + ", M in {0.5, 1, 3}, beta ~ U[0, 6], "
+                 "delta = realised min separation; pathwise"},
+    )
+
+
+def _mc_exceeds(samples: torch.Tensor, bound: torch.Tensor | float) -> tuple[bool, float]:
+    """(mean of samples exceeds bound by more than Z_MC standard errors, mean / bound)."""
+    diff = samples - bound
+    se = diff.std() / math.sqrt(len(diff)) if len(diff) > 1 else torch.tensor(math.inf)
+    mean_b = float(torch.as_tensor(bound, dtype=torch.float64).mean())
+    return bool(diff.mean() - Z_MC * se > 0), float(samples.mean()) / mean_b if mean_b > 0 else math.inf
+
+
+def _upper_configs(gen):
+    """Theorem 2 upper-bound configurations: the random grid (one alpha per group) and two targeted ones (uniform
+    weights on I_N, zero elsewhere, high dimension), where the reconstructed bound fails."""
+    from attnlimits import synthetic
+
+    configs = []
+    for L, d, N in SEPARABILITY_GRID:
+        beta = float(6 * torch.rand(1, generator=gen, dtype=torch.float64))
+        configs.append((synthetic.concentrated_weights((), L, beta, gen), d, N, "random"))
+    configs.append((synthetic.two_level_weights(24, 12, 0.0), 1024, 12, "targeted"))
+    configs.append((synthetic.two_level_weights(32, 8, 0.0), 256, 8, "targeted"))
+    return configs
+
+
+@register("Theorem 2 upper bound (as reconstructed)")
+def check_theorem2_upper_reconstructed(trials: int = 2000, seed: int = 0) -> Verdict:
+    """E[N_s]/N <= (1/N) sum_i exp(-(xi_i - r)_+^2 / (2 M^2)) at the default radius (Algorithm 4's evaluation)."""
+    from attnlimits import synthetic
+
+    gen = _dc_gen(seed, 23)
+    configs = _upper_configs(gen)
+    violations, worst, cases = 0, 0.0, []
+    for (alpha, d, N, kind), count in zip(configs, _dc_split(trials, len(configs)), strict=True):
+        res = synthetic.separability_samples(alpha, N, d, max(count, 2), 1.0, seed=int(gen.initial_seed()) + N)
+        bad, ratio = _mc_exceeds(res["frac"], res["upper_rec"])
+        violations += int(bad)
+        worst = max(worst, ratio)
+        if bad:
+            cases.append({"L": alpha.shape[-1], "d": d, "N": N, "kind": kind, "E[N_s]/N": float(res["frac"].mean()),
+                          "bound": float(res["upper_rec"].mean())})
+    return Verdict(
+        bound="Theorem 2 upper bound (as reconstructed)",
+        statement="E[N_s]/N <= (1/N) sum_i exp(-(xi_i - r)_+^2 / (2 M^2)), r = min_{j not in I_N} ||s - a_j x_j||",
+        trials=trials, violations=violations, worst_ratio=worst,
+        verdict=(f"violated: E[N_s]/N = {cases[0]['E[N_s]/N']:.4f} > bound {cases[0]['bound']:.4f} "
+                 f"(L={cases[0]['L']}, d={cases[0]['d']}, N={cases[0]['N']}, uniform weights on I_N)")
+        if cases else _tightness_text(worst),
+        expected="violated",
+        details={"configurations": len(configs), "violating": cases, "z": Z_MC,
+                 "ranges": "grid " + str(SEPARABILITY_GRID) + " with one alpha each + 2 targeted; M = 1"},
+    )
+
+
+@register("Theorem 2 upper bound (book, fixed r)")
+def check_theorem2_upper(trials: int = 2000, seed: int = 0) -> Verdict:
+    """E[N_s(r)]/N <= (1/N) sum_i min(1, exp(-(mu_i - r)_+^2 / (2 M^2 S2_i))) at a fixed radius r (McDiarmid)."""
+    from attnlimits import bounds, synthetic
+
+    gen = _dc_gen(seed, 29)
+    configs = _upper_configs(gen)
+    violations, worst, n = 0, 0.0, 0
+    groups = [(c, f) for c in configs for f in (0.7, 1.0)]
+    for ((alpha, d, N, _), factor), count in zip(groups, _dc_split(trials, len(groups)), strict=True):
+        r = factor * float(bounds.theorem2_mean_lower(alpha, N, 1.0, d).mean().clamp_min(1e-3))
+        res = synthetic.separability_samples(alpha, N, d, max(count, 2), 1.0, r=r,
+                                             seed=int(torch.randint(2**31 - 1, (1,), generator=gen)))
+        bad, ratio = _mc_exceeds(res["frac"], res["upper_book"])
+        violations += int(bad)
+        worst = max(worst, ratio)
+        n += max(count, 2)
+    return Verdict(
+        bound="Theorem 2 upper bound (book, fixed r)",
+        statement="E[N_s(r)]/N <= (1/N) sum_i min(1, exp(-(mu_i - r)_+^2/(2 M^2 S2_i))), x iid uniform on the sphere",
+        trials=n, violations=violations, worst_ratio=worst,
+        verdict=_tightness_text(worst) if violations == 0 else f"violated ({violations} configurations)",
+        expected="holds",
+        details={"configurations": len(groups), "z": Z_MC,
+                 "ranges": "the reconstructed-bound configurations at r = 0.7, 1.0 x mean mu_i; M = 1"},
+    )
+
+
+@register("Multi-head coverage")
+def check_multihead(trials: int = 2000, seed: int = 0) -> Verdict:
+    """H independent heads: mean coverage <= 1 - (1 - p)^H with p = E[N_s]/N (= when every p_i is equal)."""
+    from attnlimits import bounds, synthetic
+
+    gen = _dc_gen(seed, 31)
+    grid = ((16, 2, 4, 0.0), (32, 8, 8, 1.0), (32, 3, 4, 3.0), (64, 16, 8, 0.5))
+    heads = (1, 2, 3, 5)
+    violations, worst, rows = 0, 0.0, 0
+    for (L, d, N, beta), count in zip(grid, _dc_split(trials, len(grid)), strict=True):
+        samples = max(count // (1 + max(heads)), 8)
+        alpha = synthetic.concentrated_weights((), L, beta, gen)
+        df = synthetic.multihead_simulation(alpha, N, d, heads, samples, seed=int(torch.randint(2**31 - 1, (1,),
+                                                                                                    generator=gen)))
+        p_se = math.sqrt(max(df.p[0] * (1 - df.p[0]), 1e-12) / (samples * N))
+        for row in df.itertuples():
+            slack = Z_MC * (row.sd + row.H * (1 - row.p) ** (row.H - 1) * p_se)
+            violations += int(row.simulated > row.paper + slack)
+            worst = max(worst, row.simulated / (row.paper + slack))  # estimate / (bound + its MC allowance)
+        rows += samples * (1 + max(heads))
+    return Verdict(
+        bound="Multi-head coverage",
+        statement="H independent heads cover a selected token w.p. 1 - (1 - p_i)^H; on average <= 1 - (1 - p)^H",
+        trials=rows, violations=violations, worst_ratio=worst,
+        verdict=("holds within Monte Carlo error (equality at H = 1 and when all p_i are equal); "
+                 f"p = 0.8 needs H = {int(bounds.heads_needed(0.8, 0.99))} for 99 %")
+        if violations == 0 else f"violated ({violations} configurations)",
+        expected="holds",
+        details={"grid (L, d, N, beta)": grid, "heads": heads, "z": Z_MC,
+                 "worst_ratio": "simulated / (1 - (1 - p)^H + Z_MC standard errors of both estimates)"},
+    )
