@@ -1,0 +1,258 @@
+"""Sweeps behind the figures of the vanishing-attention and gradient-sensitivity chapters (12 and 15).
+
+Each function is seeded, runs on synthetic float64 data, and returns a pandas DataFrame that a chapter plots in a
+few lines; the heavy lifting (and the vectorisation) stays here so the chapters read as prose, maths and figures.
+
+- :func:`vanishing_sweep`        L * max alpha, the fraction of exact zeros and T ||J||_2 against L per normaliser.
+- :func:`corollary1_tightness`   the extremal keys of Corollary 1: measured / paper band and / sharp band.
+- :func:`jacobian_sample`        the random softmax Jacobians of the Corollary-3 checks, as a table.
+- :func:`swap_example`           two logit vectors sqrt(5) eps apart whose top two entries swap.
+- :func:`g_synthetic`            Algorithm 5's g(T, eps) on synthetic causal heads, paper's and corrected curves.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import torch
+
+__all__ = [
+    "corollary1_tightness",
+    "g_synthetic",
+    "jacobian_sample",
+    "jacobian_spectral_norm",
+    "swap_example",
+    "synthetic_heads",
+    "vanishing_sweep",
+]
+
+
+def jacobian_spectral_norm(fn, logits: torch.Tensor, iters: int = 40, seed: int = 0) -> torch.Tensor:
+    """||d fn(l) / d l||_2 per row of ``logits`` (..., L) by power iteration on J^T J, matrix-free.
+
+    J^T u is one backward pass; J u comes from differentiating that backward pass in u (the double-vjp trick), so
+    any differentiable normaliser works (sparsemax and entmax included) at L = 10^5 without an L x L matrix.
+    """
+    x = logits.detach().requires_grad_(True)
+    with torch.enable_grad():
+        y = fn(x)
+        w = torch.zeros_like(y, requires_grad=True)
+        (jt_w,) = torch.autograd.grad(y, x, w, create_graph=True)  # J^T w, linear in w
+    gen = torch.Generator().manual_seed(seed)
+    u = torch.randn(x.shape, generator=gen, dtype=x.dtype)
+    sigma = torch.zeros(x.shape[:-1], dtype=x.dtype)
+    for _ in range(iters):
+        u = u / torch.linalg.vector_norm(u, dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+        (ju,) = torch.autograd.grad(jt_w, w, u, retain_graph=True)  # J u
+        sigma = torch.linalg.vector_norm(ju, dim=-1)
+        (u,) = torch.autograd.grad(y, x, ju, retain_graph=True)  # J^T J u
+    return sigma.detach()
+
+
+def _top_eig_diag_minus_rank_one(d: torch.Tensor, u: torch.Tensor, iters: int = 48) -> torch.Tensor:
+    """Largest eigenvalue of diag(d) - u u^T (d >= 0, u_i != 0 where d_i > 0) per row, by bisection on the secular
+    equation 1 = sum_i u_i^2 / (d_i - lambda) between the two largest d_i. O(L) memory."""
+    top2 = d.topk(min(2, d.shape[-1]), dim=-1).values
+    hi = top2[..., 0]
+    lo = top2[..., 1] if d.shape[-1] > 1 else torch.zeros_like(hi)
+    u2 = u * u
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        f = 1 - (u2 / (d - mid[..., None])).sum(dim=-1)
+        lo, hi = torch.where(f > 0, mid, lo), torch.where(f > 0, hi, mid)
+    return (lo + hi) / 2
+
+
+def _exact_jacobian_norm(name: str, logits: torch.Tensor, alpha: torch.Tensor):
+    """T ||J||_2 in closed form where the Jacobian is diag(d) - u u^T (T = 1, default parameters), else None.
+
+    softmax: d = u = alpha; Scalable-Softmax: the same times log L; sparsemax: d = support indicator m, u = m/sqrt|S|;
+    1.5-entmax: d = sqrt(alpha), u = d / sqrt(sum d) (Peters et al. 2019).
+    """
+    if name in ("softmax", "scalable-softmax"):
+        scale = math.log(logits.shape[-1]) if name == "scalable-softmax" else 1.0
+        return scale * _top_eig_diag_minus_rank_one(alpha, alpha)
+    if name in ("sparsemax", "1.5-entmax"):
+        d = (alpha > 0).to(alpha.dtype) if name == "sparsemax" else alpha.sqrt()
+        return _top_eig_diag_minus_rank_one(d, d / d.sum(-1, keepdim=True).sqrt())
+    if name == "adaptive-temperature":
+        # alpha = softmax(beta(H) z): where beta is locally constant (H below the threshold, or the polynomial
+        # clamped at 1) the Jacobian is beta (diag alpha - alpha alpha^T); elsewhere use the power iteration.
+        from attnlimits.normalizers import ADAPTIVE_TEMPERATURE_COEFFS, adaptive_temperature, softmax
+
+        p = softmax(logits, dim=-1)
+        H = -(p * torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))).sum(-1)
+        poly = torch.zeros_like(H)
+        for c in ADAPTIVE_TEMPERATURE_COEFFS:
+            poly = poly * H + c
+        beta = torch.where(H > 0.5, poly.clamp_min(1.0), torch.ones_like(H))
+        norm = beta * _top_eig_diag_minus_rank_one(alpha, alpha)
+        moving = (H > 0.5) & (poly > 1)
+        if moving.any():
+            from attnlimits.checks import _one_thread
+
+            with _one_thread():  # small rows only (large L clamps beta): threads cost more than they save
+                fn = lambda z: adaptive_temperature(z, dim=-1)  # noqa: E731
+                norm[moving] = jacobian_spectral_norm(fn, logits[moving], iters=300)
+        return norm
+    return None
+
+
+def vanishing_sweep(lengths, names=None, *, rho: float = 2.0, d: int = 4, rows: int = 8, seed: int = 0,
+                    jacobian: bool = True) -> pd.DataFrame:
+    """Who escapes Theta(1/L), and at what price.
+
+    Keys uniform on the unit sphere in R^d (one draw of max(lengths) keys; each L uses the first L), ``rows`` random
+    unit queries scaled by ``rho``, T = 1: logits q.k_i in [-rho, rho], so Delta / T = rho. For each normaliser of
+    :data:`attnlimits.normalizers.NORMALIZERS` (default parameters) and each L: mean over queries of L * max alpha
+    (Corollary 1 keeps it in [e^{-2 rho}, e^{2 rho}] for softmax), the fraction of exactly-zero weights, and
+    T ||J||_2 (sensitivity; 1/2 is the softmax ceiling of chapter 15). Returns a long DataFrame.
+    """
+    from attnlimits.normalizers import NORMALIZERS
+
+    names = list(NORMALIZERS) if names is None else list(names)
+    unknown = sorted(set(names) - set(NORMALIZERS))
+    if unknown:
+        raise ValueError(f"names: unknown normaliser(s) {unknown}; allowed: {list(NORMALIZERS)}")
+    lengths = sorted({int(L) for L in lengths})
+    if not lengths or lengths[0] < 1:
+        raise ValueError(f"lengths: need integers >= 1, got {lengths}")
+    if not (math.isfinite(rho) and rho >= 0):
+        raise ValueError(f"rho: must be a finite number >= 0, got {rho}")
+    gen = torch.Generator().manual_seed(seed)
+    keys = torch.randn(lengths[-1], d, generator=gen, dtype=torch.float64)
+    keys = keys / torch.linalg.vector_norm(keys, dim=-1, keepdim=True)
+    q = torch.randn(rows, d, generator=gen, dtype=torch.float64)
+    q = rho * q / torch.linalg.vector_norm(q, dim=-1, keepdim=True)
+    out = []
+    for L in lengths:
+        logits = q @ keys[:L].T
+        for name in names:
+            fn = NORMALIZERS[name]
+            alpha = fn(logits, dim=-1)
+            row = {
+                "normalizer": name,
+                "L": L,
+                "L_max_alpha": (L * alpha.amax(-1)).mean().item(),
+                "zero_fraction": (alpha == 0).double().mean().item(),
+            }
+            if jacobian:
+                norm = _exact_jacobian_norm(name, logits, alpha)
+                if norm is None:  # any other normaliser: matrix-free power iteration
+                    norm = jacobian_spectral_norm(lambda z, fn=fn: fn(z, dim=-1), logits, iters=60)
+                row["T_jacobian_norm"] = norm.mean().item()
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def corollary1_tightness(lengths, rhos, T: float = 1.0) -> pd.DataFrame:
+    """The extremal keys of Corollary 1 (one key parallel to q, L - 1 antiparallel, all of norm max ||k||), measured.
+
+    For each L and rho = Delta / T: the largest weight alpha_1, the paper's upper band e^{2 rho}/L, the sharp band
+    1/(1 + (L-1) e^{-2 rho}) and the ratios. The sharp ratio is 1 (attained); the paper's ratio L / (e^{2 rho} + L - 1)
+    tends to 1 only as L -> infinity.
+    """
+    from attnlimits import bounds
+
+    out = []
+    for rho in rhos:
+        for L in lengths:
+            L = int(L)
+            delta = rho * T
+            q = torch.tensor([delta, 0.0], dtype=torch.float64)  # ||q|| = Delta, ||k_i|| = 1
+            k = torch.tensor([[-1.0, 0.0]], dtype=torch.float64).repeat(L, 1)
+            k[0, 0] = 1.0
+            alpha = torch.softmax((k @ q) / T, dim=-1)
+            _, upper = bounds.corollary1_band(L, bounds.corollary1_delta(q, k), T)
+            _, sharp = bounds.corollary1_band_sharp(L, delta, T)
+            out.append({"rho": rho, "L": L, "alpha_max": alpha[0].item(), "paper_upper": upper.item(),
+                        "sharp_upper": sharp.item(), "ratio_paper": (alpha[0] / upper).item(),
+                        "ratio_sharp": (alpha[0] / sharp).item()})
+    return pd.DataFrame(out)
+
+
+def jacobian_sample(trials: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """The random softmax logits of the Corollary-3 checks (same sampler, same seed), one row per trial:
+    L, T, max alpha, T ||J||_2 (exact) and T max_ij |J_ij|."""
+    from attnlimits import checks
+
+    s = checks._jacobian_norm_study(int(trials), int(seed))
+    return pd.DataFrame({
+        "L": s["lengths"].numpy(),
+        "T": s["T"].numpy(),
+        "max_alpha": s["max_alpha"].numpy(),
+        "T_norm": (s["norm"] * s["T"]).numpy(),
+        "T_entry": (s["entry"] * s["T"]).numpy(),
+    })
+
+
+def swap_example(eps, T: float = 1.0, rest: float = -math.inf) -> pd.DataFrame:
+    """Two logit vectors l = (c + eps, c, rest...) and l' = (c - eps, c + eps, rest...) with c = 0: their distance is
+    sqrt((2 eps)^2 + eps^2) = sqrt(5) eps and their two largest entries swap order.
+
+    ``rest`` is the value of the other logits (-inf: absent, the limit where the effect is largest). Returns, per
+    eps: the distance, ||alpha - alpha'||, the ratio ||alpha - alpha'|| / ||l - l'|| times T (compare 1/4 printed,
+    1/2 sharp) and the change itself against min{sqrt(5) eps / (2T), sqrt(2)}.
+    """
+    from attnlimits import bounds
+    from attnlimits.normalizers import softmax
+
+    eps = torch.as_tensor(eps, dtype=torch.float64).reshape(-1)
+    if not (torch.isfinite(eps).all() and (eps > 0).all()):
+        raise ValueError("eps: must be finite and > 0")
+    tail = torch.full((len(eps), 2), float(rest), dtype=torch.float64)
+    l1 = torch.cat([torch.stack([eps, torch.zeros_like(eps)], -1), tail], -1)
+    l2 = torch.cat([torch.stack([-eps, eps], -1), tail], -1)
+    a1, a2 = softmax(l1, T=T), softmax(l2, T=T)
+    dist = torch.linalg.vector_norm((l1 - l2)[:, :2], dim=-1)
+    change = torch.linalg.vector_norm(a1 - a2, dim=-1)
+    return pd.DataFrame({
+        "eps": eps.numpy(),
+        "distance": dist.numpy(),
+        "change": change.numpy(),
+        "T_change_per_distance": (T * change / dist).numpy(),
+        "corrected_ceiling": torch.minimum(dist / (2 * T), torch.full_like(dist, math.sqrt(2))).numpy(),
+        "printed_ceiling": torch.clamp(dist * bounds.corollary3_printed(T), max=math.sqrt(2)).numpy(),
+    })
+
+
+def synthetic_heads(L: int = 64, scales=(0.5, 1.0, 2.0, 4.0), seed: int = 0) -> tuple[torch.Tensor, list[str]]:
+    """Synthetic causal attention logits (heads, rows = L, L) for Algorithm 5 and their labels.
+
+    One head per scale sigma: logits sigma * N(0, 1), row t sees positions 0..t (the rest -inf). One more head,
+    "tied": every row holds exactly two equal logits (the first two positions; rows 0 sees one) - the worst case of
+    chapter 15, where the Jacobian norm is 1/(2T).
+    """
+    gen = torch.Generator().manual_seed(seed)
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+    heads, labels = [], []
+    for sigma in scales:
+        z = sigma * torch.randn(L, L, generator=gen, dtype=torch.float64)
+        heads.append(z.masked_fill(~causal, -math.inf))
+        labels.append(f"gaussian sigma={sigma:g}")
+    tied = torch.full((L, L), -math.inf, dtype=torch.float64)
+    tied[:, :2] = 0.0
+    heads.append(tied)
+    labels.append("tied top two")
+    return torch.stack(heads), labels
+
+
+def g_synthetic(T_grid, eps_grid=(1e-3, 1e-1, 10.0), *, L: int = 64, seed: int = 0) -> pd.DataFrame:
+    """Algorithm 5 on :func:`synthetic_heads`: g(T, eps) (max over heads), the head that attains it, the paper's
+    dashed curve min{1/(4T), sqrt(2)} and the corrected ceiling min{1/(2T), sqrt(2)/eps}."""
+    from attnlimits import bounds
+
+    logits, labels = synthetic_heads(L=L, seed=seed)
+    T_grid = torch.as_tensor(T_grid, dtype=torch.float64).reshape(-1)
+    eps_grid = torch.as_tensor(eps_grid, dtype=torch.float64).reshape(-1)
+    per_head = bounds.finite_difference_g(logits, T_grid, eps_grid, seed=seed, reduce=False)  # (heads, nT, neps)
+    g, arg = per_head.max(dim=0)
+    paper = bounds.corollary3_printed(T_grid)
+    out = []
+    for i, T in enumerate(T_grid.tolist()):
+        for j, e in enumerate(eps_grid.tolist()):
+            out.append({"T": T, "eps": e, "g": g[i, j].item(), "head": labels[int(arg[i, j])],
+                        "paper": paper[i].item(),
+                        "corrected": bounds.finite_difference_bound(T, e).item()})
+    return pd.DataFrame(out)
