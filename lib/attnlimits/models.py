@@ -48,13 +48,20 @@ __all__ = [
     "LoadedModel",
     "ModelUnavailableError",
     "Provenance",
+    "attention_implementation",
     "banner",
+    "banner_text",
     "cache_dir",
     "capture",
+    "eager_attentions",
+    "exactness_report",
     "facts",
     "hub_status",
     "load",
     "measure_capture",
+    "plot_attention",
+    "prefix_difference",
+    "sha256_file",
 ]
 
 #: The paper's model.
@@ -112,6 +119,8 @@ class Provenance:
     load_seconds: float
     transformers_version: str
     notes: tuple[str, ...] = ()
+    #: The fallback only: seconds this machine took to dequantise the GGUF and write the cache (its first load).
+    first_load_seconds: float | None = None
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -341,9 +350,11 @@ def _tokenizer(source: str, **kwargs):
 
     with _quiet_transformers():
         try:
-            return AutoTokenizer.from_pretrained(source, **kwargs)
+            tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
         except (OSError, ValueError, TypeError):
             return None
+    # A directory without tokenizer files yields an empty tokenizer rather than an error: treat it as none.
+    return tokenizer if getattr(tokenizer, "vocab_size", 1) else None
 
 
 def _load_local(path: Path) -> tuple[object, object, list[Path], str]:
@@ -458,7 +469,7 @@ def _fast_gguf() -> Iterator[None]:
 _CACHE_RECORD = "attnlimits.json"
 
 
-def _save_cached_model(model, tokenizer, target: Path, record: dict) -> dict:
+def _save_cached_model(model, tokenizer, target: Path, record: dict, first_load_started: float | None = None) -> dict:
     """Write a dequantised model as safetensors (plus tokenizer and a hash record) atomically into ``target``."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{threading.get_ident()}"
@@ -471,6 +482,8 @@ def _save_cached_model(model, tokenizer, target: Path, record: dict) -> dict:
             if tokenizer is not None:
                 tokenizer.save_pretrained(tmp)
         record = dict(record, safetensors_sha256=sha256_file(tmp / "model.safetensors"))
+        if first_load_started is not None:
+            record["first_load_seconds"] = round(time.perf_counter() - first_load_started, 2)
         (tmp / _CACHE_RECORD).write_text(json.dumps(record, indent=2))
         if target.exists():
             shutil.rmtree(target)
@@ -480,7 +493,7 @@ def _save_cached_model(model, tokenizer, target: Path, record: dict) -> dict:
     return record
 
 
-def _load_cached_model(target: Path, expected: dict) -> tuple[object, object] | str:
+def _load_cached_model(target: Path, expected: dict) -> tuple[object, object, dict] | str:
     """Load a cached model if its record and hash check out; otherwise return why not (a string)."""
     record_path = target / _CACHE_RECORD
     if not record_path.is_file():
@@ -503,10 +516,10 @@ def _load_cached_model(target: Path, expected: dict) -> tuple[object, object] | 
         model = _from_pretrained(str(target), local_files_only=True)
     except Exception as e:  # noqa: BLE001
         return f"the cached model does not load ({e})"
-    return model, _tokenizer(str(target), local_files_only=True)
+    return model, _tokenizer(str(target), local_files_only=True), record
 
 
-def _load_fallback() -> tuple[object, object, list[Path], str]:
+def _load_fallback() -> tuple[object, object, list[Path], str, float | None]:
     """The offline fallback: SmolLM2-135M-Instruct's GGUF, dequantised once and cached as safetensors."""
     directory = _fallback_dir()
     gguf_path = directory / FALLBACK["gguf_file"]
@@ -519,7 +532,8 @@ def _load_fallback() -> tuple[object, object, list[Path], str]:
     target = cache_dir() / "models" / f"SmolLM2-135M-Instruct-Q4_1-{gguf_sha[:16]}"
     loaded = _load_cached_model(target, expected)
     if isinstance(loaded, tuple):
-        return *loaded, [gguf_path], f"cached safetensors in {target}"
+        model, tokenizer, record = loaded
+        return model, tokenizer, [gguf_path], f"cached safetensors in {target}", record.get("first_load_seconds")
     why = loaded
     if why != "no cache yet":
         _say(f"rebuilding the fallback cache: {why}")
@@ -529,11 +543,12 @@ def _load_fallback() -> tuple[object, object, list[Path], str]:
         tokenizer = _tokenizer(str(directory), gguf_file=FALLBACK["gguf_file"])
     build_s = time.perf_counter() - started
     try:
-        _save_cached_model(model, tokenizer, target, dict(expected, dequantise_seconds=round(build_s, 2)))
+        record = dict(expected, dequantise_seconds=round(build_s, 2))
+        _save_cached_model(model, tokenizer, target, record, first_load_started=started)
         how = f"dequantised the GGUF in {build_s:.1f} s and cached it in {target}"
     except OSError as e:  # a read-only cache is not fatal: the next load dequantises again
         how = f"dequantised the GGUF in {build_s:.1f} s (could not cache it: {e})"
-    return model, tokenizer, [gguf_path], how
+    return model, tokenizer, [gguf_path], how, round(time.perf_counter() - started, 2)
 
 
 def _default_name() -> str:
@@ -563,10 +578,11 @@ def load(
         raise ValueError(f"device={device!r} is not a torch device (e.g. 'cpu', 'cuda', 'cuda:0')") from e
     started = time.perf_counter()
     notes: list[str] = []
+    first_load = None
     path = Path(requested).expanduser()
 
     if requested == FALLBACK["name"]:
-        model, tokenizer, files, how = _load_fallback()
+        model, tokenizer, files, how, first_load = _load_fallback()
         source, model_id = "fallback", FALLBACK["model_id"]
         reason = f"the offline fallback was requested; {how}"
     elif path.exists():
@@ -609,7 +625,7 @@ def load(
                     f"({FALLBACK['model_id']})."
                 )
             else:
-                model, tokenizer, files, how = _load_fallback()
+                model, tokenizer, files, how, first_load = _load_fallback()
                 source, model_id = "fallback", FALLBACK["model_id"]
                 reason = f"{requested!r} is not cached locally and {why}; OFFLINE FALLBACK: {how}"
                 notes.append(f"requested {requested!r}; results below come from the fallback, not from it")
@@ -629,6 +645,7 @@ def load(
         load_seconds=round(time.perf_counter() - started, 2),
         transformers_version=__import__("transformers").__version__,
         notes=tuple(notes),
+        first_load_seconds=first_load,
         **_config_facts(model.config),
     )
     _say(f"model {model_id} [{source}] in {provenance.load_seconds:.1f} s: {reason}")
@@ -900,14 +917,33 @@ def exactness_report(model: LoadedModel | torch.nn.Module, input_ids, prefix: in
         seq = cap[0].seq_len
         if not 1 <= prefix <= seq:
             raise ValueError(f"prefix must lie in 1..{seq}, got {prefix}")
-        short = capture(model, ids[..., :prefix])
-        report["prefix rows vs short capture (weights)"] = max(
-            (c.weights[..., :prefix, :prefix] - s.weights).abs().max().item() for c, s in zip(cap, short, strict=True)
-        )
-        report["prefix rows vs short capture (logits)"] = max(
-            _finite_diff(c.logits[..., :prefix, :prefix], s.logits) for c, s in zip(cap, short, strict=True)
-        )
+        report.update(prefix_difference(cap, capture(model, ids[..., :prefix])))
     return report
+
+
+def prefix_difference(long: Capture, short: Capture) -> dict:
+    """Differences between rows 0..L'−1 of a length-L capture and a capture of the first L' tokens.
+
+    For a causal model they agree up to float rounding (matrix products of different shapes may accumulate in a
+    different order, and the layers propagate those last-bit differences): one pass at the longest L serves every
+    shorter L. Reports the max absolute difference of the weights and the max absolute difference of the finite
+    logits relative to their largest magnitude; masked (−inf) entries must coincide exactly (else ``inf``).
+    """
+    n = short[0].seq_len
+    if long[0].seq_len < n or len(long) != len(short):
+        raise ValueError("long must capture at least as many tokens, and the same layers, as short")
+    if not torch.equal(long.input_ids[..., :n], short.input_ids):
+        raise ValueError("short must capture a prefix of long's input_ids")
+    return {
+        f"rows 0..{n - 1} of L={long[0].seq_len} vs L={n} (weights)": max(
+            (a.weights[..., :n, :n] - b.weights).abs().max().item() for a, b in zip(long, short, strict=True)
+        ),
+        f"rows 0..{n - 1} of L={long[0].seq_len} vs L={n} (logits, relative)": max(
+            _finite_diff(a.logits[..., :n, :n], b.logits)
+            / max(b.logits[torch.isfinite(b.logits)].abs().max().item(), 1e-30)
+            for a, b in zip(long, short, strict=True)
+        ),
+    }
 
 
 def _finite_diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -915,6 +951,42 @@ def _finite_diff(a: torch.Tensor, b: torch.Tensor) -> float:
         return float("inf")
     finite = torch.isfinite(a)
     return (a[finite] - b[finite]).abs().max().item() if finite.any() else 0.0
+
+
+def plot_attention(cap: Capture, heads: Sequence[tuple[int, int]], first: int = 64, tokens=None, batch: int = 0):
+    """Heat maps of a few heads' attention weights (query rows × key columns) over the first ``first`` tokens.
+
+    ``heads``: ``(layer, head)`` pairs, drawn in one row. ``tokens``: optional labels for the axes (strings).
+    Colour is log10 of the weight, so that both the sharp and the diffuse heads are readable; masked entries blank.
+    Returns the matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    by_layer = {c.layer: c for c in cap}
+    for layer, head in heads:
+        if layer not in by_layer or not 0 <= head < by_layer[layer].q.shape[1]:
+            raise ValueError(f"(layer, head) = ({layer}, {head}) is not in this capture")
+    n = min(int(first), cap[0].seq_len)
+    ratios = [1.0] * len(heads) + [0.06]  # a narrow last column holds the colour bar
+    fig, axes = plt.subplots(
+        1, len(heads) + 1, figsize=(3.2 * len(heads) + 0.8, 3.4), squeeze=False, gridspec_kw={"width_ratios": ratios}
+    )
+    image = None
+    for ax, (layer, head) in zip(axes[0][:-1], heads, strict=True):
+        w = by_layer[layer].weights[batch, head, :n, :n].double().numpy()
+        w = np.where(np.tril(np.ones((n, n), dtype=bool)), np.log10(np.maximum(w, 1e-6)), np.nan)
+        image = ax.imshow(w, cmap="magma", vmin=-6, vmax=0, interpolation="nearest")
+        ax.set_title(f"layer {layer}, head {head}", fontsize=10)
+        ax.set_xlabel("key position")
+        ax.grid(False)
+        if tokens is not None:
+            ticks = list(range(0, n, max(1, n // 8)))
+            ax.set_xticks(ticks, [str(tokens[t])[:8] for t in ticks], rotation=90, fontsize=7)
+            ax.set_yticks(ticks, [str(tokens[t])[:8] for t in ticks], fontsize=7)
+    axes[0][0].set_ylabel("query position")
+    fig.colorbar(image, cax=axes[0][-1], label="log10 attention weight")
+    return fig
 
 
 def measure_capture(model: LoadedModel | torch.nn.Module, input_ids, interval: float = 0.005) -> dict:
@@ -957,8 +1029,13 @@ def measure_capture(model: LoadedModel | torch.nn.Module, input_ids, interval: f
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def banner(model: LoadedModel, text=None) -> str:
-    """Print (and return) the provenance of the model and, when given, of the text (an ``attnlimits.texts.Text``)."""
+def banner(model: LoadedModel, text=None) -> None:
+    """Print the provenance of the model and, when given, of the text: the first output of every experiment chapter."""
+    print(banner_text(model, text))
+
+
+def banner_text(model: LoadedModel, text=None) -> str:
+    """The provenance banner as a string (``text``: an ``attnlimits.texts.Text`` or its provenance)."""
     p = model.provenance
     rule = "=" * 100
     lines = [rule, "PROVENANCE: every number and figure below was computed live from this model and text", rule]
@@ -987,6 +1064,4 @@ def banner(model: LoadedModel, text=None) -> str:
     import transformers
 
     lines += [f"software   torch {torch.__version__}, transformers {transformers.__version__}", rule]
-    out = "\n".join(lines)
-    print(out)
-    return out
+    return "\n".join(lines)

@@ -1,0 +1,352 @@
+"""attnlimits.models: resolution and loading errors, the fallback cache, and exact attention capture.
+
+Offline and fast: HF_HUB_OFFLINE is set for every test (no network at all), except the hub-check tests, which
+point HF_ENDPOINT at HTTP servers they start on 127.0.0.1. The fallback model is loaded once for the module.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+from attnlimits import models
+
+TOL = 1e-6
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("ATTNLIMITS_MODEL", raising=False)
+
+
+@pytest.fixture(scope="module")
+def fallback():
+    """The real offline fallback, loaded once (from attnlimits' cache after the first run on a machine)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        return models.load("fallback")
+
+
+def _gpt2(layers=3, inverse_layer_scaling=False, seed=0):
+    torch.manual_seed(seed)
+    config = GPT2Config(
+        n_layer=layers,
+        n_head=4,
+        n_embd=64,
+        n_positions=128,
+        vocab_size=500,
+        scale_attn_by_inverse_layer_idx=inverse_layer_scaling,
+    )
+    return GPT2LMHeadModel(config).eval()
+
+
+def _llama(seed=0):
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        num_hidden_layers=2,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        hidden_size=96,
+        intermediate_size=128,
+        vocab_size=500,
+        max_position_embeddings=256,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+TINY = {"gpt2": _gpt2, "gpt2-inverse-layer": lambda: _gpt2(inverse_layer_scaling=True), "llama-gqa": _llama}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Capture exactness
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _check_exact(model, ids, prefix):
+    cap = models.capture(model, ids)
+    info = models._config_facts(model.config)
+    assert len(cap) == info["n_layers"]
+    batch, seq = ids.shape if ids.ndim == 2 else (1, ids.shape[0])
+    for layer in cap:
+        for name in ("q", "k", "v"):
+            assert getattr(layer, name).shape == (batch, info["n_heads"], seq, info["head_dim"]), name
+        assert layer.weights.shape == layer.logits.shape == (batch, info["n_heads"], seq, seq)
+    ref = models.eager_attentions(model, ids)
+    for layer, r in zip(cap, ref, strict=True):
+        assert (layer.weights - r).abs().max().item() <= TOL
+        assert (torch.softmax(layer.logits, -1) - layer.weights).abs().max().item() <= TOL
+        causal = torch.ones(seq, seq, dtype=torch.bool).triu(1)
+        assert torch.equal(torch.isneginf(layer.logits), causal.expand_as(layer.logits))
+        assert torch.isfinite(layer.logits[..., ~causal]).all()
+    short = models.capture(model, ids[..., :prefix])
+    for long_layer, short_layer in zip(cap, short, strict=True):
+        a, b = long_layer.logits[..., :prefix, :prefix], short_layer.logits
+        assert torch.equal(torch.isneginf(a), torch.isneginf(b))
+        assert (a[torch.isfinite(a)] - b[torch.isfinite(b)]).abs().max().item() <= 1e-5
+        assert (long_layer.weights[..., :prefix, :prefix] - short_layer.weights).abs().max().item() <= TOL
+    return cap
+
+
+@pytest.mark.parametrize("kind", list(TINY))
+def test_capture_is_exact_on_random_models(kind):
+    model = TINY[kind]()
+    ids = torch.randint(0, 500, (2, 40), generator=torch.Generator().manual_seed(1))
+    _check_exact(model, ids, prefix=17)
+    assert model.config._attn_implementation == "sdpa", "capture must restore the attention implementation"
+
+
+def test_gpt2_scaling_matches_the_model():
+    model = _gpt2(inverse_layer_scaling=True)
+    cap = models.capture(model, torch.arange(10))
+    assert [c.scaling for c in cap] == pytest.approx([(16**-0.5) / (i + 1) for i in range(3)])
+    plain = models.capture(_gpt2(), torch.arange(10))
+    assert all(c.scaling == pytest.approx(16**-0.5) for c in plain)
+
+
+def test_llama_queries_and_keys_are_post_rope_and_kv_expanded():
+    """Recompute q and k from each layer's input with the model's own projections and rotary embedding."""
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    model = _llama()
+    ids = torch.randint(0, 500, (1, 24), generator=torch.Generator().manual_seed(2))
+    inputs = {}
+    hooks = [
+        layer.self_attn.register_forward_pre_hook(
+            lambda mod, args, kwargs, i=i: inputs.__setitem__(i, kwargs["hidden_states"]), with_kwargs=True
+        )
+        for i, layer in enumerate(model.model.layers)
+    ]
+    try:
+        cap = models.capture(model, ids)
+    finally:
+        for h in hooks:
+            h.remove()
+    positions = torch.arange(ids.shape[1]).unsqueeze(0)
+    with torch.no_grad():
+        cos, sin = model.model.rotary_emb(inputs[0], positions)
+        for i, layer in enumerate(model.model.layers):
+            attn, h = layer.self_attn, inputs[i]
+            q = attn.q_proj(h).view(1, -1, 6, 16).transpose(1, 2)
+            k = attn.k_proj(h).view(1, -1, 2, 16).transpose(1, 2)
+            v = attn.v_proj(h).view(1, -1, 2, 16).transpose(1, 2)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+            assert torch.allclose(cap[i].q, q, atol=1e-6)
+            for head in range(6):  # GQA: query head h reads key/value head h // 3
+                assert torch.allclose(cap[i].k[:, head], k[:, head // 3], atol=1e-6)
+                assert torch.allclose(cap[i].v[:, head], v[:, head // 3], atol=1e-6)
+            assert cap[i].kv_heads == 2
+            assert cap[i].scaling == pytest.approx(16**-0.5)
+
+
+def test_capture_options_and_validation():
+    model = _gpt2()
+    ids = torch.randint(0, 500, (32,), generator=torch.Generator().manual_seed(3))
+    some = models.capture(model, ids, layers=[2, 0])
+    assert [c.layer for c in some] == [0, 2]
+    assert some.stack("weights").shape == (2, 1, 4, 32, 32)
+    exact = models.capture(model, ids, float64=True)
+    plain = models.capture(model, ids)
+    for a, b in zip(exact, plain, strict=True):
+        assert a.weights.dtype == a.logits.dtype == torch.float64
+        assert (a.weights - b.weights.double()).abs().max().item() <= TOL
+        torch.testing.assert_close(a.weights.sum(-1), torch.ones_like(a.weights.sum(-1)), rtol=0, atol=1e-12)
+    again = models.capture(model, ids)
+    assert all(torch.equal(a.weights, b.weights) for a, b in zip(again, plain, strict=True)), "not repeatable"
+    with pytest.raises(ValueError, match="layers"):
+        models.capture(model, ids, layers=[3])
+    with pytest.raises(ValueError, match="vocabulary"):
+        models.capture(model, torch.tensor([0, 500]))
+    with pytest.raises(ValueError, match="integer token ids"):
+        models.capture(model, torch.zeros(4))
+    with pytest.raises(ValueError, match="exceeds"):
+        models.capture(model, torch.zeros(129, dtype=torch.long))
+    with pytest.raises(ValueError, match="seq ≥ 1"):
+        models.capture(model, torch.zeros(1, 0, dtype=torch.long))
+    with pytest.raises(ValueError, match="name must be"):
+        plain.stack("values")
+
+
+def test_capture_restores_implementation_after_an_error():
+    model = _gpt2()
+    with pytest.raises(ValueError):
+        models.capture(model, torch.tensor([10**6]))
+    model.set_attn_implementation("eager")
+    models.capture(model, torch.arange(5))
+    assert model.config._attn_implementation == "eager"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The fallback model (the real one)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_fallback_provenance(fallback):
+    p = fallback.provenance
+    assert p.source == "fallback" and p.model_id == models.FALLBACK["model_id"]
+    assert (p.n_layers, p.n_heads, p.n_kv_heads, p.head_dim) == (30, 9, 3, 64)
+    assert p.positional.startswith("RoPE")
+    assert len(p.sha256) == 64 and p.weight_file.endswith(models.FALLBACK["gguf_file"])
+    assert p.sha256 == models.sha256_file(p.weight_file)
+    assert fallback.tokenizer is not None and fallback.encode("War and Peace").ndim == 1
+
+
+def test_capture_is_exact_on_the_fallback(fallback):
+    import attnlimits.texts as texts
+
+    ids = texts.windows(fallback, texts.load("pydoc-topics"), 48, 1)
+    cap = _check_exact(fallback.model, ids, prefix=20)
+    # GQA: 9 query heads share 3 key/value heads, three query heads per group
+    assert torch.equal(cap[5].k[:, 0], cap[5].k[:, 2]) and not torch.equal(cap[5].k[:, 0], cap[5].k[:, 3])
+
+
+def test_offline_gpt2_resolves_to_the_fallback_quickly(fallback, capsys):
+    started = time.perf_counter()
+    loaded = models.load("gpt2")
+    assert time.perf_counter() - started < 30  # cached safetensors; no network (HF_HUB_OFFLINE)
+    assert loaded.provenance.source == "fallback" and loaded.provenance.requested == "gpt2"
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "OFFLINE FALLBACK" in out and "gpt2" in out
+    with pytest.raises(models.ModelUnavailableError, match="gpt2"):
+        models.load("gpt2", allow_fallback=False)
+
+
+def test_environment_variable_overrides_the_default(tmp_path, monkeypatch):
+    model = _gpt2()
+    model.save_pretrained(tmp_path)
+    monkeypatch.setenv("ATTNLIMITS_MODEL", str(tmp_path))
+    loaded = models.load()
+    assert loaded.provenance.source == "local" and loaded.tokenizer is None
+    assert loaded.provenance.sha256 == models.sha256_file(tmp_path / "model.safetensors")
+    assert loaded.provenance.positional == "learned absolute position embeddings"
+    for a, b in zip(loaded.model.state_dict().values(), model.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_model_id_that_does_not_exist():
+    with pytest.raises(models.ModelUnavailableError, match="no-such-org/no-such-model"):
+        models.load("no-such-org/no-such-model", allow_fallback=False)
+    with pytest.raises(ValueError, match="valid Hugging Face model id"):
+        models.load("not a model id!")
+    with pytest.raises(FileNotFoundError, match="looks like a path"):
+        models.load("./no/such/directory")
+    with pytest.raises(ValueError, match="non-empty"):
+        models.load("  ")
+    with pytest.raises(ValueError, match="device"):
+        models.load("gpt2", device="no-such-device")
+
+
+def test_directory_without_weights(tmp_path):
+    _gpt2().config.save_pretrained(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no model weights"):
+        models.load(tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "wrong-shapes"])
+def test_corrupt_weight_file(tmp_path, damage):
+    _gpt2().save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    if damage == "truncate":
+        data = weights.read_bytes()
+        weights.write_bytes(data[: len(data) // 2])
+    elif damage == "garbage":
+        weights.write_bytes(b"\x00\x01 not a safetensors file" * 100)
+    else:
+        _gpt2(layers=3).save_pretrained(tmp_path)
+        GPT2Config(n_layer=3, n_head=4, n_embd=128, vocab_size=500).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="corrupt"):
+        models.load(tmp_path)
+
+
+def test_fallback_cache_detects_corruption(tmp_path, capsys):
+    model = _llama()
+    target = tmp_path / "cached"
+    record = models._save_cached_model(model, None, target, {"gguf_sha256": "x"})
+    assert len(record["safetensors_sha256"]) == 64 and not list(tmp_path.glob(".*tmp*"))
+    loaded, _, record_again = models._load_cached_model(target, {"gguf_sha256": "x"})
+    assert record_again == record
+    for a, b in zip(loaded.state_dict().values(), model.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert "different gguf_sha256" in models._load_cached_model(target, {"gguf_sha256": "y"})
+    weights = target / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    assert "corrupt" in models._load_cached_model(target, {"gguf_sha256": "x"})
+    assert models._load_cached_model(tmp_path / "absent", {}) == "no cache yet"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Hub reachability: bounded, no retries, only 127.0.0.1
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class _Hub(BaseHTTPRequestHandler):
+    def do_HEAD(self):  # noqa: N802
+        self.send_response(200 if self.path.endswith("/api/models/known/model") else 404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def local_hub(monkeypatch):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+    yield
+    server.shutdown()
+    server.server_close()
+
+
+def test_hub_status_against_a_local_server(local_hub):
+    assert models.hub_status("known/model")[0] == "found"
+    assert models.hub_status("unknown/model")[0] == "missing"
+    with pytest.raises(ValueError, match="no model 'unknown/model' on the Hugging Face Hub"):
+        models.load("unknown/model", allow_fallback=False)
+
+
+def test_hub_that_never_answers_gives_up_in_time(monkeypatch):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)  # accepts connections, never answers
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{listener.getsockname()[1]}")
+    monkeypatch.setattr(models, "_HUB_TIMEOUT_S", 0.5)
+    try:
+        started = time.perf_counter()
+        status, reason = models.hub_status("some/model")
+        assert status == "unreachable" and time.perf_counter() - started < 3
+        with pytest.raises(models.ModelUnavailableError, match="cannot be downloaded"):
+            models.load("some/model", allow_fallback=False)
+        assert time.perf_counter() - started < 10
+    finally:
+        listener.close()
+
+
+def test_offline_flag_means_no_request():
+    assert models.hub_status("gpt2") == ("unreachable", models.hub_status("gpt2")[1])
+    assert "offline mode" in models.hub_status("gpt2")[1]
+
+
+def test_banner_names_model_and_text(fallback, capsys):
+    import attnlimits.texts as texts
+
+    models.banner(fallback, texts.load("pydoc-topics"))
+    out = capsys.readouterr().out
+    assert "OFFLINE FALLBACK MODEL" in out and "OFFLINE FALLBACK TEXT" in out
+    assert fallback.provenance.sha256 in out
+    assert models.facts(fallback)["n_kv_heads"] == 3
