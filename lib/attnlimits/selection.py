@@ -197,9 +197,12 @@ def random_selection_expectation(alpha, x, n: int) -> torch.Tensor:
 
 
 def _expected_distance_over_masks(y: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
-    """Mean over the rows of ``masks`` (S, L) of sum_{i not in mask} ||y_i - sum_{j in mask} y_j||, shape (...)."""
+    """Mean over subsets of sum_{i not in mask} ||y_i - sum_{j in mask} y_j||, shape (...).
+
+    ``masks`` is (S, L) (the same subsets for every row) or (..., S, L) (subsets per row).
+    """
     m = masks.to(y.dtype)
-    s = torch.einsum("cl,...ld->...cd", m, y)  # (..., S, d)
+    s = torch.einsum("...cl,...ld->...cd", m, y)  # (..., S, d)
     dist = torch.linalg.vector_norm(y.unsqueeze(-3) - s.unsqueeze(-2), dim=-1)  # (..., S, L)
     return (dist * (1 - m)).sum(dim=-1).mean(dim=-1)
 
@@ -222,9 +225,11 @@ def random_selection_exact(alpha, x, n: int) -> torch.Tensor:
 
 
 def random_selection_monte_carlo(alpha, x, n: int, samples: int = 1000, seed: int = 0) -> torch.Tensor:
-    """Monte Carlo estimate of E_{I_N}[d~] from ``samples`` uniform n-subsets (shared by all rows), shape ``(...)``.
+    """Monte Carlo estimate of E_{I_N}[d~] from ``samples`` uniform n-subsets drawn independently for every row,
+    shape ``(...)``.
 
-    Unbiased; its standard error shrinks like 1 / sqrt(samples). Seeded: the same seed gives the same estimate.
+    Unbiased; its standard error shrinks like 1 / sqrt(samples), and independent subsets per row keep the error
+    of a mean over rows small. Seeded: the same seed gives the same estimate.
     """
     a, xt = _check_alpha(alpha, x)
     length = a.shape[-1]
@@ -232,14 +237,15 @@ def random_selection_monte_carlo(alpha, x, n: int, samples: int = 1000, seed: in
     if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 1:
         raise ValueError(f"samples: must be an integer >= 1, got {samples!r}")
     gen = torch.Generator().manual_seed(int(seed))
-    idx = torch.rand(int(samples), length, generator=gen).argsort(dim=-1)[:, :n]
-    masks = torch.zeros(int(samples), length, dtype=torch.bool).scatter(-1, idx, True)
     y = a.unsqueeze(-1) * xt
+    batch = y.shape[:-2]
     chunk = max(1, 4_000_000 // max(1, y.numel()))  # bounds the (..., chunk, L, d) intermediate
-    total = torch.zeros(y.shape[:-2], dtype=y.dtype)
-    for start in range(0, len(masks), chunk):
-        block = masks[start : start + chunk]
-        total = total + _expected_distance_over_masks(y, block) * len(block)
+    total = torch.zeros(batch, dtype=y.dtype)
+    for start in range(0, int(samples), chunk):
+        size = min(chunk, int(samples) - start)
+        idx = torch.rand(*batch, size, length, generator=gen).argsort(dim=-1)[..., :n]
+        masks = torch.zeros(*batch, size, length, dtype=torch.bool).scatter(-1, idx, True)
+        total = total + _expected_distance_over_masks(y, masks) * size
     return total / samples
 
 
