@@ -1,0 +1,299 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec,jupytext
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Geometric separability
+#
+# **Data:** synthetic only, float64, fixed seeds (checks: seed 0; sweeps: seed 0 and derived seeds). Tokens are
+# drawn iid uniform on the sphere of radius $M = 1$ in $\mathbb R^d$; weights are one draw of
+# $\alpha = \operatorname{softmax}(\beta g)$, $g \sim \mathcal N(0, I_L)$, where $\beta$ sets the concentration
+# ($\beta = 0$: uniform attention). No pretrained model is used here.
+#
+# How many of the tokens attention selects can a reader of the context vector still tell apart from the rest?
+# The paper {cite}`mudarisov2025limitations` answers with a ball around $s$: a selected token is
+# *distinguishable* when its scaled embedding is inside the ball and every non-selected one is outside. This
+# chapter states the probability model precisely, proves the lower bound of Theorem 2 in a stronger (pathwise)
+# form, shows that the upper bound as reconstructed from the paper is **not** valid, proves a corrected upper bound,
+# and checks the multi-head corollary.
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+
+import attnlimits as al
+import attnlimits.synthetic  # noqa: F401  (makes al.synthetic available)
+
+al.plotting.set_theme()
+TRIALS, SEED = 2000, 0
+
+# %% [markdown]
+# ## Setting
+#
+# $I_N$ is the top-$N$ set of $\alpha$ (ties to the lower index), $s = \sum_{i \in I_N} \alpha_i x_i$, and for a
+# selected $i$
+#
+# $$
+# X_i = \lVert s - \alpha_i x_i \rVert = \Big\lVert \sum_{j \in I_N,\, j \ne i} \alpha_j x_j \Big\rVert .
+# $$
+#
+# **Distinguishable** (`al.selection.distinguishable_fraction`). For a radius $r$, selected $i$ counts when
+# $X_i \le r$ (closed ball) and every non-selected $j$ has $\lVert s - \alpha_j x_j \rVert \ge r$. The paper's
+# radius, used throughout unless a fixed $r$ is named, is $R = \min_{j \notin I_N} \lVert s - \alpha_j x_j \rVert$:
+# the non-selected condition then holds by construction, and $i$ is distinguishable exactly when no non-selected
+# token is strictly closer to $s$ (ties go to the selected token). With $N = L$ there is nothing to separate from:
+# $R = +\infty$ and $N_s / N = 1$.
+#
+# **Probability space.** $\alpha$ is fixed (drawn once from the concentration family, independently of the
+# tokens), so $I_N$ is fixed; $x_1, \dots, x_L$ are iid uniform on the sphere $\lVert x \rVert = M$
+# (Assumption 1). Assumption 2 ($\lVert x_i - x_j \rVert \ge \delta$ for $i \ne j$) is used pathwise with
+# $\delta$ the realised minimum separation of all $L$ tokens, as in the paper's Algorithm 4; any smaller $\delta$
+# also satisfies it. $E[N_s]$ is the mean over the tokens.
+#
+# ## The key lemma
+#
+# With $S_1^{(i)} = \sum_{j \in I_N \setminus i} \alpha_j$ and $S_2^{(i)} = \sum_{j \in I_N \setminus i}
+# \alpha_j^2$, define
+#
+# $$
+# \xi_i^2 = M^2 S_2^{(i)} + \Big(M^2 - \frac{\delta^2}{2}\Big) \sum_{\substack{j \ne k \\ j, k \in I_N \setminus i}}
+# \alpha_j \alpha_k = M^2 S_2^{(i)} + \Big(M^2 - \frac{\delta^2}{2}\Big)\big((S_1^{(i)})^2 - S_2^{(i)}\big).
+# $$
+#
+# **Lemma.** Under Assumptions 1–2, $X_i \le \xi_i$ for every configuration of the tokens.
+#
+# ```{admonition} Proof
+# Expand $X_i^2 = \sum_j \alpha_j^2 \lVert x_j \rVert^2 + \sum_{j \ne k} \alpha_j \alpha_k\, x_j \cdot x_k$ over
+# $I_N \setminus i$. On the sphere $x_j \cdot x_k = M^2 - \tfrac12 \lVert x_j - x_k \rVert^2 \le M^2 - \delta^2/2$,
+# and $\alpha_j \alpha_k \ge 0$. $\square$ Equality holds when the selected tokens coincide ($\delta = 0$).
+# ```
+#
+# ## Theorem 2, lower bound
+#
+# **Theorem 2, lower (book's statement).** At the paper's radius $R$, for every configuration,
+#
+# $$
+# \frac{N_s}{N} \;\ge\; \frac{1}{N}\,\#\{i \in I_N : \xi_i \le R\} \;\ge\; 1 - \frac{1}{N R}\sum_{i \in I_N} \xi_i ,
+# $$
+#
+# hence also $E[N_s]/N \ge 1 - E\big[\tfrac{1}{NR}\sum_i \xi_i\big]$. The reconstructed statement (the right-hand
+# side, via Markov and Cauchy–Schwarz for a fixed $r$) holds; the book's middle term is stronger.
+#
+# ```{admonition} Proof
+# If $\xi_i \le R$ then $X_i \le \xi_i \le R$ by the lemma, and at the radius $R$ that makes $i$ distinguishable;
+# so $N_s \ge \#\{i : \xi_i \le R\}$. For each $i$, $\mathbf 1[\xi_i \le R] \ge 1 - \xi_i / R$ (the right side is
+# $\le 0$ when $\xi_i > R$ and $\le 1$ always). Average over $i$, then take expectations. $\square$
+# ```
+#
+# For $N = 2$ the lemma is an equality ($X_i = \alpha_j M$), so the middle term equals $N_s/N$ exactly. For larger
+# $N$ the lemma charges every pair the worst angle, and the bound quickly becomes vacuous (below 0).
+
+# %%
+names = ["Theorem 2 lower bound", "Theorem 2 upper bound (as reconstructed)", "Theorem 2 upper bound (book, fixed r)",
+         "Multi-head coverage"]
+verdicts = {name: al.checks.CHECKS[name](trials=TRIALS, seed=SEED) for name in names}
+pd.DataFrame([v.record() for v in verdicts.values()]).drop(columns="statement")
+
+# %%
+low = verdicts["Theorem 2 lower bound"]
+print(low.verdict)
+print(f"violations of the book's sharper form: {low.details['sharp_form_violations']}; "
+      f"share of draws where 1 - sum xi / (N R) <= 0 (vacuous): {low.details['fraction_vacuous']:.2f}")
+assert low.violations == 0 and low.details["sharp_form_violations"] == 0
+
+# %% [markdown]
+# ## Theorem 2, upper bound as reconstructed: a counterexample
+#
+# The reconstructed upper bound reads $E[N_s]/N \le \frac1N \sum_i \exp\!\big(-(\xi_i - r)_+^2 / (2M^2)\big)$,
+# "by Hoeffding on $X_i \in [0, 2M]$". It replaces the *mean* of $X_i$ by $\xi_i$, a worst-case *upper* bound on
+# $X_i$, in a lower-tail inequality — the wrong direction. Concretely: put equal weights on $N = 12$ of $L = 24$
+# tokens and none on the others, in dimension $d = 1024$. Random directions are almost orthogonal, so every
+# $X_i \approx M\sqrt{N-1}/N$ is smaller than $R = \lVert s \rVert \approx M/\sqrt N$: every selected token is
+# distinguishable, while $\xi_i > R$ pushes the "upper bound" below 1.
+
+# %%
+alpha = al.synthetic.two_level_weights(24, 12, 0.0)
+rows = []
+for delta in ("empirical", "zero"):
+    res = al.synthetic.separability_samples(alpha, 12, 1024, 400, seed=SEED, delta=delta)
+    rows.append(dict(delta=delta, E_Ns_over_N=res["frac"].mean().item(), min_Ns_over_N=res["frac"].min().item(),
+                     reconstructed_upper=res["upper_rec"].mean().item(), mean_R=res["r"].mean().item()))
+counter = pd.DataFrame(rows)
+counter
+
+# %%
+rec = verdicts["Theorem 2 upper bound (as reconstructed)"]
+print(rec.verdict)
+assert rec.violations > 0 and (counter.E_Ns_over_N > counter.reconstructed_upper).all()
+assert all(case["kind"] == "targeted" for case in rec.details["violating"])
+
+# %% [markdown]
+# With $\delta$ the realised minimum separation the excess is below one per cent; Assumption 2 also holds with
+# $\delta = 0$, and then the "bound" is smaller still (second row). The check above finds the violation with a
+# $4$-standard-error margin in both targeted configurations and none in the random grid, where the reconstructed
+# form happens to be loose.
+#
+# ## Theorem 2, upper bound: the book's statement
+#
+# For a **fixed** radius $r$ (chosen before the tokens are drawn), let $\mu_i = \dfrac{(\mathbb E X_i^2)^{3/2}}
+# {(\mathbb E X_i^4)^{1/2}}$ with $\mathbb E X_i^2 = M^2 S_2^{(i)}$ and
+# $\mathbb E X_i^4 = M^4\big((S_2^{(i)})^2 + \tfrac{2}{d}\big((S_2^{(i)})^2 - S_4^{(i)}\big)\big)$, $S_4^{(i)} =
+# \sum_{j \in I_N \setminus i} \alpha_j^4$.
+#
+# **Theorem 2, upper (book's statement).** Under Assumption 1 (iid uniform tokens),
+#
+# $$
+# \frac{E[N_s(r)]}{N} \le \frac1N \sum_{i \in I_N} \min\Big(1,\ \exp\Big(-\frac{(\mu_i - r)_+^2}{2 M^2
+# S_2^{(i)}}\Big)\Big).
+# $$
+#
+# ```{admonition} Proof
+# $N_s(r) \le \#\{i : X_i \le r\}$, so $E[N_s(r)] \le \sum_i \Pr(X_i \le r)$. $X_i$ is a function of the
+# independent tokens $x_j$, $j \in I_N \setminus i$, and replacing one $x_j$ by another point of the sphere moves it
+# by at most $\alpha_j \lVert x_j - x_j' \rVert \le 2 M \alpha_j$. McDiarmid's bounded-difference inequality (the
+# martingale form of {cite}`hoeffding1963probability`) gives
+# $\Pr(X_i \le \mathbb E X_i - t) \le \exp(-2t^2 / \sum_j (2M\alpha_j)^2) = \exp(-t^2 / (2M^2 S_2^{(i)}))$.
+# Take $t = (\mathbb E X_i - r)_+ \ge (\mu_i - r)_+$, using $\mathbb E X_i \ge \mu_i$: Hölder gives
+# $\mathbb E X^2 \le (\mathbb E X)^{2/3} (\mathbb E X^4)^{1/3}$. The moments follow from $\mathbb E\, x_j \cdot x_k = 0$
+# and $\mathbb E (x_j \cdot x_k)^2 = M^4/d$ for independent uniform $x_j, x_k$ ($j \ne k$); cross terms with an
+# unpaired index vanish. $\square$
+# ```
+#
+# Why only a fixed radius: at the paper's data-dependent radius $R$ no bound of this shape can be below 1 in
+# general — the counterexample has $N_s / N = 1$ on essentially every draw. At a fixed radius the corrected bound
+# holds on the same configurations:
+
+# %%
+book = verdicts["Theorem 2 upper bound (book, fixed r)"]
+print(book.verdict)
+r_fixed = float(al.bounds.theorem2_mean_lower(alpha, 12, 1.0, 1024).mean())
+fixed = al.synthetic.separability_samples(alpha, 12, 1024, 400, r=r_fixed, seed=SEED + 1)
+print(f"counterexample weights at fixed r = {r_fixed:.3f}: E[N_s(r)]/N = {fixed['frac'].mean():.3f} "
+      f"<= book's bound {fixed['upper_book'].mean():.3f}")
+assert book.violations == 0 and fixed["frac"].mean() <= fixed["upper_book"].mean()
+
+# %% [markdown]
+# ## $E[N_s]/N$ against the bounds
+#
+# $E[N_s]/N$ by simulation (150 token draws per point, $L = 64$, $M = 1$) over $N$, the dimension $d$ and the weight
+# concentration $\beta$, with the lower bound (mean over draws of the reconstructed form and of the book's sharper
+# form) and the reconstructed upper bound, both evaluated at the paper's radius $R$ of each draw as in Algorithm 4.
+
+# %%
+ns = [1, 2, 4, 8, 16, 32, 63]
+sweeps = {d: al.synthetic.separability_sweep(ns, L=64, d=d, betas=(0.0, 2.0, 4.0), samples=150, seed=SEED)
+          for d in (8, 64)}
+sweeps[8][["beta", "N", "frac", "frac_sd", "lower", "lower_sharp", "upper_rec"]].round(3)
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+for ax, (d, df) in zip(axes, sweeps.items(), strict=True):
+    for k, (beta, part) in enumerate(df.groupby("beta")):
+        color = f"C{k}"
+        ax.semilogx(part.N, part.frac, "o-", color=color, label=rf"$E[N_s]/N$, $\beta = {beta:g}$")
+        ax.semilogx(part.N, part.upper_rec, "--", color=color, lw=1)
+        ax.semilogx(part.N, part.lower_sharp, ":", color=color, lw=1.5)
+    ax.set(title=f"d = {d}, L = 64 (dashed: reconstructed upper; dotted: book's lower)", xlabel="N",
+           ylim=(-0.05, 1.05))
+axes[0].set_ylabel(r"$N_s / N$")
+axes[1].legend(fontsize=8)
+al.plotting.finish(fig, "14_separability_vs_N")
+
+# %% [markdown]
+# $N_s/N$ falls from 1 at $N = 1$ and rises again near $N = L$ (few non-selected tokens left to be closer to $s$);
+# a higher dimension keeps more tokens distinguishable at small $N$. Concentration acts differently with $d$: at
+# $d = 8$ concentrated weights ($\beta = 4$) keep more tokens distinguishable than uniform ones; at $d = 64$ uniform
+# weights win for small $N$ (nearly orthogonal tokens of equal weight all sit closer to $s$ than the dropped ones)
+# and lose for large $N$. The reconstructed upper bound stays far above the simulated values and says little; the lower bound is
+# informative only for very small $N$ — the Markov form (not drawn) is negative almost everywhere:
+
+# %%
+for d, df in sweeps.items():
+    inner = df[(df.N >= 4) & (df.N < 63)]
+    print(f"d = {d}: Markov lower bound <= 0 at {(inner.lower <= 0).mean():.0%} of the points with 4 <= N < L; "
+          f"reconstructed upper bound >= {df.upper_rec.min():.2f} everywhere")
+    assert (df.frac >= df.lower_sharp - 1e-12).all() and (inner.lower <= 0).mean() > 0.5
+    by = df.set_index(["beta", "N"]).frac
+    assert all(by[b, 63] > by[b, 32] for b in (0.0, 2.0, 4.0))  # rises again near N = L
+f8, f64 = (sweeps[d].set_index(["beta", "N"]).frac for d in (8, 64))
+assert f64[0.0, 4] > f8[0.0, 4] and f8[4.0, 8] > f8[0.0, 8]
+assert f64[0.0, 4] > f64[4.0, 4] and f64[0.0, 32] < f64[4.0, 32]
+
+# %% [markdown]
+# ## Multi-head coverage
+#
+# **Corollary (book's statement).** Let $H$ heads see the same selection and independent token draws, and let
+# $p_i$ be the probability that selected token $i$ is distinguishable in one head, $p = \frac1N \sum_i p_i =
+# E[N_s]/N$. Token $i$ is distinguishable in at least one head with probability exactly $1 - (1 - p_i)^H$, and the
+# mean coverage satisfies
+#
+# $$
+# \frac1N \sum_i \big(1 - (1 - p_i)^H\big) \le 1 - (1 - p)^H ,
+# $$
+#
+# with equality iff all $p_i$ are equal. So the paper's $1 - (1 - p)^H$ is exact per token and an *upper* bound for
+# the fraction covered when tokens differ.
+#
+# ```{admonition} Proof
+# Independence across heads gives $\Pr(\text{missed by all } H) = (1 - p_i)^H$. The map $p \mapsto 1 - (1-p)^H$ is
+# concave on $[0, 1]$, so Jensen's inequality gives the average form, strictly unless the $p_i$ coincide. $\square$
+# ```
+
+# %%
+alpha_mh = al.synthetic.concentrated_weights((), 32, 1.0, torch.Generator().manual_seed(SEED))
+heads = list(range(1, 9))
+mh = al.synthetic.multihead_simulation(alpha_mh, 8, 8, heads, samples=1000, seed=SEED)
+mh.round(4)
+
+# %%
+fig, ax = plt.subplots(figsize=(6, 4))
+ax.errorbar(mh.H, mh.simulated, yerr=2 * mh.sd, fmt="o", label="simulated H heads (±2 s.e.)")
+ax.plot(mh.H, mh.paper, "--", label=r"$1 - (1 - p)^H$ (paper)")
+ax.plot(mh.H, mh.per_token, "-", label=r"mean$_i\ 1 - (1 - p_i)^H$ (exact)")
+ax.set(xlabel="heads H", ylabel="coverage of selected tokens", title="L = 32, N = 8, d = 8, beta = 1")
+ax.legend(fontsize=8)
+al.plotting.finish(fig, "14_multihead")
+
+# %%
+need = int(al.bounds.heads_needed(0.8, 0.99))
+print(f"p = 0.8: H = {need} heads reach {al.bounds.multihead_coverage(0.8, need).item():.3f} >= 0.99")
+assert need == 3
+assert (mh.simulated <= mh.paper + 4 * mh.sd).all()
+assert ((mh.simulated - mh.per_token).abs() <= 4 * mh.sd + 0.01).all()
+
+# %% [markdown]
+# The paper's example holds: with $p = 0.8$, three heads give $1 - 0.2^3 = 0.992$. In the simulation the tokens'
+# $p_i$ differ, and the covered fraction follows the per-token formula (within Monte Carlo error), below the
+# paper's curve.
+#
+# ## Verdicts
+#
+# | Statement | Verdict |
+# |---|---|
+# | Lemma $X_i \le \xi_i$ | holds for every configuration; attained when the selected tokens coincide |
+# | Theorem 2 lower (reconstructed, at the paper's radius) | holds pathwise; vacuous for most $N \ge 4$ |
+# | Theorem 2 lower (book's count form) | holds pathwise; exact for $N \le 2$ |
+# | Theorem 2 upper (as reconstructed) | **violated** (equal weights on $I_N$, high $d$) |
+# | Theorem 2 upper (book, fixed $r$, McDiarmid) | holds, conservative |
+# | Multi-head $1 - (1-p)^H$ | exact per token; an upper bound on average coverage |
+#
+# The one-line verdicts of the checks:
+
+# %%
+for v in verdicts.values():
+    print(f"{v.bound}: {v.verdict}  [{v.trials} trials, {v.violations} violations, worst ratio {v.worst_ratio:.4g}]")
+assert all(v.as_expected for v in verdicts.values())
