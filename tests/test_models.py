@@ -350,3 +350,27 @@ def test_banner_names_model_and_text(fallback, capsys):
     assert "OFFLINE FALLBACK MODEL" in out and "OFFLINE FALLBACK TEXT" in out
     assert fallback.provenance.sha256 in out
     assert models.facts(fallback)["n_kv_heads"] == 3
+
+
+def test_model_in_the_hugging_face_cache_loads_without_network(tmp_path):
+    """The cache step, in a fresh process (huggingface_hub reads HF_HOME at import): no network, source 'cache'."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    snapshot = tmp_path / "hub" / "models--tiny-org--tiny-gpt2" / "snapshots" / ("a" * 40)
+    _gpt2().save_pretrained(snapshot)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("a" * 40)
+    script = (
+        "import json, attnlimits.models as m; p = m.load('tiny-org/tiny-gpt2', allow_fallback=False).provenance; "
+        "print(json.dumps([p.source, p.sha256, p.weight_file]))"
+    )
+    env = dict(os.environ, HF_HOME=str(tmp_path), HF_HUB_OFFLINE="1")
+    env.pop("ATTNLIMITS_MODEL", None)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    source, sha, weight_file = json.loads(done.stdout.strip().splitlines()[-1])
+    assert source == "cache" and weight_file.endswith("model.safetensors")
+    assert sha == models.sha256_file(snapshot / "model.safetensors")

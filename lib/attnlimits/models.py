@@ -686,7 +686,7 @@ class LayerCapture:
     def logits(self) -> torch.Tensor:
         if self.stored_logits is not None:
             return self.stored_logits
-        logits = torch.matmul(self.q, self.k.transpose(-1, -2)) * self.scaling
+        logits = torch.matmul(self.q, self.k.transpose(-1, -2)).mul_(self.scaling)  # = eager's matmul(q, kᵀ) * s
         return logits.masked_fill_(self.masked, float("-inf"))
 
     @property
@@ -886,38 +886,45 @@ def eager_attentions(model: LoadedModel | torch.nn.Module, input_ids) -> tuple[t
         return body(input_ids=ids, use_cache=False, output_attentions=True).attentions
 
 
-def exactness_report(model: LoadedModel | torch.nn.Module, input_ids, prefix: int | None = None) -> dict:
+def exactness_report(
+    model: LoadedModel | torch.nn.Module, input_ids, prefix: int | None = None, longer: Capture | None = None
+) -> dict:
     """The checks the experiments rely on, as max absolute differences (the chapter shows them, pytest asserts them).
 
     - ``weights vs eager output_attentions``: captured weights against an independent eager run;
     - ``softmax(logits) vs weights``: the captured logits are what the model normalises;
     - ``float64 weights vs weights``: how far float32 is from a float64 recomputation;
     - ``prefix rows vs short capture``: rows 0..prefix−1 of this capture against a capture of the first ``prefix``
-      tokens (causal models: one pass at length L serves every L' ≤ L).
+      tokens (causal models: one pass at length L serves every L' ≤ L);
+    - with ``longer`` (a capture of a longer sequence that starts with ``input_ids``): its first rows against this
+      capture, by :func:`prefix_difference`.
     """
     ids = torch.as_tensor(input_ids)
     cap = capture(model, ids)
     ref = eager_attentions(model, ids)
-    report = {
-        "weights vs eager output_attentions": max(
-            (c.weights - r).abs().max().item() for c, r in zip(cap, ref, strict=True)
-        ),
-        "softmax(logits) vs weights": max(
-            (torch.softmax(c.logits, dim=-1) - c.weights).abs().max().item() for c in cap
-        ),
-        "float64 weights vs weights": max(
-            (_recompute_float64(c).weights - c.weights.double()).abs().max().item() for c in cap
-        ),
-        "masked entries = causal triangle, all -inf": all(
-            bool(torch.isneginf(c.logits).equal(torch.ones_like(c.logits, dtype=torch.bool).triu(1))) for c in cap
-        ),
-    }
+    eager_diff = softmax_diff = float64_diff = 0.0
+    causal_mask = True
+    for c, r in zip(cap, ref, strict=True):
+        logits = c.logits
+        eager_diff = max(eager_diff, (c.weights - r).abs().max().item())
+        softmax_diff = max(softmax_diff, (torch.softmax(logits, dim=-1) - c.weights).abs().max().item())
+        float64_diff = max(float64_diff, (_recompute_float64(c).weights - c.weights.double()).abs().max().item())
+        causal = torch.ones(logits.shape[-2:], dtype=torch.bool, device=logits.device).triu(1)
+        causal_mask &= bool(torch.equal(torch.isneginf(logits), causal.expand_as(logits)))
     del ref
+    report = {
+        "weights vs eager output_attentions": eager_diff,
+        "softmax(logits) vs weights": softmax_diff,
+        "float64 weights vs weights": float64_diff,
+        "masked entries = causal triangle, all -inf": causal_mask,
+    }
     if prefix is not None:
         seq = cap[0].seq_len
         if not 1 <= prefix <= seq:
             raise ValueError(f"prefix must lie in 1..{seq}, got {prefix}")
         report.update(prefix_difference(cap, capture(model, ids[..., :prefix])))
+    if longer is not None:
+        report.update(prefix_difference(longer, cap))
     return report
 
 
@@ -934,23 +941,22 @@ def prefix_difference(long: Capture, short: Capture) -> dict:
         raise ValueError("long must capture at least as many tokens, and the same layers, as short")
     if not torch.equal(long.input_ids[..., :n], short.input_ids):
         raise ValueError("short must capture a prefix of long's input_ids")
-    return {
-        f"rows 0..{n - 1} of L={long[0].seq_len} vs L={n} (weights)": max(
-            (a.weights[..., :n, :n] - b.weights).abs().max().item() for a, b in zip(long, short, strict=True)
-        ),
-        f"rows 0..{n - 1} of L={long[0].seq_len} vs L={n} (logits, relative)": max(
-            _finite_diff(a.logits[..., :n, :n], b.logits)
-            / max(b.logits[torch.isfinite(b.logits)].abs().max().item(), 1e-30)
-            for a, b in zip(long, short, strict=True)
-        ),
-    }
+    weights = logits = 0.0
+    for a, b in zip(long, short, strict=True):
+        weights = max(weights, (a.weights[..., :n, :n] - b.weights).abs().max().item())
+        short_logits = b.logits
+        scale = short_logits.masked_fill(b.masked, 0).abs().max().item() or 1.0
+        logits = max(logits, _finite_diff(a.logits[..., :n, :n], short_logits) / scale)
+    tag = f"rows 0..{n - 1} of L={long[0].seq_len} vs L={n}"
+    return {f"{tag} (weights)": weights, f"{tag} (logits, relative)": logits}
 
 
 def _finite_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    if not torch.equal(torch.isneginf(a), torch.isneginf(b)):
+    """Max |a − b| over the finite entries; ``inf`` unless the −inf entries coincide."""
+    masked = torch.isneginf(a)
+    if not torch.equal(masked, torch.isneginf(b)):
         return float("inf")
-    finite = torch.isfinite(a)
-    return (a[finite] - b[finite]).abs().max().item() if finite.any() else 0.0
+    return (a - b).masked_fill_(masked, 0).abs().max().item()
 
 
 def plot_attention(cap: Capture, heads: Sequence[tuple[int, int]], first: int = 64, tokens=None, batch: int = 0):
