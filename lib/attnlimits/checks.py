@@ -674,7 +674,7 @@ def _theorem1_constructions() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
     return out
 
 
-def _theorem1_ascent(gen: torch.Generator, batch: int = 16, L: int = 8, N: int = 2, d: int = 3, steps: int = 60):
+def _theorem1_ascent(gen: torch.Generator, batch: int = 16, L: int = 8, N: int = 2, d: int = 3, steps: int = 40):
     """Adam ascent on d~ / d_max_sharp over logits and tokens; returns the final (alpha, x)."""
     from attnlimits import bounds, selection
 
