@@ -11,7 +11,18 @@ import importlib
 
 __version__ = "0.1.0"
 
-SUBMODULES = ("bounds", "checks", "cli", "models", "normalizers", "plotting", "selection", "texts")
+SUBMODULES = (
+    "bounds",
+    "checks",
+    "cli",
+    "models",
+    "normalizers",
+    "plotting",
+    "selection",
+    "sweeps",
+    "synthetic",
+    "texts",
+)
 __all__ = list(SUBMODULES)
 
 
