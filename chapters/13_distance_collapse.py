@@ -42,7 +42,6 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import attnlimits as al
-import attnlimits.synthetic  # noqa: F401  (makes al.synthetic available)
 
 al.plotting.set_theme()
 TRIALS, SEED = 2000, 0

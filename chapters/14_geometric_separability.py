@@ -36,7 +36,6 @@ import pandas as pd
 import torch
 
 import attnlimits as al
-import attnlimits.synthetic  # noqa: F401  (makes al.synthetic available)
 
 al.plotting.set_theme()
 TRIALS, SEED = 2000, 0
