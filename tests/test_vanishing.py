@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import attnlimits as al
+from attnlimits import sweeps
 
 B = al.bounds
 RTOL = 1e-9
@@ -147,3 +148,24 @@ def test_checks_hold_and_repeat_exactly(name):
     assert v.details["random_trials"] == 48 and v.trials > 48
     assert check(trials=48, seed=3) == v
     assert check(trials=48, seed=4).details["worst_ratio_random"] != v.details["worst_ratio_random"]
+
+
+@pytest.mark.parametrize("name", list(al.normalizers.NORMALIZERS))
+@pytest.mark.parametrize(("L", "scale"), [(2, 1.0), (9, 0.3), (40, 3.0), (300, 1.0)])
+def test_sweep_jacobian_norms_match_autograd(name, L, scale):
+    fn = al.normalizers.NORMALIZERS[name]
+    logits = scale * torch.randn(3, L, generator=torch.Generator().manual_seed(L), dtype=torch.float64)
+    logits[0, 1] = logits[0, 0] = logits[0].max()  # tied top logits
+    norm = sweeps._exact_jacobian_norm(name, logits, fn(logits, dim=-1))
+    J = torch.stack([torch.autograd.functional.jacobian(lambda z: fn(z, dim=-1), row) for row in logits])
+    torch.testing.assert_close(norm, torch.linalg.matrix_norm(J, ord=2), rtol=1e-9, atol=1e-12)
+
+
+def test_vanishing_sweep_table():
+    df = sweeps.vanishing_sweep([2, 50, 3000], names=["softmax", "sparsemax"], rho=1.0, rows=4, seed=1)
+    assert list(df.columns) == ["normalizer", "L", "L_max_alpha", "zero_fraction", "T_jacobian_norm"]
+    soft = df[df["normalizer"] == "softmax"]
+    assert (soft["L_max_alpha"] <= math.exp(2.0)).all() and (soft["zero_fraction"] == 0).all()
+    assert df.equals(sweeps.vanishing_sweep([2, 50, 3000], names=["softmax", "sparsemax"], rho=1.0, rows=4, seed=1))
+    with pytest.raises(ValueError, match="^names:"):
+        sweeps.vanishing_sweep([2], names=["nope"])

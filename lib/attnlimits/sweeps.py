@@ -50,18 +50,30 @@ def jacobian_spectral_norm(fn, logits: torch.Tensor, iters: int = 40, seed: int 
     return sigma.detach()
 
 
-def _top_eig_diag_minus_rank_one(d: torch.Tensor, u: torch.Tensor, iters: int = 48) -> torch.Tensor:
-    """Largest eigenvalue of diag(d) - u u^T (d >= 0, u_i != 0 where d_i > 0) per row, by bisection on the secular
-    equation 1 = sum_i u_i^2 / (d_i - lambda) between the two largest d_i. O(L) memory."""
+def _top_eig_diag_minus_rank_one(d: torch.Tensor, u: torch.Tensor, iters: int = 60) -> torch.Tensor:
+    """Largest eigenvalue of diag(d) - u u^T (d >= 0, u_i != 0 where d_i > 0) per row: the root of the secular
+    equation 1 = sum_i u_i^2 / (d_i - lambda) between the two largest d_i, by Newton steps safeguarded with
+    bisection (a step leaving the bracket is replaced by the midpoint). O(L) memory; stops when the bracket or the
+    step is below 1e-14 relative."""
     top2 = d.topk(min(2, d.shape[-1]), dim=-1).values
     hi = top2[..., 0]
     lo = top2[..., 1] if d.shape[-1] > 1 else torch.zeros_like(hi)
     u2 = u * u
+    lam = (lo + hi) / 2
     for _ in range(iters):
-        mid = (lo + hi) / 2
-        f = 1 - (u2 / (d - mid[..., None])).sum(dim=-1)
-        lo, hi = torch.where(f > 0, mid, lo), torch.where(f > 0, hi, mid)
-    return (lo + hi) / 2
+        diff = d - lam[..., None]
+        r = u2 / diff
+        f = 1 - r.sum(-1)
+        fp = -(r / diff).sum(-1)
+        lo, hi = torch.where(f > 0, lam, lo), torch.where(f > 0, hi, lam)
+        newton = lam - f / fp
+        new = torch.where((newton > lo) & (newton < hi), newton, (lo + hi) / 2)
+        new = torch.where(hi > lo, new, hi)  # tied top entries: lambda = d_max exactly
+        done = ((new - lam).abs() <= 1e-14 * hi).all() or ((hi - lo) <= 1e-14 * hi).all()
+        lam = new
+        if done:
+            break
+    return lam
 
 
 def _exact_jacobian_norm(name: str, logits: torch.Tensor, alpha: torch.Tensor):
@@ -77,24 +89,42 @@ def _exact_jacobian_norm(name: str, logits: torch.Tensor, alpha: torch.Tensor):
         d = (alpha > 0).to(alpha.dtype) if name == "sparsemax" else alpha.sqrt()
         return _top_eig_diag_minus_rank_one(d, d / d.sum(-1, keepdim=True).sqrt())
     if name == "adaptive-temperature":
-        # alpha = softmax(beta(H) z): where beta is locally constant (H below the threshold, or the polynomial
-        # clamped at 1) the Jacobian is beta (diag alpha - alpha alpha^T); elsewhere use the power iteration.
-        from attnlimits.normalizers import ADAPTIVE_TEMPERATURE_COEFFS, adaptive_temperature, softmax
+        # alpha = softmax(beta(H) z), z the centred logits, p = softmax(z), H its entropy: the Jacobian is
+        # beta A_alpha + (A_alpha z)(grad beta)^T with grad beta = -poly'(H) A_p log p (A_w = diag w - w w^T).
+        # Where beta is locally constant (H below the threshold, or the polynomial clamped at 1) the rank-one term
+        # vanishes and the norm is beta times the softmax one; elsewhere (short rows) J is formed explicitly.
+        from attnlimits.normalizers import ADAPTIVE_TEMPERATURE_COEFFS, softmax
 
-        p = softmax(logits, dim=-1)
-        H = -(p * torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))).sum(-1)
-        poly = torch.zeros_like(H)
-        for c in ADAPTIVE_TEMPERATURE_COEFFS:
+        z = logits - logits.amax(-1, keepdim=True)
+        p = softmax(z, dim=-1)
+        logp = torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))
+        H = -(p * logp).sum(-1)
+        poly, dpoly = torch.zeros_like(H), torch.zeros_like(H)
+        for c in ADAPTIVE_TEMPERATURE_COEFFS:  # Horner for the polynomial and its derivative
+            dpoly = dpoly * H + poly
             poly = poly * H + c
         beta = torch.where(H > 0.5, poly.clamp_min(1.0), torch.ones_like(H))
         norm = beta * _top_eig_diag_minus_rank_one(alpha, alpha)
         moving = (H > 0.5) & (poly > 1)
         if moving.any():
-            from attnlimits.checks import _one_thread
+            a, zm, pm, lm = alpha[moving], z[moving], p[moving], logp[moving]
+            u = a * (zm - (a * zm).sum(-1, keepdim=True))  # A_alpha z
+            g = -dpoly[moving][:, None] * pm * (lm - (pm * lm).sum(-1, keepdim=True))  # grad beta
+            b = beta[moving][:, None]
+            if a.shape[-1] <= 256:  # exact: form J, largest eigenvalue of J^T J
+                A = torch.diag_embed(a) - a[..., :, None] * a[..., None, :]
+                J = b[..., None] * A + u[..., :, None] * g[..., None, :]
+                norm[moving] = torch.linalg.eigvalsh(J.mT @ J)[..., -1].clamp_min(0).sqrt()
+            else:  # power iteration on J^T J with O(L) matrix-vector products (A w = a * (w - a.w))
+                from attnlimits.checks import _one_thread
 
-            with _one_thread():  # small rows only (large L clamps beta): threads cost more than they save
-                fn = lambda z: adaptive_temperature(z, dim=-1)  # noqa: E731
-                norm[moving] = jacobian_spectral_norm(fn, logits[moving], iters=300)
+                w = torch.randn(a.shape, generator=torch.Generator().manual_seed(0), dtype=a.dtype)  # not ones: A 1 = 0
+                with _one_thread():  # many tiny ops: threads cost more than they save
+                    for _ in range(400):
+                        w = w / torch.linalg.vector_norm(w, dim=-1, keepdim=True)
+                        jw = b * a * (w - (a * w).sum(-1, keepdim=True)) + u * (g * w).sum(-1, keepdim=True)
+                        w = b * a * (jw - (a * jw).sum(-1, keepdim=True)) + g * (u * jw).sum(-1, keepdim=True)
+                norm[moving] = torch.linalg.vector_norm(jw, dim=-1)
         return norm
     return None
 
