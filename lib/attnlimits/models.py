@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import re
@@ -33,6 +34,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,19 +233,33 @@ def _say(message: str) -> None:
 
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
-    """Silence transformers' progress bars and info/warning chatter while loading (errors still raise)."""
-    from transformers.utils import logging as hf_logging
+    """Keep loading off stderr: no progress bars, no info/warning chatter, no Python warnings (errors still raise).
 
-    bars = hf_logging.is_progress_bar_enabled()
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
+    A chapter's cell must not write to stderr (the book is built with warnings as errors). What loading would have
+    written there is dropped; what was loaded and why is printed by :func:`load` on stdout.
+    """
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")  # e.g. tqdm's "IProgress not found" when transformers imports tqdm.auto
+        from transformers.utils import logging as hf_logging
+
+        bars = hf_logging.is_progress_bar_enabled()
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+        try:
+            yield
+        finally:
+            hf_logging.set_verbosity(verbosity)
+            if bars:
+                hf_logging.enable_progress_bar()
+
+
+def _transformers():
+    """Import transformers without its import-time warnings (tqdm's "IProgress not found" inside Jupyter)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import transformers
+    return transformers
 
 
 def _env_flag(name: str) -> bool:
@@ -339,16 +355,16 @@ def _check_weight_file(path: Path) -> None:
 
 
 def _from_pretrained(source: str, quiet: bool = True, **kwargs):
-    from transformers import AutoModelForCausalLM
-
     with _quiet_transformers() if quiet else contextlib.nullcontext():
+        from transformers import AutoModelForCausalLM
+
         return AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, **kwargs)
 
 
 def _tokenizer(source: str, **kwargs):
-    from transformers import AutoTokenizer
-
     with _quiet_transformers():
+        from transformers import AutoTokenizer
+
         try:
             tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
         except (OSError, ValueError, TypeError):
@@ -569,6 +585,7 @@ def load(
     ``"gpt2"`` (the paper's model). ``allow_fallback=False`` turns a model that cannot be found into
     :class:`ModelUnavailableError` instead of loading SmolLM2-135M-Instruct.
     """
+    _transformers()
     requested = os.fspath(name_or_path) if name_or_path is not None else _default_name()
     if not isinstance(requested, str) or not requested.strip():
         raise ValueError(f"name_or_path must be a non-empty model id or path, got {name_or_path!r}")
@@ -834,6 +851,7 @@ def capture(
     weights). ``float64=True`` recomputes logits and weights in float64 from the captured q and k (and returns q, k,
     v in float64 too). The model's attention implementation is switched for this call only.
     """
+    _transformers()
     hf = model.model if isinstance(model, LoadedModel) else model
     if not isinstance(hf, torch.nn.Module) or not hasattr(hf, "config"):
         raise ValueError(f"model must be a LoadedModel or a transformers model, got {type(model).__name__}")
@@ -878,6 +896,7 @@ def _recompute_float64(r: LayerCapture) -> LayerCapture:
 
 def eager_attentions(model: LoadedModel | torch.nn.Module, input_ids) -> tuple[torch.Tensor, ...]:
     """The reference: ``output_attentions=True`` of a plain eager run (one (batch, heads, seq, seq) per layer)."""
+    _transformers()
     hf = model.model if isinstance(model, LoadedModel) else model
     info = _config_facts(hf.config)
     ids = _as_input_ids(input_ids, info["vocab_size"], info["max_positions"]).to(next(hf.parameters()).device)
@@ -1067,7 +1086,5 @@ def banner_text(model: LoadedModel, text=None) -> str:
             f"           {t.reason}",
             f"           {t.n_chars:,} characters; sha256 {t.sha256}",
         ]
-    import transformers
-
-    lines += [f"software   torch {torch.__version__}, transformers {transformers.__version__}", rule]
+    lines += [f"software   torch {torch.__version__}, transformers {_transformers().__version__}", rule]
     return "\n".join(lines)
