@@ -243,3 +243,18 @@ def test_checks_are_as_the_book_claims_and_repeat_exactly(name, expected):
         assert v.violations > 0 and v.worst_ratio >= 2 - 1e-9
         assert v.details["counterexample"]["spectral_norm"] == pytest.approx(0.5)
     assert check(trials=64, seed=11) == v
+
+
+def test_temperature_shape_must_match_the_leading_dims():
+    logits = torch.zeros(3, 4, dtype=torch.float64)
+    assert B.softmax_jacobian(logits, torch.ones(3, dtype=torch.float64)).shape == (3, 4, 4)
+    assert B.softmax_jacobian_norm(logits, torch.ones(3, dtype=torch.float64)).shape == (3,)
+    for call in (
+        lambda: B.softmax_jacobian(logits, torch.ones(2)),
+        lambda: B.softmax_jacobian_norm(logits, torch.ones(3, 1)),
+        lambda: B.jacobian_of_weights(torch.full((3, 4), 0.25), torch.ones(4)),
+    ):
+        with pytest.raises(ValueError, match="^T: shape"):
+            call()
+    with pytest.raises(ValueError, match="^L, f_min, f_max: shapes must broadcast"):
+        B.lemma1_band(torch.ones(3), torch.ones(2), 2.0)

@@ -132,6 +132,8 @@ def test_bands_broadcast_and_keep_float32():
         (lambda: B.corollary1_delta(torch.ones(3), torch.ones(5, 4)), "k"),
         (lambda: B.corollary1_delta(torch.tensor([1.0, math.nan]), torch.ones(5, 2)), "q"),
         (lambda: B.corollary1_delta(torch.ones(2), torch.ones(2)), "q, k"),
+        (lambda: B.corollary1_delta(torch.ones(3, 2), torch.ones(4, 5, 2)), "k"),
+        (lambda: B.corollary1_band(torch.ones(3), torch.ones(2), 1.0), "L, delta, T"),
     ],
 )
 def test_invalid_input_raises_naming_the_argument(call, argument):

@@ -55,7 +55,12 @@ def _common_dtype(*xs: torch.Tensor) -> torch.dtype:
 
 
 def _float_args(**named) -> list[torch.Tensor]:
-    """Cast already validated tensors to their common floating dtype (float32 stays float32)."""
+    """Cast already validated tensors to their common floating dtype (float32 stays float32); shapes must broadcast."""
+    try:
+        torch.broadcast_shapes(*(v.shape for v in named.values()))
+    except RuntimeError:
+        shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in named.items())
+        raise ValueError(f"{', '.join(named)}: shapes must broadcast against each other, got {shapes}") from None
     dtype = _common_dtype(*named.values())
     return [v.to(dtype) for v in named.values()]
 
@@ -99,7 +104,13 @@ def corollary1_delta(q, k) -> torch.Tensor:
         raise ValueError(f"k: last dimension {k.shape[-1]} must equal q's d = {q.shape[-1]}")
     if k.shape[-2] == 0:
         raise ValueError("k: needs at least one key (L >= 1)")
-    q, k = _float_args(q=q, k=k)
+    try:
+        torch.broadcast_shapes(q.shape[:-1], k.shape[:-2])
+    except RuntimeError:
+        lead_k, lead_q = tuple(k.shape[:-2]), tuple(q.shape[:-1])
+        raise ValueError(f"k: leading dims {lead_k} must broadcast against q's {lead_q}") from None
+    dtype = _common_dtype(q, k)
+    q, k = q.to(dtype), k.to(dtype)
     return torch.linalg.vector_norm(q, dim=-1) * torch.linalg.vector_norm(k, dim=-1).amax(dim=-1)
 
 
@@ -156,7 +167,9 @@ def jacobian_of_weights(alpha, T=1.0) -> torch.Tensor:
     """
     a = _arg_weights("alpha", alpha)
     T = _arg_positive("T", T)
-    a, T = _float_args(alpha=a, T=T)
+    _check_temperature_shape(T, a.shape[:-1])
+    dtype = _common_dtype(a, T)
+    a, T = a.to(dtype), T.to(dtype)
     return (torch.diag_embed(a) - a[..., :, None] * a[..., None, :]) / T[..., None, None]
 
 
@@ -167,11 +180,23 @@ def softmax_jacobian(logits, T=1.0) -> torch.Tensor:
     return jacobian_of_weights(alpha, T.to(alpha.dtype))
 
 
+def _check_temperature_shape(T: torch.Tensor, leading: torch.Size) -> None:
+    """One temperature per slice: T must broadcast against the leading dims (all but the last) of the logits."""
+    try:
+        if torch.broadcast_shapes(T.shape, leading) != leading:
+            raise RuntimeError
+    except RuntimeError:
+        raise ValueError(
+            f"T: shape {tuple(T.shape)} must broadcast against the leading dims {tuple(leading)} of the logits"
+        ) from None
+
+
 def _softmax_bt(logits, T: torch.Tensor) -> torch.Tensor:
     """softmax(l / T) along the last dim with a temperature tensor T broadcasting against the leading dims."""
     from attnlimits.normalizers import softmax
 
     x = softmax(logits, dim=-1)  # validates the logits
+    _check_temperature_shape(T, x.shape[:-1])
     z = torch.as_tensor(logits, dtype=x.dtype)
     z = z - z.amax(dim=-1, keepdim=True)
     return torch.softmax(z / T.to(x.dtype)[..., None], dim=-1)
