@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -78,11 +79,19 @@ def _run_check(args) -> int:
     start = time.perf_counter()
     verdicts = checks.run_all(trials=args.trials, seed=args.seed)
     elapsed = time.perf_counter() - start
-    if args.json:
-        print(json.dumps([v.record() for v in verdicts], indent=2, ensure_ascii=False))
-    else:
-        print(_table(verdicts, elapsed))
+    text = json.dumps([v.record() for v in verdicts], indent=2, ensure_ascii=False) if args.json else _table(
+        verdicts, elapsed
+    )
+    _print(text)
     return 0 if all(v.as_expected for v in verdicts) else 1
+
+
+def _print(text: str) -> None:
+    """Print, tolerating a reader that closes the pipe early (``attnlimits check --json | head``)."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at interpreter exit
 
 
 def _add_check(subparsers) -> None:
