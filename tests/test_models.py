@@ -293,9 +293,12 @@ def test_fallback_cache_detects_corruption(tmp_path, capsys):
 
 
 class _Hub(BaseHTTPRequestHandler):
-    def do_HEAD(self):  # noqa: N802
-        self.send_response(200 if self.path.endswith("/api/models/known/model") else 404)
+    def do_GET(self):  # noqa: N802
+        code = {"/api/models/known/model": 200, "/api/models/busy/model": 503}.get(self.path, 404)
+        self.send_response(code)
+        self.send_header("Content-Length", "2")
         self.end_headers()
+        self.wfile.write(b"{}")
 
     def log_message(self, *args):
         pass
@@ -315,6 +318,7 @@ def local_hub(monkeypatch):
 def test_hub_status_against_a_local_server(local_hub):
     assert models.hub_status("known/model")[0] == "found"
     assert models.hub_status("unknown/model")[0] == "missing"
+    assert models.hub_status("busy/model")[0] == "reachable"
     with pytest.raises(ValueError, match="no model 'unknown/model' on the Hugging Face Hub"):
         models.load("unknown/model", allow_fallback=False)
 

@@ -272,10 +272,13 @@ def _env_flag(name: str) -> bool:
 
 
 def hub_status(model_id: str, timeout: float | None = None) -> tuple[str, str]:
-    """Ask the Hub once whether ``model_id`` exists: ``("found" | "missing" | "unreachable", reason)``.
+    """Ask the Hub once about ``model_id``: ``(status, reason)`` with status ``"found"`` (HTTP 2xx), ``"missing"``
+    (401/404: no such public model), ``"reachable"`` (another HTTP answer: worth trying the download) or
+    ``"unreachable"``.
 
-    Honours ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` (no request at all) and ``HF_ENDPOINT``. The request runs in
-    a daemon thread and is abandoned after ``timeout`` seconds, so even a hanging DNS lookup cannot block the caller.
+    Honours ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` (no request at all), ``HF_ENDPOINT`` and ``HF_TOKEN``. The
+    request runs in a daemon thread and is abandoned after ``timeout`` seconds (default 5), so even a hanging DNS
+    lookup cannot block the caller; there are no retries.
     """
     if _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE"):
         return "unreachable", "offline mode is set (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE)"
@@ -285,7 +288,10 @@ def hub_status(model_id: str, timeout: float | None = None) -> tuple[str, str]:
     result: list[tuple[str, str]] = []
 
     def ask() -> None:
-        request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "attnlimits"})
+        headers = {"User-Agent": "attnlimits"}
+        if os.environ.get("HF_TOKEN"):
+            headers["Authorization"] = f"Bearer {os.environ['HF_TOKEN']}"
+        request = urllib.request.Request(url, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 result.append(("found", f"{endpoint} answered {response.status}"))
@@ -293,7 +299,7 @@ def hub_status(model_id: str, timeout: float | None = None) -> tuple[str, str]:
             if e.code in (401, 404):
                 result.append(("missing", f"{endpoint} has no model {model_id!r} (HTTP {e.code})"))
             else:
-                result.append(("unreachable", f"{endpoint} answered HTTP {e.code}"))
+                result.append(("reachable", f"{endpoint} answered HTTP {e.code}"))
         except Exception as e:  # noqa: BLE001 - any network failure means "unreachable"
             reason = getattr(e, "reason", e)
             result.append(("unreachable", f"{endpoint} is unreachable ({reason})"))
@@ -628,8 +634,15 @@ def load(
             reason = f"{requested!r} found in the local Hugging Face cache (no network used)"
         else:
             status, why = hub_status(requested)
-            if status == "found":
-                model = _from_pretrained(requested, quiet=False)  # a download shows its progress
+            if status in ("found", "reachable"):
+                _say(f"downloading {requested!r} from the Hugging Face Hub ({why}) ...")
+                try:
+                    model = _from_pretrained(requested)
+                except Exception as e:  # noqa: BLE001
+                    if not allow_fallback:
+                        raise ModelUnavailableError(f"downloading {requested!r} from the Hub failed: {e}") from e
+                    status, why = "unreachable", f"downloading it from the Hub failed ({type(e).__name__}: {e})"
+            if model is not None:
                 tokenizer = _tokenizer(requested)
                 files, source, model_id = _cached_weight_files(requested), "hub", requested
                 reason = f"{requested!r} downloaded from the Hugging Face Hub"
