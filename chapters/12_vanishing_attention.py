@@ -134,6 +134,8 @@ print("worst random trial of Corollary 1:", cor1.details["worst_ratio_random"])
 # %%
 assert cor1.violations == 0 and lem1.violations == 0
 assert cor1.worst_ratio < 1 and lem1.worst_ratio < 1  # approached, never attained at finite L
+worst = cor1.details["worst_case"]
+assert "construction" in worst and worst["L"] == max(cor1.details["lengths"]) and worst["delta_over_T"] <= 1e-3
 
 tight = sweeps.corollary1_tightness(cor1.details["lengths"], rhos=[0.1, 1.0, 4.0])
 by_length = cor1.details["worst_ratio_random_by_L"]
