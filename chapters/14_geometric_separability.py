@@ -199,16 +199,16 @@ sweeps = {d: al.synthetic.separability_sweep(ns, L=64, d=d, betas=(0.0, 2.0, 4.0
 sweeps[8][["beta", "N", "frac", "frac_sd", "lower", "lower_sharp", "upper_rec"]].round(3)
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharey=True)
 for ax, (d, df) in zip(axes, sweeps.items(), strict=True):
     for k, (beta, part) in enumerate(df.groupby("beta")):
         color = f"C{k}"
         ax.semilogx(part.N, part.frac, "o-", color=color, label=rf"$E[N_s]/N$, $\beta = {beta:g}$")
         ax.semilogx(part.N, part.upper_rec, "--", color=color, lw=1)
         ax.semilogx(part.N, part.lower_sharp, ":", color=color, lw=1.5)
-    ax.set(title=f"d = {d}, L = 64 (dashed: reconstructed upper; dotted: book's lower)", xlabel="N",
-           ylim=(-0.05, 1.05))
+    ax.set(title=f"d = {d}, L = 64", xlabel="N", ylim=(-0.05, 1.05))
 axes[0].set_ylabel(r"$N_s / N$")
+fig.suptitle("solid: simulated $E[N_s]/N$; dashed: reconstructed upper bound; dotted: the book's lower bound", fontsize=10)
 axes[1].legend(fontsize=8)
 al.plotting.finish(fig, "14_separability_vs_N")
 
