@@ -114,17 +114,22 @@ def corollary1_delta(q, k) -> torch.Tensor:
     return torch.linalg.vector_norm(q, dim=-1) * torch.linalg.vector_norm(k, dim=-1).amax(dim=-1)
 
 
-def corollary1_band(L, delta, T=1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Corollary 1 (softmax): (1/L) exp(-2 Delta / T) <= alpha_i <= (1/L) exp(2 Delta / T), Delta = ||q|| max ||k_i||.
-
-    Lemma 1 with F = exp(l / T) on [-Delta, Delta]. Returns ``(lower, upper)`` broadcast over the arguments.
-    """
+def _corollary1_args(L, delta, T):
+    """Validate and promote the arguments shared by the Corollary 1 bands."""
     L = _arg_lengths("L", L)
     delta = _arg_tensor("delta", delta)
     if not (delta >= 0).all():
         raise ValueError(f"delta: must be >= 0 (a product of norms), got min {delta.min().item():g}")
     T = _arg_positive("T", T)
-    L, delta, T = _float_args(L=L, delta=delta, T=T)
+    return _float_args(L=L, delta=delta, T=T)
+
+
+def corollary1_band(L, delta, T=1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Corollary 1 (softmax): (1/L) exp(-2 Delta / T) <= alpha_i <= (1/L) exp(2 Delta / T), Delta = ||q|| max ||k_i||.
+
+    Lemma 1 with F = exp(l / T) on [-Delta, Delta]. Returns ``(lower, upper)`` broadcast over the arguments.
+    """
+    L, delta, T = _corollary1_args(L, delta, T)
     x = 2 * delta / T
     return torch.exp(-x) / L, torch.exp(x) / L
 
@@ -135,12 +140,7 @@ def corollary1_band_sharp(L, delta, T=1.0) -> tuple[torch.Tensor, torch.Tensor]:
     Attained exactly by keys of norm max ||k|| parallel (one key) and antiparallel (all others) to q. Computed
     as logistic functions, so it neither overflows nor loses the L = 1 case (both ends equal 1).
     """
-    L = _arg_lengths("L", L)
-    delta = _arg_tensor("delta", delta)
-    if not (delta >= 0).all():
-        raise ValueError(f"delta: must be >= 0 (a product of norms), got min {delta.min().item():g}")
-    T = _arg_positive("T", T)
-    L, delta, T = _float_args(L=L, delta=delta, T=T)
+    L, delta, T = _corollary1_args(L, delta, T)
     x, log_rest = 2 * delta / T, torch.log(L - 1)
     return torch.sigmoid(-(x + log_rest)), torch.sigmoid(x - log_rest)
 

@@ -484,19 +484,16 @@ def check_corollary3_printed(trials: int = 2000, seed: int = 0) -> Verdict:
     )
 
 
-@register("Corollary 3 corrected: spectral 1/(2T)")
-def check_softmax_spectral(trials: int = 2000, seed: int = 0) -> Verdict:
-    """The book's correction: ||diag(alpha) - alpha alpha^T||_2 / T <= 1/(2T), sharp (two tied top logits)."""
-    from attnlimits import bounds
-
+def _sharp_softmax_check(name: str, statement: str, measured: str, bound_fn, T_key: str, trials: int, seed: int):
+    """Shared body of the two corrected Corollary-3 checks: the cached Jacobian study against ``bound_fn(T)``."""
     s = _jacobian_norm_study(trials, seed)
-    v1, w1, _ = _ratio_summary(s["norm"], bounds.softmax_spectral_bound(s["T"]))
-    v2, w2, _ = _ratio_summary(s["adv_norm"], bounds.softmax_spectral_bound(s["adv_T"]))
+    v1, w1, _ = _ratio_summary(s[measured], bound_fn(s["T"]))
+    v2, w2, _ = _ratio_summary(s[f"adv_{measured}"], bound_fn(s[T_key]))
     worst = max(w1, w2)
     return Verdict(
-        bound="Corollary 3 corrected: spectral 1/(2T)",
-        statement="softmax: ||d alpha / d l||_2 <= 1/(2T)",
-        trials=len(s["norm"]) + len(s["adv_norm"]),
+        bound=name,
+        statement=statement,
+        trials=len(s[measured]) + len(s[f"adv_{measured}"]),
         violations=v1 + v2,
         worst_ratio=worst,
         verdict=_tightness_text(worst) if v1 + v2 == 0 else f"violated ({v1 + v2} trials)",
@@ -505,24 +502,25 @@ def check_softmax_spectral(trials: int = 2000, seed: int = 0) -> Verdict:
     )
 
 
+@register("Corollary 3 corrected: spectral 1/(2T)")
+def check_softmax_spectral(trials: int = 2000, seed: int = 0) -> Verdict:
+    """The book's correction: ||diag(alpha) - alpha alpha^T||_2 / T <= 1/(2T), sharp (two tied top logits)."""
+    from attnlimits import bounds
+
+    return _sharp_softmax_check(
+        "Corollary 3 corrected: spectral 1/(2T)", "softmax: ||d alpha / d l||_2 <= 1/(2T)", "norm",
+        bounds.softmax_spectral_bound, "adv_T", trials, seed,
+    )
+
+
 @register("Corollary 3 corrected: entry 1/(4T)")
 def check_softmax_entry(trials: int = 2000, seed: int = 0) -> Verdict:
     """What 1/(4T) does bound: every entry |d alpha_i / d l_j| <= 1/(4T), sharp at alpha_i = 1/2."""
     from attnlimits import bounds
 
-    s = _jacobian_norm_study(trials, seed)
-    v1, w1, _ = _ratio_summary(s["entry"], bounds.softmax_entry_bound(s["T"]))
-    v2, w2, _ = _ratio_summary(s["adv_entry"], bounds.softmax_entry_bound(s["adv_entry_T"]))
-    worst = max(w1, w2)
-    return Verdict(
-        bound="Corollary 3 corrected: entry 1/(4T)",
-        statement="softmax: max_ij |d alpha_i / d l_j| <= 1/(4T)",
-        trials=len(s["entry"]) + len(s["adv_entry"]),
-        violations=v1 + v2,
-        worst_ratio=worst,
-        verdict=_tightness_text(worst) if v1 + v2 == 0 else f"violated ({v1 + v2} trials)",
-        expected="holds",
-        details={"worst_ratio_random": w1, "worst_ratio_adversarial": w2, "ranges": _JACOBIAN_RANGES},
+    return _sharp_softmax_check(
+        "Corollary 3 corrected: entry 1/(4T)", "softmax: max_ij |d alpha_i / d l_j| <= 1/(4T)", "entry",
+        bounds.softmax_entry_bound, "adv_entry_T", trials, seed,
     )
 
 
