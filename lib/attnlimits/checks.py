@@ -142,8 +142,8 @@ def _vanishing_groups(trials: int, gen: torch.Generator) -> list[tuple[int, int,
     """(L, d, number of trials) per group: trials are dealt round-robin over a seeded shuffle of the length grid."""
     order = torch.randperm(len(VANISHING_LENGTHS), generator=gen).tolist()
     counts = [0] * len(order)
-    for t in range(trials):
-        counts[order[t % len(order)]] += 1
+    for rank, n in enumerate(_dc_split(trials, len(order))):
+        counts[order[rank]] = n
     return [
         (L, VANISHING_DIMS[i % len(VANISHING_DIMS)], n)
         for i, (L, n) in enumerate(zip(VANISHING_LENGTHS, counts, strict=True))
