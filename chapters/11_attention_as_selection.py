@@ -136,7 +136,7 @@ assert (slopes.loc[["sparsemax", "1.5-entmax", "scalable-softmax"], "gap 1.5"] >
 assert (slopes.loc[["sparsemax", "1.5-entmax", "scalable-softmax"], "gap 0.0"] < -0.4).all()
 
 # %% [markdown]
-# Softmax falls exactly like $1/L$ in both settings, and so does the adaptive temperature at long contexts: its
+# Softmax falls like $1/L$ in both settings (fitted slopes near $-1$), and so does the adaptive temperature at long contexts: its
 # polynomial $\beta(H)$ is clipped to 1 once the entropy is large, so it behaves like softmax. With a clear gap
 # (right), sparsemax and 1.5-entmax zero out the distractors and Scalable-Softmax's $\log L$ factor outgrows the
 # $L - 1$ competitors: all three keep a large top weight. Without a gap (left), the top logits crowd together
