@@ -101,10 +101,15 @@ print(model.tokenizer.decode(ids[0, :80]))
 # probabilities it keeps. The model's attention implementation is switched for this one call and restored after.
 # `capture(..., float64=True)` recomputes logits and weights in float64 from the captured $q$ and $k$.
 #
+# The capture is indexed by layer number: `cap[l]` is layer $l$ (also with `layers=[...]`, which keeps only
+# some layers; `cap.layer_ids` lists them). For readers who know TransformerLens: `logits` are its
+# `attn_scores` (attention scores, not vocabulary logits), `weights` its `pattern`, the post-RoPE `q` and `k` its
+# `rot_q` and `rot_k`; here heads come before positions, so every tensor is (batch, heads, $L$, ·).
+#
 # The next cell captures the window and measures the pass's time and the process's peak memory.
 
 # %%
-measured = al.models.measure_capture(model, ids)
+measured = al.profiling.measure_capture(model, ids)
 cap = measured.pop("capture")
 first = cap[0]
 pd.DataFrame(
@@ -127,7 +132,7 @@ pd.DataFrame(
 n_layers, n_heads = model.provenance.n_layers, model.provenance.n_heads
 heads = [(0, 0), (n_layers // 2, 0), (n_layers // 2, n_heads - 1), (n_layers - 1, n_heads // 2)]
 tokens = [model.tokenizer.decode([t]).replace("\n", "\\n") for t in ids[0, :48].tolist()]
-fig = al.models.plot_attention(cap, heads, first=48, tokens=tokens)
+fig = al.plotting.plot_attention(cap, heads, first=48, tokens=tokens)
 al.plotting.finish(fig, "setup_heads")
 
 # %% [markdown]

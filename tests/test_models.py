@@ -15,7 +15,8 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-from attnlimits import models
+from attnlimits import models, provenance
+from attnlimits.models import gguf, loading
 
 TOL = 1e-6
 
@@ -71,7 +72,7 @@ TINY = {"gpt2": _gpt2, "gpt2-inverse-layer": lambda: _gpt2(inverse_layer_scaling
 
 def _check_exact(model, ids, prefix):
     cap = models.capture(model, ids)
-    info = models._config_facts(model.config)
+    info = provenance.config_facts(model.config)
     assert len(cap) == info["n_layers"]
     batch, seq = ids.shape if ids.ndim == 2 else (1, ids.shape[0])
     for layer in cap:
@@ -149,7 +150,15 @@ def test_capture_options_and_validation():
     model = _gpt2()
     ids = torch.randint(0, 500, (32,), generator=torch.Generator().manual_seed(3))
     some = models.capture(model, ids, layers=[2, 0])
-    assert [c.layer for c in some] == [0, 2]
+    assert [c.layer for c in some] == [0, 2] and some.layer_ids == [0, 2] and len(some) == 2
+    assert some[2].layer == 2 and some[0].layer == 0, "a Capture is indexed by layer number"
+    assert 2 in some and 1 not in some
+    with pytest.raises(KeyError, match=r"layer 1 was not captured; this capture holds layers \[0, 2\]"):
+        some[1]
+    with pytest.raises(IndexError):
+        some[5]
+    with pytest.raises(TypeError, match="layer number"):
+        some["0"]
     assert some.stack("weights").shape == (2, 1, 4, 32, 32)
     exact = models.capture(model, ids, float64=True)
     plain = models.capture(model, ids)
@@ -272,19 +281,19 @@ def test_corrupt_weight_file(tmp_path, damage):
 def test_fallback_cache_detects_corruption(tmp_path, capsys):
     model = _llama()
     target = tmp_path / "cached"
-    record = models._save_cached_model(model, None, target, {"gguf_sha256": "x"})
+    record = gguf.save_cached_model(model, None, target, {"gguf_sha256": "x"})
     assert len(record["safetensors_sha256"]) == 64 and not list(tmp_path.glob(".*tmp*"))
-    loaded, _, record_again = models._load_cached_model(target, {"gguf_sha256": "x"})
+    loaded, _, record_again = gguf.load_cached_model(target, {"gguf_sha256": "x"})
     assert record_again == record
     for a, b in zip(loaded.state_dict().values(), model.state_dict().values(), strict=True):
         assert torch.equal(a, b)
-    assert "different gguf_sha256" in models._load_cached_model(target, {"gguf_sha256": "y"})
+    assert "different gguf_sha256" in gguf.load_cached_model(target, {"gguf_sha256": "y"})
     weights = target / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))
-    assert "corrupt" in models._load_cached_model(target, {"gguf_sha256": "x"})
-    assert models._load_cached_model(tmp_path / "absent", {}) == "no cache yet"
+    assert "corrupt" in gguf.load_cached_model(target, {"gguf_sha256": "x"})
+    assert gguf.load_cached_model(tmp_path / "absent", {}) == "no cache yet"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -329,7 +338,7 @@ def test_hub_that_never_answers_gives_up_in_time(monkeypatch):
     listener.listen(1)  # accepts connections, never answers
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{listener.getsockname()[1]}")
-    monkeypatch.setattr(models, "_HUB_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(loading, "HUB_TIMEOUT_S", 0.5)
     try:
         started = time.perf_counter()
         status, reason = models.hub_status("some/model")

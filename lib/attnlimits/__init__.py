@@ -18,6 +18,8 @@ SUBMODULES = (
     "models",
     "normalizers",
     "plotting",
+    "profiling",
+    "provenance",
     "selection",
     "sweeps",
     "synthetic",

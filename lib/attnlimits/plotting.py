@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import seaborn as sns
 import torch
 
-__all__ = ["NORMALIZER_COLORS", "draw_selection", "finish", "set_theme"]
+__all__ = ["NORMALIZER_COLORS", "draw_selection", "finish", "plot_attention", "set_theme"]
 
 _PALETTE = sns.color_palette("colorblind", 8)
 
@@ -72,3 +73,37 @@ def draw_selection(ax, x, alpha, n: int, *, title: str | None = None) -> None:
     ax.set_aspect("equal", adjustable="datalim")
     if title:
         ax.set_title(title)
+
+
+def plot_attention(cap, heads: Sequence[tuple[int, int]], first: int = 64, tokens=None, batch: int = 0):
+    """Heat maps of a few heads' attention weights (query rows × key columns) over the first ``first`` tokens.
+
+    ``heads``: ``(layer, head)`` pairs, drawn in one row. ``tokens``: optional labels for the axes (strings).
+    Colour is log10 of the weight, so that both the sharp and the diffuse heads are readable; masked entries blank.
+    ``cap``: an :class:`attnlimits.models.Capture`. Returns the matplotlib figure.
+    """
+    import numpy as np
+
+    for layer, head in heads:
+        if layer not in cap or not 0 <= head < cap[layer].q.shape[1]:
+            raise ValueError(f"(layer, head) = ({layer}, {head}) is not in this capture")
+    n = min(int(first), cap.seq_len)
+    ratios = [1.0] * len(heads) + [0.06]  # a narrow last column holds the colour bar
+    fig, axes = plt.subplots(
+        1, len(heads) + 1, figsize=(3.2 * len(heads) + 0.8, 3.4), squeeze=False, gridspec_kw={"width_ratios": ratios}
+    )
+    image = None
+    for ax, (layer, head) in zip(axes[0][:-1], heads, strict=True):
+        w = cap[layer].weights[batch, head, :n, :n].double().numpy()
+        w = np.where(np.tril(np.ones((n, n), dtype=bool)), np.log10(np.maximum(w, 1e-6)), np.nan)
+        image = ax.imshow(w, cmap="magma", vmin=-6, vmax=0, interpolation="nearest")
+        ax.set_title(f"layer {layer}, head {head}", fontsize=10)
+        ax.set_xlabel("key position")
+        ax.grid(False)
+        if tokens is not None:
+            ticks = list(range(0, n, max(1, n // 8)))
+            ax.set_xticks(ticks, [str(tokens[t])[:8] for t in ticks], rotation=90, fontsize=7)
+            ax.set_yticks(ticks, [str(tokens[t])[:8] for t in ticks], fontsize=7)
+    axes[0][0].set_ylabel("query position")
+    fig.colorbar(image, cax=axes[0][-1], label="log10 attention weight")
+    return fig

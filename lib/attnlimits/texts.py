@@ -25,6 +25,8 @@ from pathlib import Path
 
 import torch
 
+from attnlimits.provenance import cache_dir, say
+
 __all__ = [
     "FALLBACK_NAME",
     "WAR_AND_PEACE",
@@ -100,13 +102,7 @@ class Text:
         return len(self.text)
 
 
-def _say(message: str) -> None:
-    print(f"[attnlimits] {message}", flush=True)
-
-
 def _cache_root() -> Path:
-    from attnlimits.models import cache_dir
-
     return cache_dir() / "texts"
 
 
@@ -293,7 +289,7 @@ def _load_fallback(reason: str) -> Text:
     sha = hashlib.sha256(text.encode()).hexdigest()
     title = "Python standard library: pydoc_data.topics"
     loaded = _make(text, FALLBACK_NAME, title, "fallback", reason, "pydoc_data.topics", sha)
-    _say(f"text {title} [fallback, {len(text):,} characters]: {reason}")
+    say(f"text {title} [fallback, {len(text):,} characters]: {reason}")
     return loaded
 
 
@@ -333,7 +329,7 @@ def load(
     else:
         why_not_cached = cached
         if why_not_cached != "not downloaded yet":
-            _say(f"War and Peace: {why_not_cached}; downloading it again")
+            say(f"War and Peace: {why_not_cached}; downloading it again")
         try:
             path = download_war_and_peace(url, sha256=sha256, timeout=timeout)
         except (TextDownloadError, TextValidationError) as e:
@@ -351,7 +347,7 @@ def load(
     text = validate_war_and_peace(raw)
     title = "War and Peace (Project Gutenberg ebook #2600)"
     loaded_text = _make(text, WAR_AND_PEACE, title, source, reason, str(_paths()[0]), record["sha256"])
-    _say(f"text War and Peace [{source}, {len(text):,} characters]: {reason}")
+    say(f"text War and Peace [{source}, {len(text):,} characters]: {reason}")
     return loaded_text
 
 
@@ -371,7 +367,7 @@ def _load_local(path: Path) -> Text:
         raise ValueError(f"{path} is empty")
     sha = hashlib.sha256(data).hexdigest()
     loaded = _make(text, path.stem, path.name, "local", f"read from {path.resolve()}", str(path.resolve()), sha)
-    _say(f"text {path.name} [local, {len(text):,} characters]")
+    say(f"text {path.name} [local, {len(text):,} characters]")
     return loaded
 
 

@@ -1,0 +1,61 @@
+"""Pretrained models for the Experiments part: load one, capture its attention exactly, say where it came from.
+
+One module per concern; everything a chapter needs is re-exported here (``al.models.load``, ``al.models.capture``):
+
+- :mod:`attnlimits.models.loading`    resolution (local directory, Hugging Face cache, Hub, fallback) and
+                                      :func:`load`, which returns a :class:`LoadedModel`;
+- :mod:`attnlimits.models.gguf`       the offline fallback (SmolLM2-135M-Instruct from a GGUF file) and its cache;
+- :mod:`attnlimits.models.capturing`  the recording attention function, :func:`capture`, :class:`Capture` (indexed
+                                      by layer number), :class:`LayerCapture`, and the exactness checks;
+- :mod:`attnlimits.models.hf`         quiet access to transformers, shared by the three above.
+
+Provenance (the record, :func:`facts`, :func:`banner`, hashing, the cache directory) lives in
+:mod:`attnlimits.provenance`, which :mod:`attnlimits.texts` shares; the attention heat map is
+:func:`attnlimits.plotting.plot_attention` and the memory sampler :func:`attnlimits.profiling.measure_capture`.
+
+``LayerCapture`` names follow the paper (q, k, v, logits, weights); in TransformerLens's names ``logits`` are
+``attn_scores`` (attention scores, not vocabulary logits), ``weights`` are ``pattern`` and the post-RoPE ``q`` and
+``k`` are ``rot_q`` and ``rot_k`` (see :class:`LayerCapture` for the shapes).
+"""
+
+from __future__ import annotations
+
+from attnlimits.models.capturing import (
+    CAPTURE_IMPLEMENTATION,
+    Capture,
+    LayerCapture,
+    LayerNotCapturedError,
+    attention_implementation,
+    capture,
+    eager_attentions,
+    exactness_report,
+    prefix_difference,
+)
+from attnlimits.models.gguf import FALLBACK
+from attnlimits.models.hf import ModelUnavailableError
+from attnlimits.models.loading import DEFAULT_MODEL, LoadedModel, hub_status, load
+from attnlimits.provenance import Provenance, banner, banner_text, cache_dir, facts, sha256_file
+
+__all__ = [
+    "CAPTURE_IMPLEMENTATION",
+    "DEFAULT_MODEL",
+    "FALLBACK",
+    "Capture",
+    "LayerCapture",
+    "LayerNotCapturedError",
+    "LoadedModel",
+    "ModelUnavailableError",
+    "Provenance",
+    "attention_implementation",
+    "banner",
+    "banner_text",
+    "cache_dir",
+    "capture",
+    "eager_attentions",
+    "exactness_report",
+    "facts",
+    "hub_status",
+    "load",
+    "prefix_difference",
+    "sha256_file",
+]

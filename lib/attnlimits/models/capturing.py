@@ -1,0 +1,401 @@
+"""Exact attention capture: every head's queries, keys, values, attention scores and weights of one forward pass.
+
+``capture(model, input_ids)`` runs one forward pass through a registered attention function
+(``transformers.AttentionInterface``) that records the post-positional-encoding queries and keys, expands keys and
+values to the query heads (grouped-query attention), and delegates to the modeling module's own
+``eager_attention_forward``, so the recorded weights *are* the model's attention probabilities.
+:func:`exactness_report` and :func:`prefix_difference` measure how exact that is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from attnlimits.models.hf import import_transformers
+from attnlimits.models.loading import LoadedModel
+from attnlimits.provenance import config_facts
+
+__all__ = [
+    "CAPTURE_IMPLEMENTATION",
+    "Capture",
+    "LayerCapture",
+    "LayerNotCapturedError",
+    "attention_implementation",
+    "capture",
+    "eager_attentions",
+    "exactness_report",
+    "prefix_difference",
+    "recompute_float64",
+]
+
+#: Name of the attention implementation registered for :func:`capture`.
+CAPTURE_IMPLEMENTATION = "attnlimits_capture"
+
+
+@dataclass
+class LayerCapture:
+    """One layer's attention, every tensor shaped ``(batch, heads, seq, ·)`` with ``heads`` = query heads.
+
+    ``layer`` is the layer's number in the model (0 = first). The names map to TransformerLens's hook names
+    (``blocks.{layer}.attn.hook_*``) as follows; shapes are ours (TransformerLens puts heads after positions)::
+
+        attnlimits                      TransformerLens                shape here
+        q  (after RoPE)                 rot_q  (hook_rot_q)            (batch, heads, seq, head_dim)
+        q  (GPT-2: no RoPE)             q      (hook_q)                (batch, heads, seq, head_dim)
+        k  (after RoPE, expanded)       rot_k  (hook_rot_k)            (batch, heads, seq, head_dim)
+        v  (expanded)                   v      (hook_v)                (batch, heads, seq, head_dim)
+        logits                          attn_scores (hook_attn_scores) (batch, heads, seq, seq)
+        weights                         pattern (hook_pattern)         (batch, heads, seq, seq)
+
+    ``logits`` are attention scores (pre-softmax q kᵀ · scaling, masked entries −inf), not vocabulary logits: the
+    capture never runs the language-model head.
+
+    ``q``, ``k``: after positional encoding (RoPE applied; GPT-2 adds positions to the input instead).
+    ``k``, ``v``: expanded to the query heads under grouped-query attention (head h uses key/value head
+    ``h // (heads / kv_heads)``). ``weights``: the model's own attention probabilities (or, with ``float64=True``,
+    their float64 recomputation ``softmax(logits)``). ``masked``: True where the model's mask removes a key.
+
+    ``logits = q kᵀ · scaling``, with masked entries set to −inf, is what the model feeds its softmax. It is
+    computed on access from the captured ``q`` and ``k`` by the very expression of the model's eager attention
+    (bit-identical: ``softmax(logits)`` reproduces ``weights`` exactly), rather than stored, which halves the
+    memory of a capture; with ``float64=True`` it is stored in float64.
+    """
+
+    layer: int
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    weights: torch.Tensor
+    masked: torch.Tensor
+    scaling: float
+    kv_heads: int
+    stored_logits: torch.Tensor | None = field(default=None, repr=False)
+
+    @property
+    def logits(self) -> torch.Tensor:
+        """Attention scores ``q kᵀ · scaling`` with masked entries −inf, shape ``(batch, heads, seq, seq)``."""
+        if self.stored_logits is not None:
+            return self.stored_logits
+        logits = torch.matmul(self.q, self.k.transpose(-1, -2)).mul_(self.scaling)  # = eager's matmul(q, kᵀ) * s
+        return logits.masked_fill_(self.masked, float("-inf"))
+
+    @property
+    def seq_len(self) -> int:
+        """Number of positions captured."""
+        return self.q.shape[-2]
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by this capture (shared masks counted once per layer)."""
+        tensors = [self.q, self.k, self.v, self.weights, self.masked]
+        if self.stored_logits is not None:
+            tensors.append(self.stored_logits)
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+
+class LayerNotCapturedError(KeyError, IndexError):
+    """A layer number that a :class:`Capture` does not hold (raised by ``cap[layer]``)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass
+class Capture:
+    """The :class:`LayerCapture` objects of one forward pass, indexed by **layer number**.
+
+    ``cap[layer]`` is that layer's capture (``capture(model, ids, layers=[2, 0])[2]`` is layer 2, ``[1]`` raises
+    :class:`LayerNotCapturedError`, a ``KeyError`` and ``IndexError``); ``cap.layer_ids`` lists the captured
+    layers in increasing order, ``for lc in cap`` yields their captures in that order and ``len(cap)`` counts them.
+    """
+
+    layers: list[LayerCapture]
+    input_ids: torch.Tensor
+    float64: bool = False
+    seconds: float = 0.0
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.layers = sorted(self.layers, key=lambda r: r.layer)
+        self._by_layer = {r.layer: r for r in self.layers}
+
+    @property
+    def layer_ids(self) -> list[int]:
+        """The captured layer numbers, increasing."""
+        return [r.layer for r in self.layers]
+
+    @property
+    def seq_len(self) -> int:
+        """Number of positions captured (the same in every layer)."""
+        return self.layers[0].seq_len
+
+    def __getitem__(self, layer: int) -> LayerCapture:
+        if isinstance(layer, bool) or not isinstance(layer, int):
+            raise TypeError(f"a Capture is indexed by layer number (an int), got {type(layer).__name__}")
+        try:
+            return self._by_layer[layer]
+        except KeyError:
+            raise LayerNotCapturedError(
+                f"layer {layer} was not captured; this capture holds layers {self.layer_ids}"
+            ) from None
+
+    def __contains__(self, layer) -> bool:
+        return layer in self._by_layer
+
+    def __iter__(self) -> Iterator[LayerCapture]:
+        return iter(self.layers)
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def stack(self, name: str) -> torch.Tensor:
+        """One field of every captured layer stacked: shape ``(layers, batch, heads, seq, ·)``."""
+        if name not in {"q", "k", "v", "logits", "weights"}:
+            raise ValueError(f"name must be one of q, k, v, logits, weights; got {name!r}")
+        return torch.stack([getattr(layer, name) for layer in self.layers])
+
+
+_registered = False
+_active: dict | None = None
+_capture_lock = threading.Lock()
+
+
+def _masked_positions(attention_mask, shape, device) -> torch.Tensor:
+    """Boolean (…, q, k) tensor: True where the model's mask removes the key from the softmax."""
+    if attention_mask is None:
+        q_len, k_len = shape[-2], shape[-1]
+        return torch.ones(q_len, k_len, dtype=torch.bool, device=device).triu(k_len - q_len + 1)
+    if attention_mask.dtype == torch.bool:
+        return ~attention_mask
+    return attention_mask <= torch.finfo(attention_mask.dtype).min / 2
+
+
+def _recording_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """The attention function registered under :data:`CAPTURE_IMPLEMENTATION`: record, then run the model's eager."""
+    eager = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
+    if eager is None:
+        raise NotImplementedError(
+            f"{type(module).__name__} has no eager_attention_forward in {type(module).__module__}: capture supports "
+            "models built on transformers' AttentionInterface (GPT-2, Llama, Mistral, Qwen2, ...)"
+        )
+    output, weights = eager(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    state = _active
+    layer = getattr(module, "layer_idx", None)
+    if state is not None and (state["layers"] is None or layer in state["layers"]):
+        if weights is None:
+            raise RuntimeError(f"{type(module).__name__}'s eager attention returned no weights")
+        scale = query.shape[-1] ** -0.5 if scaling is None else float(scaling)
+        n_rep = query.shape[1] // key.shape[1]
+        k = key.repeat_interleave(n_rep, dim=1) if n_rep > 1 else key
+        v = value.repeat_interleave(n_rep, dim=1) if n_rep > 1 else value
+        shape = (*query.shape[:-1], key.shape[-2])
+        masked = _masked_positions(attention_mask, shape, query.device).expand(query.shape[0], 1, shape[-2], shape[-1])
+        if state["masked"] is not None and torch.equal(state["masked"], masked):
+            masked = state["masked"]  # every layer of a plain causal model shares one mask
+        state["masked"] = masked
+        state["records"].append(
+            LayerCapture(
+                layer=layer if layer is not None else len(state["records"]),
+                q=query.detach(),
+                k=k.detach(),
+                v=v.detach(),
+                weights=weights.detach(),
+                masked=masked.detach(),
+                scaling=scale,
+                kv_heads=key.shape[1],
+            )
+        )
+    return output, weights
+
+
+def _register() -> None:
+    global _registered
+    if _registered:
+        return
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register(CAPTURE_IMPLEMENTATION, _recording_attention)
+    AttentionMaskInterface.register(CAPTURE_IMPLEMENTATION, eager_mask)  # the eager path's additive float mask
+    _registered = True
+
+
+@contextlib.contextmanager
+def attention_implementation(model, name: str) -> Iterator[None]:
+    """Temporarily switch a transformers model to another attention implementation (restored on exit)."""
+    previous = model.config._attn_implementation
+    model.set_attn_implementation(name)
+    if model.config._attn_implementation != name:
+        raise NotImplementedError(
+            f"{type(model).__name__} does not support switching its attention implementation, so it cannot be captured"
+        )
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(previous)
+
+
+def _as_input_ids(input_ids, vocab_size: int, max_positions: int | None) -> torch.Tensor:
+    ids = torch.as_tensor(input_ids)
+    if ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.is_complex():
+        raise ValueError(f"input_ids must hold integer token ids, got dtype {ids.dtype}")
+    if ids.ndim == 1:
+        ids = ids.unsqueeze(0)
+    if ids.ndim != 2 or ids.shape[1] == 0 or ids.shape[0] == 0:
+        raise ValueError(f"input_ids must be shaped (seq,) or (batch, seq) with seq ≥ 1, got {tuple(ids.shape)}")
+    if ids.min() < 0 or ids.max() >= vocab_size:
+        raise ValueError(f"input_ids must lie in [0, {vocab_size}) (the vocabulary), got [{ids.min()}, {ids.max()}]")
+    if max_positions is not None and ids.shape[1] > max_positions:
+        raise ValueError(f"sequence length {ids.shape[1]} exceeds the model's {max_positions} positions")
+    return ids.long()
+
+
+def capture(
+    model: LoadedModel | torch.nn.Module,
+    input_ids,
+    *,
+    layers: Iterable[int] | None = None,
+    float64: bool = False,
+) -> Capture:
+    """Run ONE forward pass and return every (or the chosen) layer's q, k, v, logits and weights.
+
+    ``input_ids``: ``(seq,)`` or ``(batch, seq)`` integer token ids (no padding). ``layers``: indices of the layers to
+    keep (all by default; fewer saves memory: a layer costs ``2 · batch · heads · seq² · 4`` bytes for logits and
+    weights). ``float64=True`` recomputes logits and weights in float64 from the captured q and k (and returns q, k,
+    v in float64 too). The model's attention implementation is switched for this call only.
+    """
+    import_transformers()
+    hf = model.model if isinstance(model, LoadedModel) else model
+    if not isinstance(hf, torch.nn.Module) or not hasattr(hf, "config"):
+        raise ValueError(f"model must be a LoadedModel or a transformers model, got {type(model).__name__}")
+    info = config_facts(hf.config)
+    ids = _as_input_ids(input_ids, info["vocab_size"], info["max_positions"])
+    keep = None
+    if layers is not None:
+        keep = {int(i) for i in layers}
+        bad = sorted(i for i in keep if not 0 <= i < info["n_layers"])
+        if bad or not keep:
+            raise ValueError(f"layers must be a non-empty subset of 0..{info['n_layers'] - 1}, got {sorted(keep)}")
+    device = next(hf.parameters()).device
+    ids = ids.to(device)
+    _register()
+    global _active
+    body = getattr(hf, hf.base_model_prefix, hf)  # the transformer without the LM head: no vocabulary logits
+    with _capture_lock:
+        state = {"layers": keep, "records": [], "masked": None}
+        was_training = hf.training
+        hf.eval()
+        started = time.perf_counter()
+        try:
+            _active = state
+            with attention_implementation(hf, CAPTURE_IMPLEMENTATION), torch.inference_mode():
+                body(input_ids=ids, use_cache=False)
+        finally:
+            _active = None
+            hf.train(was_training)
+        seconds = time.perf_counter() - started
+    records = state["records"]
+    if float64:
+        records = [recompute_float64(r) for r in records]
+    return Capture(layers=records, input_ids=ids, float64=float64, seconds=seconds, meta=info)
+
+
+def recompute_float64(r: LayerCapture) -> LayerCapture:
+    """The capture ``r`` with q, k, v in float64 and logits and weights recomputed from them in float64."""
+    q, k, v = r.q.double(), r.k.double(), r.v.double()
+    logits = (torch.matmul(q, k.transpose(-1, -2)) * r.scaling).masked_fill_(r.masked, float("-inf"))
+    weights = torch.softmax(logits, dim=-1)
+    return dataclasses.replace(r, q=q, k=k, v=v, weights=weights, stored_logits=logits)
+
+
+def eager_attentions(model: LoadedModel | torch.nn.Module, input_ids) -> tuple[torch.Tensor, ...]:
+    """The reference: ``output_attentions=True`` of a plain eager run (one (batch, heads, seq, seq) per layer)."""
+    import_transformers()
+    hf = model.model if isinstance(model, LoadedModel) else model
+    info = config_facts(hf.config)
+    ids = _as_input_ids(input_ids, info["vocab_size"], info["max_positions"]).to(next(hf.parameters()).device)
+    body = getattr(hf, hf.base_model_prefix, hf)
+    with attention_implementation(hf, "eager"), torch.inference_mode():
+        return body(input_ids=ids, use_cache=False, output_attentions=True).attentions
+
+
+def exactness_report(
+    model: LoadedModel | torch.nn.Module, input_ids, prefix: int | None = None, longer: Capture | None = None
+) -> dict:
+    """The checks the experiments rely on, as max absolute differences (the chapter shows them, pytest asserts them).
+
+    - ``weights vs eager output_attentions``: captured weights against an independent eager run;
+    - ``softmax(logits) vs weights``: the captured logits are what the model normalises;
+    - ``float64 weights vs weights``: how far float32 is from a float64 recomputation;
+    - ``prefix rows vs short capture``: rows 0..prefix−1 of this capture against a capture of the first ``prefix``
+      tokens (causal models: one pass at length L serves every L' ≤ L);
+    - with ``longer`` (a capture of a longer sequence that starts with ``input_ids``): its first rows against this
+      capture, by :func:`prefix_difference`.
+    """
+    ids = torch.as_tensor(input_ids)
+    cap = capture(model, ids)
+    ref = eager_attentions(model, ids)
+    eager_diff = softmax_diff = float64_diff = 0.0
+    causal_mask = True
+    for c, r in zip(cap, ref, strict=True):
+        logits = c.logits
+        eager_diff = max(eager_diff, (c.weights - r).abs().max().item())
+        softmax_diff = max(softmax_diff, (torch.softmax(logits, dim=-1) - c.weights).abs().max().item())
+        float64_diff = max(float64_diff, (recompute_float64(c).weights - c.weights.double()).abs().max().item())
+        causal = torch.ones(logits.shape[-2:], dtype=torch.bool, device=logits.device).triu(1)
+        causal_mask &= bool(torch.equal(torch.isneginf(logits), causal.expand_as(logits)))
+    del ref
+    report = {
+        "weights vs eager output_attentions": eager_diff,
+        "softmax(logits) vs weights": softmax_diff,
+        "float64 weights vs weights": float64_diff,
+        "masked entries = causal triangle, all -inf": causal_mask,
+    }
+    if prefix is not None:
+        seq = cap.seq_len
+        if not 1 <= prefix <= seq:
+            raise ValueError(f"prefix must lie in 1..{seq}, got {prefix}")
+        report.update(prefix_difference(cap, capture(model, ids[..., :prefix])))
+    if longer is not None:
+        report.update(prefix_difference(longer, cap))
+    return report
+
+
+def prefix_difference(long: Capture, short: Capture) -> dict:
+    """Differences between rows 0..L'−1 of a length-L capture and a capture of the first L' tokens.
+
+    For a causal model they agree up to float rounding (matrix products of different shapes may accumulate in a
+    different order, and the layers propagate those last-bit differences): one pass at the longest L serves every
+    shorter L. Reports the max absolute difference of the weights and the max absolute difference of the finite
+    logits relative to their largest magnitude; masked (−inf) entries must coincide exactly (else ``inf``).
+    """
+    n = short.seq_len
+    if long.seq_len < n or long.layer_ids != short.layer_ids:
+        raise ValueError("long must capture at least as many tokens, and the same layers, as short")
+    if not torch.equal(long.input_ids[..., :n], short.input_ids):
+        raise ValueError("short must capture a prefix of long's input_ids")
+    weights = logits = 0.0
+    for a, b in zip(long, short, strict=True):
+        weights = max(weights, (a.weights[..., :n, :n] - b.weights).abs().max().item())
+        short_logits = b.logits
+        scale = short_logits.masked_fill(b.masked, 0).abs().max().item() or 1.0
+        logits = max(logits, _finite_diff(a.logits[..., :n, :n], short_logits) / scale)
+    tag = f"rows 0..{n - 1} of L={long.seq_len} vs L={n}"
+    return {f"{tag} (weights)": weights, f"{tag} (logits, relative)": logits}
+
+
+def _finite_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Max |a − b| over the finite entries; ``inf`` unless the −inf entries coincide."""
+    masked = torch.isneginf(a)
+    if not torch.equal(masked, torch.isneginf(b)):
+        return float("inf")
+    return (a - b).masked_fill_(masked, 0).abs().max().item()
+

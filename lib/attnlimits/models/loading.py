@@ -1,0 +1,342 @@
+"""Resolve and load a causal language model, saying what was loaded and why.
+
+:func:`load` finds the model the paper used (Hugging Face ``gpt2``) or, on a machine without network, a real
+pretrained offline fallback (:mod:`attnlimits.models.gguf`), in this order:
+
+1. ``name_or_path`` is a local directory (or a ``.gguf`` file) → load it;
+2. the Hugging Face cache holds ``name_or_path`` → load it without touching the network;
+3. the Hub is reachable (one short request, no retries: :func:`hub_status`) → download it;
+4. otherwise, when ``allow_fallback`` → the offline fallback, dequantised once and cached as safetensors.
+
+It prints one line saying what was loaded and why, and returns a :class:`LoadedModel` with the model, its tokenizer
+and a :class:`attnlimits.provenance.Provenance` record. ``ATTNLIMITS_MODEL`` overrides the default model of every
+chapter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from attnlimits.models.gguf import FALLBACK, fast_gguf, load_fallback
+from attnlimits.models.hf import (
+    ModelUnavailableError,
+    env_flag,
+    from_pretrained,
+    import_transformers,
+    tokenizer,
+)
+from attnlimits.provenance import Provenance, config_facts, hash_files, say
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "HUB_TIMEOUT_S",
+    "REPO_ID",
+    "WEIGHT_FILES",
+    "LoadedModel",
+    "cached_weight_files",
+    "check_weight_file",
+    "default_name",
+    "hub_status",
+    "load",
+    "load_local",
+    "looks_like_path",
+    "weight_files",
+]
+
+#: The paper's model.
+DEFAULT_MODEL = "gpt2"
+#: Weight files of a model directory, in the order they are looked for.
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+#: What a Hugging Face model id looks like (``name`` or ``owner/name``).
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95})?$")
+#: Seconds :func:`hub_status` waits for the Hub's answer by default.
+HUB_TIMEOUT_S = 5.0
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM in eval mode, its tokenizer (``None`` when the checkpoint has none) and its provenance."""
+
+    model: torch.nn.Module
+    tokenizer: object | None
+    provenance: Provenance
+
+    def encode(self, text: str) -> torch.Tensor:
+        """Token ids of ``text`` (no special tokens) as a 1-D LongTensor."""
+        if self.tokenizer is None:
+            raise ValueError(f"model {self.provenance.model_id!r} was loaded without a tokenizer")
+        return torch.tensor(self.tokenizer(text, add_special_tokens=False)["input_ids"], dtype=torch.long)
+
+    def __repr__(self) -> str:
+        p = self.provenance
+        return (
+            f"LoadedModel({p.model_id!r}, source={p.source!r}, layers={p.n_layers}, heads={p.n_heads}, "
+            f"kv_heads={p.n_kv_heads}, head_dim={p.head_dim}, positional={p.positional!r})"
+        )
+
+
+def hub_status(model_id: str, timeout: float | None = None) -> tuple[str, str]:
+    """Ask the Hub once about ``model_id``: ``(status, reason)`` with status ``"found"`` (HTTP 2xx), ``"missing"``
+    (401/404: no such public model), ``"reachable"`` (another HTTP answer: worth trying the download) or
+    ``"unreachable"``.
+
+    Honours ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` (no request at all), ``HF_ENDPOINT`` and ``HF_TOKEN``. The
+    request runs in a daemon thread and is abandoned after ``timeout`` seconds (default 5), so even a hanging DNS
+    lookup cannot block the caller; there are no retries.
+    """
+    if env_flag("HF_HUB_OFFLINE") or env_flag("TRANSFORMERS_OFFLINE"):
+        return "unreachable", "offline mode is set (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE)"
+    timeout = HUB_TIMEOUT_S if timeout is None else float(timeout)
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    url = f"{endpoint}/api/models/{model_id}"
+    result: list[tuple[str, str]] = []
+
+    def ask() -> None:
+        headers = {"User-Agent": "attnlimits"}
+        if os.environ.get("HF_TOKEN"):
+            headers["Authorization"] = f"Bearer {os.environ['HF_TOKEN']}"
+        request = urllib.request.Request(url, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                result.append(("found", f"{endpoint} answered {response.status}"))
+        except urllib.error.HTTPError as e:
+            if e.code in (401, 404):
+                result.append(("missing", f"{endpoint} has no model {model_id!r} (HTTP {e.code})"))
+            else:
+                result.append(("reachable", f"{endpoint} answered HTTP {e.code}"))
+        except Exception as e:  # noqa: BLE001 - any network failure means "unreachable"
+            reason = getattr(e, "reason", e)
+            result.append(("unreachable", f"{endpoint} is unreachable ({reason})"))
+
+    worker = threading.Thread(target=ask, daemon=True, name="attnlimits-hub-check")
+    worker.start()
+    worker.join(timeout + 1.0)
+    if not result:
+        return "unreachable", f"{endpoint} did not answer within {timeout:g} s"
+    return result[0]
+
+
+def weight_files(directory: Path) -> list[Path]:
+    """The weight files of a model directory: the safetensors/bin file, the shards of an index, else its GGUFs."""
+    for name in WEIGHT_FILES:
+        path = directory / name
+        if path.is_file():
+            if name.endswith(".index.json"):
+                index = json.loads(path.read_text())
+                return [directory / shard for shard in sorted(set(index["weight_map"].values()))]
+            return [path]
+    return sorted(directory.glob("*.gguf"))
+
+
+def check_weight_file(path: Path) -> None:
+    """Fail early and clearly on an unreadable weight file (truncated, corrupt, wrong format)."""
+    if path.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                keys = list(f.keys())
+                if keys:
+                    f.get_slice(keys[-1])
+        except Exception as e:  # noqa: BLE001
+            raise ValueError(f"weight file {path} is corrupt or not a safetensors file ({e})") from e
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            header = int.from_bytes(f.read(8), "little")
+            meta = json.loads(f.read(header))
+        end = max((v["data_offsets"][1] for k, v in meta.items() if k != "__metadata__"), default=0)
+        if 8 + header + end != size:
+            raise ValueError(
+                f"weight file {path} is corrupt: its header describes {8 + header + end} bytes, the file has {size}"
+            )
+
+
+def load_local(path: Path) -> tuple[object, object, list[Path], str]:
+    """A model directory or a ``.gguf`` file: ``(model, tokenizer, weight files, how)``; clear errors otherwise."""
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise ValueError(
+                f"name_or_path={str(path)!r} is a file; expected a model directory (config.json plus weights) "
+                "or a .gguf file"
+            )
+        gguf_kwargs = {"gguf_file": path.name}
+        try:
+            with fast_gguf():
+                model = from_pretrained(str(path.parent), **gguf_kwargs)
+                tok = tokenizer(str(path.parent), **gguf_kwargs)
+        except Exception as e:  # noqa: BLE001
+            raise ValueError(f"could not load the GGUF file {path}: it is corrupt or unsupported ({e})") from e
+        return model, tok, [path], "a local GGUF file"
+    files = weight_files(path)
+    if not files:
+        raise FileNotFoundError(
+            f"directory {path} holds no model weights: expected one of {', '.join(WEIGHT_FILES)} or a *.gguf file"
+        )
+    if files[0].suffix == ".gguf":
+        if len(files) > 1:
+            raise ValueError(f"directory {path} holds several .gguf files; pass the one to load: {files}")
+        return load_local(files[0])
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"directory {path} has weights but no config.json")
+    missing = [f for f in files if not f.is_file()]
+    if missing:
+        raise FileNotFoundError(f"directory {path} lacks weight shards: {[m.name for m in missing]}")
+    for f in files:
+        check_weight_file(f)
+    try:
+        model = from_pretrained(str(path), local_files_only=True)
+    except Exception as e:  # noqa: BLE001
+        raise ValueError(
+            f"could not load the weights in {path}: they are corrupt or do not match config.json ({e})"
+        ) from e
+    return model, tokenizer(str(path), local_files_only=True), files, "a local directory"
+
+
+def cached_weight_files(model_id: str) -> list[Path]:
+    """The weight files of ``model_id`` in the Hugging Face cache (the shards of an index), or ``[]``."""
+    from transformers.utils import cached_file
+
+    for name in WEIGHT_FILES:
+        try:
+            resolved = cached_file(
+                model_id,
+                name,
+                local_files_only=True,
+                _raise_exceptions_for_missing_entries=False,
+                _raise_exceptions_for_connection_errors=False,
+            )
+        except Exception:  # noqa: BLE001
+            resolved = None
+        if resolved:
+            path = Path(resolved)
+            if name.endswith(".index.json"):
+                shards = sorted(set(json.loads(path.read_text())["weight_map"].values()))
+                return [path.parent / s for s in shards]
+            return [path]
+    return []
+
+
+def default_name() -> str:
+    """``$ATTNLIMITS_MODEL``, else the paper's model."""
+    return os.environ.get("ATTNLIMITS_MODEL") or DEFAULT_MODEL
+
+
+def looks_like_path(name: str) -> bool:
+    """True for names that can only be paths (start with ``.``, ``/``, ``~`` or hold more than one ``/``)."""
+    return name.startswith((".", "/", "~")) or os.sep in name.replace("/", "") or name.count("/") > 1
+
+
+def load(
+    name_or_path: str | os.PathLike | None = None, *, allow_fallback: bool = True, device: str = "cpu"
+) -> LoadedModel:
+    """Load a causal LM in float32 and eval mode, print one line saying what was loaded and why.
+
+    ``name_or_path``: a local directory (config.json + safetensors/bin weights), a ``.gguf`` file, a Hugging Face
+    model id, or ``"fallback"`` for the offline fallback directly. ``None`` means ``$ATTNLIMITS_MODEL`` or
+    ``"gpt2"`` (the paper's model). ``allow_fallback=False`` turns a model that cannot be found into
+    :class:`ModelUnavailableError` instead of loading SmolLM2-135M-Instruct.
+    """
+    import_transformers()
+    requested = os.fspath(name_or_path) if name_or_path is not None else default_name()
+    if not isinstance(requested, str) or not requested.strip():
+        raise ValueError(f"name_or_path must be a non-empty model id or path, got {name_or_path!r}")
+    try:
+        torch_device = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device={device!r} is not a torch device (e.g. 'cpu', 'cuda', 'cuda:0')") from e
+    started = time.perf_counter()
+    notes: list[str] = []
+    first_load = None
+    path = Path(requested).expanduser()
+
+    if requested == FALLBACK["name"]:
+        model, tok, files, how, first_load = load_fallback()
+        source, model_id = "fallback", FALLBACK["model_id"]
+        reason = f"the offline fallback was requested; {how}"
+    elif path.exists():
+        if not path.is_dir() and path.suffix != ".gguf":
+            raise ValueError(f"name_or_path={requested!r} is a file; expected a model directory or a .gguf file")
+        model, tok, files, how = load_local(path)
+        source, model_id, reason = "local", str(path.resolve()), f"{requested!r} is {how}"
+    elif looks_like_path(requested):
+        raise FileNotFoundError(f"name_or_path={requested!r} looks like a path, but no such file or directory exists")
+    elif not REPO_ID.match(requested) or "--" in requested or ".." in requested:
+        raise ValueError(
+            f"name_or_path={requested!r} is neither an existing directory nor a valid Hugging Face model id "
+            "(like 'gpt2' or 'openai-community/gpt2')"
+        )
+    else:
+        model = tok = None
+        try:
+            model = from_pretrained(requested, local_files_only=True)
+        except OSError:
+            model = None
+        except Exception as e:  # noqa: BLE001 - it is cached but does not load
+            raise ValueError(f"model {requested!r} is in the Hugging Face cache but does not load ({e})") from e
+        if model is not None:
+            tok = tokenizer(requested, local_files_only=True)
+            files, source, model_id = cached_weight_files(requested), "cache", requested
+            reason = f"{requested!r} found in the local Hugging Face cache (no network used)"
+        else:
+            status, why = hub_status(requested)
+            if status in ("found", "reachable"):
+                say(f"downloading {requested!r} from the Hugging Face Hub ({why}) ...")
+                try:
+                    model = from_pretrained(requested)
+                except Exception as e:  # noqa: BLE001
+                    if not allow_fallback:
+                        raise ModelUnavailableError(f"downloading {requested!r} from the Hub failed: {e}") from e
+                    status, why = "unreachable", f"downloading it from the Hub failed ({type(e).__name__}: {e})"
+            if model is not None:
+                tok = tokenizer(requested)
+                files, source, model_id = cached_weight_files(requested), "hub", requested
+                reason = f"{requested!r} downloaded from the Hugging Face Hub"
+            elif status == "missing":
+                raise ValueError(f"no model {requested!r} on the Hugging Face Hub: {why}")
+            elif not allow_fallback:
+                raise ModelUnavailableError(
+                    f"model {requested!r} is not a local directory, not in the Hugging Face cache, and cannot be "
+                    f"downloaded: {why}. Connect to the internet, or allow the offline fallback "
+                    f"({FALLBACK['model_id']})."
+                )
+            else:
+                model, tok, files, how, first_load = load_fallback()
+                source, model_id = "fallback", FALLBACK["model_id"]
+                reason = f"{requested!r} is not cached locally and {why}; OFFLINE FALLBACK: {how}"
+                notes.append(f"requested {requested!r}; results below come from the fallback, not from it")
+    if source == "fallback":
+        notes.append(FALLBACK["description"])
+
+    model = model.to(torch_device).eval()
+    sha = hash_files(files) if files else "unknown"
+    provenance = Provenance(
+        model_id=model_id,
+        requested=requested,
+        source=source,
+        reason=reason,
+        weight_file=", ".join(str(f) for f in files) or "unknown",
+        sha256=sha,
+        dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
+        load_seconds=round(time.perf_counter() - started, 2),
+        transformers_version=__import__("transformers").__version__,
+        notes=tuple(notes),
+        first_load_seconds=first_load,
+        **config_facts(model.config),
+    )
+    say(f"model {model_id} [{source}] in {provenance.load_seconds:.1f} s: {reason}")
+    return LoadedModel(model=model, tokenizer=tok, provenance=provenance)

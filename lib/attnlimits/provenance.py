@@ -1,0 +1,202 @@
+"""Provenance shared by the models and the texts: what was loaded, from where, with which hash, and the banner.
+
+- :class:`Provenance`                 the record every loaded model carries (printed at the top of every experiment
+                                      chapter).
+- :func:`config_facts`, :func:`facts` a model's shape facts (layers, heads, key/value heads, head dim, positions).
+- :func:`banner`, :func:`banner_text` the provenance banner of a model and, when given, of a text.
+- :func:`sha256_file`, :func:`hash_files`  hashing of weight and text files.
+- :func:`cache_dir`                   attnlimits' cache directory (``$ATTNLIMITS_CACHE`` or the user cache).
+- :func:`say`                         the one-line ``[attnlimits] ...`` messages of the loaders.
+
+Importing this module imports neither transformers nor :mod:`attnlimits.models`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+__all__ = [
+    "Provenance",
+    "banner",
+    "banner_text",
+    "cache_dir",
+    "config_facts",
+    "facts",
+    "hash_files",
+    "say",
+    "scaling_description",
+    "sha256_file",
+]
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a model came from and what it is (printed at the top of every experiment chapter)."""
+
+    model_id: str
+    requested: str
+    source: str  # "local", "cache", "hub" or "fallback"
+    reason: str
+    weight_file: str
+    sha256: str
+    architecture: str
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    d_model: int
+    vocab_size: int
+    max_positions: int | None
+    positional: str
+    dtype: str
+    load_seconds: float
+    transformers_version: str
+    notes: tuple[str, ...] = ()
+    #: The fallback only: seconds this machine took to dequantise the GGUF and write the cache (its first load).
+    first_load_seconds: float | None = None
+
+    def as_dict(self) -> dict:
+        """The record as a plain dict (for JSON)."""
+        return dataclasses.asdict(self)
+
+
+
+def config_facts(config) -> dict:
+    """Shape facts of a transformers config: architecture, layers, heads, key/value heads, head dim, positions."""
+    n_heads = int(getattr(config, "num_attention_heads", None) or config.n_head)
+    d_model = int(getattr(config, "hidden_size", None) or config.n_embd)
+    head_dim = int(getattr(config, "head_dim", None) or d_model // n_heads)
+    n_kv = int(getattr(config, "num_key_value_heads", None) or n_heads)
+    n_layers = int(getattr(config, "num_hidden_layers", None) or config.n_layer)
+    max_pos = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    rope = getattr(config, "rope_parameters", None) or {}
+    theta = rope.get("rope_theta", getattr(config, "rope_theta", None)) if isinstance(rope, dict) else None
+    if theta is not None:
+        kind = rope.get("rope_type", "default") if isinstance(rope, dict) else "default"
+        positional = f"RoPE (theta={theta:g}, {kind})"
+    elif config.model_type == "gpt2":
+        positional = "learned absolute position embeddings"
+    else:
+        positional = f"as defined by {config.model_type}"
+    arch = (getattr(config, "architectures", None) or [config.model_type])[0]
+    return {
+        "architecture": arch,
+        "n_layers": n_layers,
+        "n_heads": n_heads,
+        "n_kv_heads": n_kv,
+        "head_dim": head_dim,
+        "d_model": d_model,
+        "vocab_size": int(config.vocab_size),
+        "max_positions": None if max_pos is None else int(max_pos),
+        "positional": positional,
+    }
+
+
+
+def facts(model) -> dict:
+    """The model's shape facts (layers, heads, key/value heads, head dim, positional scheme...) as a dict.
+
+    ``model``: a :class:`attnlimits.models.LoadedModel` or a transformers model.
+    """
+    hf = model.model if hasattr(model, "provenance") else model  # a LoadedModel, or a transformers model
+    out = config_facts(hf.config)
+    out["parameters"] = sum(p.numel() for p in hf.parameters())
+    out["attention scaling"] = scaling_description(hf)
+    return out
+
+
+def scaling_description(hf) -> str:
+    """How the model scales q kᵀ: a formula for GPT-2, else the distinct ``scaling`` values of its attention modules."""
+    cfg = hf.config
+    if cfg.model_type == "gpt2":
+        s = "1/sqrt(head_dim)" if getattr(cfg, "scale_attn_weights", True) else "1"
+        if getattr(cfg, "scale_attn_by_inverse_layer_idx", False):
+            s += " / (layer+1)"
+        return s
+    modules = [m for m in hf.modules() if hasattr(m, "scaling") and hasattr(m, "layer_idx")]
+    if modules:
+        values = {float(m.scaling) for m in modules}
+        return ", ".join(f"{v:.6g}" for v in sorted(values))
+    return "unknown"
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    """SHA-256 hex digest of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cache_dir() -> Path:
+    """Root of attnlimits' cache: ``$ATTNLIMITS_CACHE`` or the platform's user cache directory."""
+    env = os.environ.get("ATTNLIMITS_CACHE")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("attnlimits"))
+
+
+def say(message: str) -> None:
+    """Print one ``[attnlimits] ...`` line on stdout (what was loaded and why)."""
+    print(f"[attnlimits] {message}", flush=True)
+
+
+def hash_files(files: Sequence[Path]) -> str:
+    """SHA-256 of one file, or of a sharded checkpoint: the hash of the shards' hashes, in the given order."""
+    if len(files) == 1:
+        return sha256_file(files[0])
+    combined = hashlib.sha256()
+    for f in files:
+        combined.update(sha256_file(f).encode())
+    return combined.hexdigest()
+
+
+def banner(model, text=None) -> None:
+    """Print the provenance of the model and, when given, of the text: the first output of every experiment chapter."""
+    print(banner_text(model, text))
+
+
+def banner_text(model, text=None) -> str:
+    """The provenance banner as a string.
+
+    ``model``: a :class:`attnlimits.models.LoadedModel`; ``text``: an :class:`attnlimits.texts.Text` or its provenance.
+    """
+    from attnlimits.models.hf import import_transformers
+
+    p = model.provenance
+    rule = "=" * 100
+    lines = [rule, "PROVENANCE: every number and figure below was computed live from this model and text", rule]
+    if p.source == "fallback":
+        lines.append(
+            f"!! OFFLINE FALLBACK MODEL: {p.model_id} stands in for {p.requested!r} (the paper's model is GPT-2). !!"
+        )
+    lines += [
+        f"model      {p.model_id}  [source: {p.source}]",
+        f"           {p.reason}",
+        f"           {p.architecture}: {p.n_layers} layers x {p.n_heads} query heads ({p.n_kv_heads} key/value heads), "
+        f"head dim {p.head_dim}, d_model {p.d_model}, {p.positional}, {p.dtype}",
+        f"           weights {p.weight_file}",
+        f"           sha256  {p.sha256}",
+    ]
+    lines += [f"           note: {n}" for n in p.notes]
+    if text is not None:
+        t = text.provenance if hasattr(text, "provenance") else text
+        if getattr(t, "source", None) == "fallback":
+            lines.append(f"!! OFFLINE FALLBACK TEXT: {t.title} stands in for War and Peace. !!")
+        lines += [
+            f"text       {t.title}  [source: {t.source}]",
+            f"           {t.reason}",
+            f"           {t.n_chars:,} characters; sha256 {t.sha256}",
+        ]
+    lines += [f"software   torch {torch.__version__}, transformers {import_transformers().__version__}", rule]
+    return "\n".join(lines)
