@@ -88,16 +88,15 @@ TRIALS, SEED = 2000, 0
 # constructions above, and an Adam ascent on $\tilde d / d_{\max}^\star$ over logits and tokens.
 
 # %%
-names = ["Theorem 1 d_max (as reconstructed)", "Theorem 1 d_max sharp (book)",
-         "Theorem 1 residual eps >= 0", "Theorem 1 residual bound (book)"]
-verdicts = {name: al.checks.CHECKS[name](trials=TRIALS, seed=SEED) for name in names}
+ids = ["thm1-dmax-reconstructed", "thm1-dmax-sharp", "thm1-residual-sign", "thm1-residual-bound"]
+verdicts = {i: al.checks.CHECKS[i](trials=TRIALS, seed=SEED) for i in ids}
 pd.DataFrame([v.record() for v in verdicts.values()]).drop(columns="statement")
 
 # %%
-for name in names[:2]:
-    v = verdicts[name]
-    print(f"{name}: {v.verdict}; median measured/bound on random trials {v.details['median_ratio_random']:.3f}")
-assert all(verdicts[n].violations == 0 for n in names[:2])
+for i in ids[:2]:
+    v = verdicts[i]
+    print(f"{v.bound}: {v.verdict}; median measured/bound on random trials {v.details['median_ratio_random']:.3f}")
+assert all(verdicts[i].violations == 0 for i in ids[:2])
 
 # %% [markdown]
 # Both forms hold with no violation, and both are attained by the construction (worst ratio 1). On random weights
@@ -140,11 +139,11 @@ assert all(verdicts[n].violations == 0 for n in names[:2])
 # the sign statement is sharp. The check enumerates all subsets for $L \le 10$:
 
 # %%
-for name in names[2:]:
-    v = verdicts[name]
-    print(f"{name}: {v.verdict}")
-print(f"median eps / E_0 over the random trials: {verdicts[names[2]].details['median_eps_over_main']:.3f}")
-assert all(verdicts[n].violations == 0 for n in names[2:])
+for i in ids[2:]:
+    v = verdicts[i]
+    print(f"{v.bound}: {v.verdict}")
+print(f"median eps / E_0 over the random trials: {verdicts['thm1-residual-sign'].details['median_eps_over_main']:.3f}")
+assert all(verdicts[i].violations == 0 for i in ids[2:])
 
 # %% [markdown]
 # Size and sign of $\varepsilon$ beyond the enumeration range: exact for $\binom{L}{N} \le 5000$, Monte Carlo (1000
@@ -257,7 +256,7 @@ last = sweep_N.set_index("N")
 assert last.loc[1024, "dtilde"] == 0 and last.loc[1024, "E_main"] == 0
 assert last.loc[1000, "dtilde"] < last.loc[1, "dtilde"] / 10  # collapse as N -> L
 assert last.loc[1, "ratio"] > 0.9  # one dominant selected token: d_max is nearly attained
-assert verdicts["Theorem 1 residual bound (book)"].worst_ratio > 0.5  # "conservative by a factor below 2"
+assert verdicts["thm1-residual-bound"].worst_ratio > 0.5  # "conservative by a factor below 2"
 
 # %% [markdown]
 # Both distances fall to exactly 0 at $N = L$; $E$ rises first (the random context vector grows with $N$) and then

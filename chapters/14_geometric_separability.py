@@ -102,13 +102,12 @@ TRIALS, SEED = 2000, 0
 # $N$ the lemma charges every pair the worst angle, and the bound quickly becomes vacuous (below 0).
 
 # %%
-names = ["Theorem 2 lower bound", "Theorem 2 upper bound (as reconstructed)", "Theorem 2 upper bound (book, fixed r)",
-         "Multi-head coverage"]
-verdicts = {name: al.checks.CHECKS[name](trials=TRIALS, seed=SEED) for name in names}
+ids = ["thm2-lower", "thm2-upper-reconstructed", "thm2-upper", "multihead"]
+verdicts = {i: al.checks.CHECKS[i](trials=TRIALS, seed=SEED) for i in ids}
 pd.DataFrame([v.record() for v in verdicts.values()]).drop(columns="statement")
 
 # %%
-low = verdicts["Theorem 2 lower bound"]
+low = verdicts["thm2-lower"]
 print(low.verdict)
 print(f"violations of the book's sharper form: {low.details['sharp_form_violations']}; "
       f"share of draws where 1 - sum xi / (N R) <= 0 (vacuous): {low.details['fraction_vacuous']:.2f}")
@@ -135,7 +134,7 @@ counter = pd.DataFrame(rows)
 counter
 
 # %%
-rec = verdicts["Theorem 2 upper bound (as reconstructed)"]
+rec = verdicts["thm2-upper-reconstructed"]
 print(rec.verdict)
 assert rec.violations > 0 and (counter.E_Ns_over_N > counter.reconstructed_upper).all()
 assert all(case["kind"] == "targeted" for case in rec.details["violating"])
@@ -177,7 +176,7 @@ assert all(case["kind"] == "targeted" for case in rec.details["violating"])
 # holds on the same configurations:
 
 # %%
-book = verdicts["Theorem 2 upper bound (book, fixed r)"]
+book = verdicts["thm2-upper"]
 print(book.verdict)
 r_fixed = float(al.bounds.theorem2_mean_lower(alpha, 12, 1.0, 1024).mean())
 fixed = al.synthetic.separability_samples(alpha, 12, 1024, 400, r=r_fixed, seed=SEED + 1)

@@ -14,10 +14,10 @@ import attnlimits as al
 from attnlimits import cli
 from attnlimits.checks import Verdict
 
-KEYS = {"bound", "statement", "trials", "violations", "worst_ratio", "verdict", "expected"}
+KEYS = {"id", "bound", "statement", "trials", "violations", "worst_ratio", "verdict", "expected"}
 
 
-FAST = ["Corollary 3 (as printed)", "Corollary 3 corrected: spectral 1/(2T)", "Corollary 3 corrected: entry 1/(4T)"]
+FAST = ["cor3-printed", "cor3-spectral", "cor3-entry"]
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +32,14 @@ def full_run():
 @pytest.fixture
 def fast_checks(monkeypatch):
     """Only the quick Corollary-3 checks, for tests about the output format."""
-    monkeypatch.setattr(al.checks, "CHECKS", {name: al.checks.CHECKS[name] for name in FAST})
+    monkeypatch.setattr(al.checks.registry, "CHECKS", {i: al.checks.CHECKS[i] for i in FAST})
 
 
 def test_every_check_is_as_the_book_claims_and_json_lists_one_record_per_bound(full_run):
     code, records = full_run
     assert code == 0
-    assert [r["bound"] for r in records] == list(al.checks.CHECKS)
+    assert [r["id"] for r in records] == list(al.checks.CHECKS)
+    assert [r["bound"] for r in records] == list(al.checks.NAMES.values())
     for r in records:
         assert set(r) == KEYS
         assert isinstance(r["trials"], int) and isinstance(r["violations"], int)
@@ -51,10 +52,10 @@ def test_check_prints_a_table(capsys, fast_checks):
     assert cli.main(["check", "--trials", "8", "--seed", "1"]) == 0
     out = capsys.readouterr().out
     header = out.splitlines()[0]
-    for column in ("bound", "trials", "violations", "worst ratio", "expected", "ok", "verdict"):
+    for column in ("id", "bound", "trials", "violations", "worst ratio", "expected", "ok", "verdict"):
         assert column in header
-    for name in FAST:
-        assert name in out
+    for check_id in FAST:
+        assert check_id in out and al.checks.NAMES[check_id] in out
     assert "✗" not in out and out.count("✓") == len(FAST)
     assert "3/3 bounds as the book claims; total run time" in out
 
@@ -80,7 +81,7 @@ def _fake(violations: int, expected: str):
     [(0, "holds", 0), (3, "holds", 1), (3, "violated", 0), (0, "violated", 1)],
 )
 def test_exit_status_follows_the_book_claims(monkeypatch, capsys, violations, expected, code):
-    monkeypatch.setattr(al.checks, "CHECKS", {"fake bound": _fake(violations, expected)})
+    monkeypatch.setattr(al.checks.registry, "CHECKS", {"fake-bound": _fake(violations, expected)})
     assert cli.main(["check", "--trials", "2"]) == code
     out = capsys.readouterr().out
     assert ("✓" in out) == (code == 0) and ("✗" in out) == (code == 1)
@@ -104,6 +105,45 @@ def test_bad_arguments_exit_2_with_a_clear_message(capsys, argv, message):
         cli.main(argv)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def _records(argv):
+    buffer = io.StringIO()
+    with redirect_stdout(buffer):
+        code = cli.main(argv)
+    return code, json.loads(buffer.getvalue())
+
+
+def test_only_runs_the_named_checks_in_registry_order():
+    code, records = _records(["check", "--json", "--trials", "8", "--only", "cor3-entry,cor3-printed"])
+    assert code == 0 and [r["id"] for r in records] == ["cor3-printed", "cor3-entry"]
+    code, repeated = _records(["check", "--json", "--trials", "8", "--only", "cor3-entry", "--only", "cor3-printed",
+                               "--only", "cor3-entry"])
+    assert repeated == records, "repeatable and comma-separated --only select the same checks, once each"
+    alone = al.checks.CHECKS["cor3-printed"](trials=8, seed=0)
+    assert records[0] == {"id": "cor3-printed", **alone.record()}, "--only runs the same check as the library"
+
+
+@pytest.mark.parametrize("only", ["nope", "cor3-printed,Corollary 1", ","])
+def test_only_with_an_unknown_id_exits_2_listing_the_valid_ids(capsys, only):
+    assert cli.main(["check", "--only", only]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "valid ids: " + ", ".join(al.checks.CHECKS) in captured.err
+
+
+def test_check_ids_are_stable_and_distinct_from_the_display_names():
+    assert list(al.checks.CHECKS) == [
+        "cor1", "lem1", "cor3-printed", "cor3-spectral", "cor3-entry", "lem2", "thm1-dmax-reconstructed",
+        "thm1-dmax-sharp", "thm1-residual-sign", "thm1-residual-bound", "thm2-lower", "thm2-upper-reconstructed",
+        "thm2-upper", "multihead",
+    ]
+    assert al.checks.NAMES["thm2-upper-reconstructed"] == "Theorem 2 upper bound (as reconstructed)"
+    assert al.checks.id_of("Corollary 3 (as printed)") == "cor3-printed"
+    with pytest.raises(ValueError, match="already registered"):
+        al.checks.register("cor1", "Something new")(lambda trials, seed: None)
+    with pytest.raises(ValueError, match="hyphens"):
+        al.checks.register("Not An Id", "x")
 
 
 def test_help_lists_the_check_subcommand(capsys):

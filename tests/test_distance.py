@@ -101,8 +101,8 @@ def test_float32_preserved():
         assert fn(alpha, x, 2).dtype == torch.float64
 
 
-@pytest.mark.parametrize("name", ["Theorem 1 d_max (as reconstructed)", "Theorem 1 d_max sharp (book)",
-                                  "Theorem 1 residual eps >= 0", "Theorem 1 residual bound (book)"])
+@pytest.mark.parametrize("name", ["thm1-dmax-reconstructed", "thm1-dmax-sharp", "thm1-residual-sign",
+                                  "thm1-residual-bound"])
 def test_checks_agree_with_the_book_and_repeat(name):
     v = checks.CHECKS[name](trials=300, seed=3)
     assert v.as_expected and v.violations == 0 and v.expected == "holds"

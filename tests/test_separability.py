@@ -112,8 +112,7 @@ def test_float32_preserved():
     assert bounds.theorem2_upper(alpha, 2, 0.3, d=4).dtype == torch.float32
 
 
-@pytest.mark.parametrize("name", ["Theorem 2 lower bound", "Theorem 2 upper bound (as reconstructed)",
-                                  "Theorem 2 upper bound (book, fixed r)", "Multi-head coverage"])
+@pytest.mark.parametrize("name", ["thm2-lower", "thm2-upper-reconstructed", "thm2-upper", "multihead"])
 def test_checks_agree_with_the_book_and_repeat(name):
     v = checks.CHECKS[name](trials=400, seed=5)
     assert v.as_expected, v

@@ -141,7 +141,7 @@ def test_invalid_input_raises_naming_the_argument(call, argument):
         call()
 
 
-@pytest.mark.parametrize("name", ["Corollary 1", "Lemma 1"])
+@pytest.mark.parametrize("name", ["cor1", "lem1"])
 def test_checks_hold_and_repeat_exactly(name):
     check = al.checks.CHECKS[name]
     v = check(trials=48, seed=3)

@@ -10,59 +10,12 @@ import math
 
 import torch
 
+from attnlimits import selection, validation
+
 # ==============================================================================================================
 # Vanishing attention (Lemma 1, Corollary 1) and gradient sensitivity (Lemma 2, Corollary 3).
 # Chapters 12 and 15; checks in attnlimits.checks ("Lemma 1", "Corollary 1", "Corollary 3 ...", "Lemma 2 ...").
 # ==============================================================================================================
-
-
-def _arg_tensor(name: str, value, dtype=None) -> torch.Tensor:
-    """``value`` as a floating tensor: tensors and arrays keep a floating dtype, Python numbers and lists become
-    float64 (never silently rounded to float32); NaN and +-inf rejected."""
-    if dtype is None and not isinstance(value, torch.Tensor) and not hasattr(value, "dtype"):
-        dtype = torch.float64
-    x = torch.as_tensor(value, dtype=dtype)
-    if not torch.is_floating_point(x):
-        x = x.to(torch.float64)
-    if not torch.isfinite(x).all():
-        raise ValueError(f"{name}: must be finite (no NaN or inf)")
-    return x
-
-
-def _arg_positive(name: str, value, dtype=None) -> torch.Tensor:
-    x = _arg_tensor(name, value, dtype)
-    if not (x > 0).all():
-        raise ValueError(f"{name}: must be > 0 everywhere, got min {x.min().item():g}")
-    return x
-
-
-def _arg_lengths(name: str, value, dtype=None) -> torch.Tensor:
-    """Sequence lengths: integers >= 1, returned as a floating tensor so they broadcast with the other arguments."""
-    x = _arg_tensor(name, value, dtype)
-    if not ((x >= 1).all() and (x == torch.round(x)).all()):
-        raise ValueError(f"{name}: must be integers >= 1, got min {x.min().item():g}")
-    return x
-
-
-def _common_dtype(*xs: torch.Tensor) -> torch.dtype:
-    """torch's promotion rule: tensors with dimensions decide; 0-d ones (scalars) only when there are no others,
-    so float32 weights with a scalar temperature stay float32."""
-    ranked = [x for x in xs if x.dim() > 0] or list(xs)
-    dtype = ranked[0].dtype
-    for x in ranked[1:]:
-        dtype = torch.promote_types(dtype, x.dtype)
-    return dtype
-
-
-def _float_args(**named) -> list[torch.Tensor]:
-    """Cast already validated tensors to their common floating dtype (float32 stays float32); shapes must broadcast."""
-    try:
-        torch.broadcast_shapes(*(v.shape for v in named.values()))
-    except RuntimeError:
-        shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in named.items())
-        raise ValueError(f"{', '.join(named)}: shapes must broadcast against each other, got {shapes}") from None
-    dtype = _common_dtype(*named.values())
-    return [v.to(dtype) for v in named.values()]
 
 
 def lemma1_band(L, f_min, f_max) -> tuple[torch.Tensor, torch.Tensor]:
@@ -72,11 +25,11 @@ def lemma1_band(L, f_min, f_max) -> tuple[torch.Tensor, torch.Tensor]:
     Returns ``(lower, upper)``, broadcast over ``L``, ``f_min``, ``f_max``. Why: the band shows that every weight is
     Theta(1/L) whatever the content, so attention "vanishes" as the context grows.
     """
-    L = _arg_lengths("L", L)
-    f_min, f_max = _arg_positive("f_min", f_min), _arg_positive("f_max", f_max)
+    L = validation.lengths("L", L)
+    f_min, f_max = validation.positive("f_min", f_min), validation.positive("f_max", f_max)
     if not (f_max >= f_min).all():
         raise ValueError("f_max: must be >= f_min everywhere")
-    L, f_min, f_max = _float_args(L=L, f_min=f_min, f_max=f_max)
+    L, f_min, f_max = validation.promote(L=L, f_min=f_min, f_max=f_max)
     return f_min / (f_max * L), f_max / (f_min * L)
 
 
@@ -86,17 +39,17 @@ def lemma1_band_sharp(L, f_min, f_max) -> tuple[torch.Tensor, torch.Tensor]:
     Attained: put l_i where F is largest (smallest) and every other logit where F is smallest (largest). It lies
     inside :func:`lemma1_band`, and the two coincide as L -> infinity (ratio (f_max + (L-1) f_min) / (L f_min) -> 1).
     """
-    L = _arg_lengths("L", L)
-    f_min, f_max = _arg_positive("f_min", f_min), _arg_positive("f_max", f_max)
+    L = validation.lengths("L", L)
+    f_min, f_max = validation.positive("f_min", f_min), validation.positive("f_max", f_max)
     if not (f_max >= f_min).all():
         raise ValueError("f_max: must be >= f_min everywhere")
-    L, f_min, f_max = _float_args(L=L, f_min=f_min, f_max=f_max)
+    L, f_min, f_max = validation.promote(L=L, f_min=f_min, f_max=f_max)
     return f_min / (f_min + (L - 1) * f_max), f_max / (f_max + (L - 1) * f_min)
 
 
 def corollary1_delta(q, k) -> torch.Tensor:
     """Delta = ||q|| * max_i ||k_i||: the largest possible |logit| for ``q`` (..., d) and keys ``k`` (..., L, d)."""
-    q, k = _arg_tensor("q", q), _arg_tensor("k", k)
+    q, k = validation.float_tensor("q", q), validation.float_tensor("k", k)
     if q.dim() < 1 or k.dim() < 2:
         raise ValueError(f"q, k: expected q of shape (..., d) and k of shape (..., L, d), got {tuple(q.shape)}, "
                          f"{tuple(k.shape)}")
@@ -109,19 +62,19 @@ def corollary1_delta(q, k) -> torch.Tensor:
     except RuntimeError:
         lead_k, lead_q = tuple(k.shape[:-2]), tuple(q.shape[:-1])
         raise ValueError(f"k: leading dims {lead_k} must broadcast against q's {lead_q}") from None
-    dtype = _common_dtype(q, k)
+    dtype = validation.common_dtype(q, k)
     q, k = q.to(dtype), k.to(dtype)
     return torch.linalg.vector_norm(q, dim=-1) * torch.linalg.vector_norm(k, dim=-1).amax(dim=-1)
 
 
 def _corollary1_args(L, delta, T):
     """Validate and promote the arguments shared by the Corollary 1 bands."""
-    L = _arg_lengths("L", L)
-    delta = _arg_tensor("delta", delta)
+    L = validation.lengths("L", L)
+    delta = validation.float_tensor("delta", delta)
     if not (delta >= 0).all():
         raise ValueError(f"delta: must be >= 0 (a product of norms), got min {delta.min().item():g}")
-    T = _arg_positive("T", T)
-    return _float_args(L=L, delta=delta, T=T)
+    T = validation.positive("T", T)
+    return validation.promote(L=L, delta=delta, T=T)
 
 
 def corollary1_band(L, delta, T=1.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,58 +98,34 @@ def corollary1_band_sharp(L, delta, T=1.0) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.sigmoid(-(x + log_rest)), torch.sigmoid(x - log_rest)
 
 
-def _arg_weights(name: str, alpha, atol=None) -> torch.Tensor:
-    """Attention weights along the last dim: finite, >= 0, each slice summing to 1 within ``atol``."""
-    a = _arg_tensor(name, alpha)
-    if a.dim() < 1 or a.shape[-1] == 0:
-        raise ValueError(f"{name}: expected shape (..., L) with L >= 1, got {tuple(a.shape)}")
-    tol = math.sqrt(torch.finfo(a.dtype).eps) if atol is None else float(atol)
-    if (a < -tol).any():
-        raise ValueError(f"{name}: weights must be >= 0, got min {a.min().item():g}")
-    err = (a.sum(dim=-1) - 1).abs().max().item()
-    if err > tol:
-        raise ValueError(f"{name}: each slice along the last dim must sum to 1 within {tol:.2g}, off by {err:.3g}")
-    return a
-
-
 def jacobian_of_weights(alpha, T=1.0) -> torch.Tensor:
     """Softmax Jacobian written in its weights: d alpha / d l = (diag(alpha) - alpha alpha^T) / T.
 
-    ``alpha`` (..., L) must be a probability vector along the last dim (sum 1 within sqrt(machine eps)); ``T`` a
+    ``alpha`` (..., L) must be a probability vector along the last dim (:func:`attnlimits.validation.weights`); ``T`` a
     positive temperature broadcasting against the leading dims. Returns (..., L, L), symmetric positive semi-definite.
     """
-    a = _arg_weights("alpha", alpha)
-    T = _arg_positive("T", T)
-    _check_temperature_shape(T, a.shape[:-1])
-    dtype = _common_dtype(a, T)
+    a, _ = validation.weights(alpha)
+    T = validation.positive("T", T)
+    validation.temperature_shape(T, a.shape[:-1])
+    dtype = validation.common_dtype(a, T)
     a, T = a.to(dtype), T.to(dtype)
     return (torch.diag_embed(a) - a[..., :, None] * a[..., None, :]) / T[..., None, None]
 
 
 def softmax_jacobian(logits, T=1.0) -> torch.Tensor:
     """Exact Jacobian of alpha = softmax(l / T) along the last dim, (..., L, L); -inf logits are masked (zero rows)."""
-    T = _arg_positive("T", T)
-    alpha = _softmax_bt(logits, T)
+    T = validation.positive("T", T)
+    alpha = softmax_weights(logits, T=T)
     return jacobian_of_weights(alpha, T.to(alpha.dtype))
 
 
-def _check_temperature_shape(T: torch.Tensor, leading: torch.Size) -> None:
-    """One temperature per slice: T must broadcast against the leading dims (all but the last) of the logits."""
-    try:
-        if torch.broadcast_shapes(T.shape, leading) != leading:
-            raise RuntimeError
-    except RuntimeError:
-        raise ValueError(
-            f"T: shape {tuple(T.shape)} must broadcast against the leading dims {tuple(leading)} of the logits"
-        ) from None
-
-
-def _softmax_bt(logits, T: torch.Tensor) -> torch.Tensor:
-    """softmax(l / T) along the last dim with a temperature tensor T broadcasting against the leading dims."""
+def softmax_weights(logits, *, T: torch.Tensor) -> torch.Tensor:
+    """softmax(l / T) along the last dim with a temperature tensor T broadcasting against the leading dims (one
+    temperature per slice, unlike :func:`attnlimits.normalizers.softmax`); -inf logits get weight 0."""
     from attnlimits.normalizers import softmax
 
     x = softmax(logits, dim=-1)  # validates the logits
-    _check_temperature_shape(T, x.shape[:-1])
+    validation.temperature_shape(T, x.shape[:-1])
     z = torch.as_tensor(logits, dtype=x.dtype)
     z = z - z.amax(dim=-1, keepdim=True)
     return torch.softmax(z / T.to(x.dtype)[..., None], dim=-1)
@@ -209,9 +138,9 @@ def softmax_jacobian_norm(logits, T=1.0, iters: int = 80) -> torch.Tensor:
     1 = sum_i alpha_i^2 / (alpha_i - lambda) between the two largest weights; bisection finds it in O(L) memory
     per slice, so L = 10^5 is fine (no L x L matrix). Ties of the top weight give lambda = alpha_max exactly.
     """
-    T = _arg_positive("T", T)
+    T = validation.positive("T", T)
     x = torch.as_tensor(logits)
-    alpha = _softmax_bt(x, T)
+    alpha = softmax_weights(x, T=T)
     top2 = alpha.topk(min(2, alpha.shape[-1]), dim=-1).values
     hi = top2[..., 0]
     lo = top2[..., 1] if alpha.shape[-1] > 1 else torch.zeros_like(hi)
@@ -228,7 +157,7 @@ def softmax_jacobian_norm(logits, T=1.0, iters: int = 80) -> torch.Tensor:
 
 def corollary3_printed(T) -> torch.Tensor:
     """Corollary 3 as printed in the paper: ||grad_l alpha||_2 <= min{1/(4T), sqrt(2)}. Violated (chapter 15)."""
-    T = _arg_positive("T", T)
+    T = validation.positive("T", T)
     return torch.clamp(1 / (4 * T), max=math.sqrt(2))
 
 
@@ -237,7 +166,7 @@ def softmax_spectral_bound(T) -> torch.Tensor:
 
     Attained by two tied top logits with every other weight 0 (exactly at L = 2, in the limit for L > 2).
     """
-    T = _arg_positive("T", T)
+    T = validation.positive("T", T)
     return 1 / (2 * T)
 
 
@@ -246,7 +175,7 @@ def softmax_entry_bound(T) -> torch.Tensor:
 
     This is what the printed 1/(4T) of Corollary 3 bounds: the largest entry, not the spectral norm.
     """
-    T = _arg_positive("T", T)
+    T = validation.positive("T", T)
     return 1 / (4 * T)
 
 
@@ -255,8 +184,8 @@ def finite_difference_bound(T, eps) -> torch.Tensor:
     <= min{1/(2T), sqrt(2)/eps} for every unit v. The first term is the sharp Lipschitz constant (mean-value
     theorem with :func:`softmax_spectral_bound`), the second the diameter sqrt(2) of the probability simplex.
     """
-    T, eps = _arg_positive("T", T), _arg_positive("eps", eps)
-    T, eps = _float_args(T=T, eps=eps)
+    T, eps = validation.positive("T", T), validation.positive("eps", eps)
+    T, eps = validation.promote(T=T, eps=eps)
     return torch.minimum(1 / (2 * T), math.sqrt(2) / eps)
 
 
@@ -270,7 +199,7 @@ def _elementwise_derivative(F, x: torch.Tensor, theta=None) -> torch.Tensor:
 
 
 def _general_parts(logits, F, dF, theta):
-    x = _arg_tensor("logits", logits)
+    x = validation.float_tensor("logits", logits)
     if x.dim() < 1 or x.shape[-1] == 0:
         raise ValueError(f"logits: expected shape (..., L) with L >= 1, got {tuple(x.shape)}")
     if not callable(F):
@@ -340,8 +269,8 @@ def finite_difference_g(logits, T, eps, *, seed: int = 0, normalizer=None, reduc
     mask = torch.isneginf(x)
     if mask.all(dim=-1).any():
         raise ValueError("logits: some row is entirely -inf (fully masked)")
-    T = _arg_positive("T", T).reshape(-1)
-    eps = _arg_positive("eps", eps).reshape(-1)
+    T = validation.positive("T", T).reshape(-1)
+    eps = validation.positive("eps", eps).reshape(-1)
     gen = torch.Generator().manual_seed(int(seed))
     v = torch.randn(x.shape, generator=gen, dtype=torch.float64).masked_fill(mask, 0.0)
     v = (v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)).to(x.dtype)
@@ -364,11 +293,9 @@ def finite_difference_g(logits, T, eps, *, seed: int = 0, normalizer=None, reduc
 
 
 def _sel_parts(alpha, x, n):
-    from attnlimits import selection as _sel
-
-    a, xt = _sel._check_alpha(alpha, x)
-    n = _sel._check_n(n, a.shape[-1])
-    return a, xt, n, _sel._mask(a, n)
+    a, xt = validation.weights(alpha, x)
+    n = validation.selection_size(n, a.shape[-1])
+    return a, xt, n, selection.top_n_mask(alpha, n)  # alpha in its own dtype: the tolerance of its precision
 
 
 def _theorem1_parts(alpha, x, n):
@@ -431,15 +358,13 @@ def jensen_residual_bound(alpha, x, n: int) -> torch.Tensor:
 
 
 def _selected_weights(alpha, n):
-    from attnlimits import selection as _sel
-
-    a, _ = _sel._check_alpha(alpha)
-    n = _sel._check_n(n, a.shape[-1])
-    return torch.gather(a, -1, _sel._top_n_indices(a, n)), n
+    a, _ = validation.weights(alpha)
+    n = validation.selection_size(n, a.shape[-1])
+    return torch.gather(a, -1, selection.top_n(a, n)), n
 
 
 def _radius(name, value, dtype, allow_zero=False):
-    r = _arg_tensor(name, value).to(dtype)
+    r = validation.float_tensor(name, value).to(dtype)
     if not ((r >= 0).all() if allow_zero else (r > 0).all()):
         raise ValueError(f"{name}: must be {'>= 0' if allow_zero else '> 0'} everywhere")
     return r
@@ -452,7 +377,7 @@ def theorem2_xi(alpha, n: int, M=1.0, delta=0.0) -> torch.Tensor:
     I_N). Under ||x_j|| = M and ||x_j - x_k|| >= delta it bounds ||s - alpha_i x_i|| for every configuration.
     """
     w, n = _selected_weights(alpha, n)
-    M = _arg_positive("M", M).to(w.dtype).unsqueeze(-1)
+    M = validation.positive("M", M).to(w.dtype).unsqueeze(-1)
     delta = _radius("delta", delta, w.dtype, allow_zero=True).unsqueeze(-1)
     s1 = w.sum(dim=-1, keepdim=True) - w
     s2 = (w * w).sum(dim=-1, keepdim=True) - w * w
@@ -480,7 +405,7 @@ def theorem2_upper_reconstructed(alpha, n: int, r, M=1.0, delta=0.0) -> torch.Te
     """
     xi = theorem2_xi(alpha, n, M, delta)
     r = _radius("r", r, xi.dtype, allow_zero=True).unsqueeze(-1)
-    M = _arg_positive("M", M).to(xi.dtype).unsqueeze(-1)
+    M = validation.positive("M", M).to(xi.dtype).unsqueeze(-1)
     return torch.exp(-((xi - r).clamp_min(0) ** 2) / (2 * M**2)).mean(dim=-1)
 
 
@@ -491,8 +416,8 @@ def theorem2_mean_lower(alpha, n: int, M=1.0, d=2) -> torch.Tensor:
     S2, S4 = sums of alpha_j^2, alpha_j^4 over the other selected tokens.
     """
     w, n = _selected_weights(alpha, n)
-    M = _arg_positive("M", M).to(w.dtype).unsqueeze(-1)
-    d = _arg_lengths("d", d).to(w.dtype).unsqueeze(-1)
+    M = validation.positive("M", M).to(w.dtype).unsqueeze(-1)
+    d = validation.lengths("d", d).to(w.dtype).unsqueeze(-1)
     s2 = (w * w).sum(dim=-1, keepdim=True) - w * w
     s4 = (w**4).sum(dim=-1, keepdim=True) - w**4
     ex2 = M**2 * s2
@@ -510,7 +435,7 @@ def theorem2_upper(alpha, n: int, r, M=1.0, d=2) -> torch.Tensor:
     w, n = _selected_weights(alpha, n)
     mu = theorem2_mean_lower(alpha, n, M, d)
     r = _radius("r", r, w.dtype, allow_zero=True).unsqueeze(-1)
-    M = _arg_positive("M", M).to(w.dtype).unsqueeze(-1)
+    M = validation.positive("M", M).to(w.dtype).unsqueeze(-1)
     s2 = (w * w).sum(dim=-1, keepdim=True) - w * w
     gap = (mu - r).clamp_min(0)
     term = torch.where(s2 > 0, torch.exp(-(gap**2) / (2 * M**2 * s2.clamp_min(torch.finfo(w.dtype).tiny))),
@@ -521,23 +446,23 @@ def theorem2_upper(alpha, n: int, r, M=1.0, d=2) -> torch.Tensor:
 def multihead_coverage(p, H) -> torch.Tensor:
     """Multi-head corollary: H independent heads that each separate a token with probability p cover it with
     probability 1 - (1 - p)^H. Broadcast over p in [0, 1] and integer H >= 1."""
-    p = _arg_tensor("p", p)
+    p = validation.float_tensor("p", p)
     if not ((p >= 0) & (p <= 1)).all():
         raise ValueError("p: must lie in [0, 1]")
-    H = _arg_lengths("H", H)
-    p, H = _float_args(p=p, H=H)
+    H = validation.lengths("H", H)
+    p, H = validation.promote(p=p, H=H)
     return 1 - (1 - p) ** H
 
 
 def heads_needed(p, target) -> torch.Tensor:
     """Smallest H with 1 - (1 - p)^H >= target: ceil(log(1 - target) / log(1 - p)) (1 when p = 1). Integer tensor."""
-    p = _arg_tensor("p", p)
+    p = validation.float_tensor("p", p)
     if not ((p > 0) & (p <= 1)).all():
         raise ValueError("p: must lie in (0, 1]")
-    target = _arg_tensor("target", target)
+    target = validation.float_tensor("target", target)
     if not ((target >= 0) & (target < 1)).all():
         raise ValueError("target: must lie in [0, 1)")
-    p, target = _float_args(p=p, target=target)
+    p, target = validation.promote(p=p, target=target)
     safe = torch.where(p < 1, p, torch.full_like(p, 0.5))
     h = torch.ceil(torch.log1p(-target) / torch.log1p(-safe) - 1e-12).clamp_min(1)
     return torch.where(p < 1, h, torch.ones_like(h)).to(torch.int64)

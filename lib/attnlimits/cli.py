@@ -1,11 +1,12 @@
 """The ``attnlimits`` command.
 
-    attnlimits check [--json] [--trials N] [--seed S]
+    attnlimits check [--json] [--trials N] [--seed S] [--only ID[,ID...]]...
 
-runs every registered numerical check of :mod:`attnlimits.checks` and prints one row per bound (or, with
-``--json``, a list of records ``{bound, statement, trials, violations, worst_ratio, verdict, expected}``). The exit
-status is 0 exactly when every bound behaves as the book says: zero violations for the bounds it proves, at least
-one for the bound it refutes (Corollary 3 as printed); otherwise 1. Bad arguments exit with status 2.
+runs every registered numerical check of :mod:`attnlimits.checks` (or, with ``--only``, the checks with those
+ids, e.g. ``cor3-printed``) and prints one row per bound (or, with ``--json``, a list of records
+``{id, bound, statement, trials, violations, worst_ratio, verdict, expected}``). The exit status is 0 exactly when
+every bound behaves as the book says: zero violations for the bounds it proves, at least one for the bound it
+refutes (Corollary 3 as printed); otherwise 1. Bad arguments, and unknown ids, exit with status 2.
 
 Subcommands are registered in :func:`build_parser` through :func:`_add_check`-style helpers, each setting
 ``func`` to a handler ``(args) -> int``, so later issues can add ``attnlimits run alg1`` or ``attnlimits diagnose``.
@@ -46,9 +47,10 @@ def _seed(text: str) -> int:
 
 def _table(verdicts, elapsed: float) -> str:
     """A plain-text table: one row per bound, then the total run time."""
-    header = ("bound", "trials", "violations", "worst ratio", "expected", "ok", "verdict")
+    header = ("id", "bound", "trials", "violations", "worst ratio", "expected", "ok", "verdict")
     rows = [
         (
+            v.id,
             v.bound,
             str(v.trials),
             str(v.violations),
@@ -60,7 +62,7 @@ def _table(verdicts, elapsed: float) -> str:
         for v in verdicts
     ]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
-    right = {1, 2, 3}
+    right = {2, 3, 4}
 
     def fmt(row):
         cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))]
@@ -73,15 +75,29 @@ def _table(verdicts, elapsed: float) -> str:
     return "\n".join(lines)
 
 
+def _check_ids(values: list[str] | None) -> list[str] | None:
+    """The ids given to ``--only`` (repeatable, comma-separated), or None for every check."""
+    if not values:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
 def _run_check(args) -> int:
     from attnlimits import checks
 
+    try:
+        only = checks.select(_check_ids(args.only)) if args.only else None
+    except checks.UnknownCheckError as e:
+        print(f"attnlimits check: error: {e}", file=sys.stderr)
+        return 2
+    if args.only and not only:
+        print(f"attnlimits check: error: --only names no check; valid ids: {', '.join(checks.CHECKS)}", file=sys.stderr)
+        return 2
     start = time.perf_counter()
-    verdicts = checks.run_all(trials=args.trials, seed=args.seed)
+    verdicts = checks.run_all(trials=args.trials, seed=args.seed, only=only)
     elapsed = time.perf_counter() - start
-    text = json.dumps([v.record() for v in verdicts], indent=2, ensure_ascii=False) if args.json else _table(
-        verdicts, elapsed
-    )
+    records = [{"id": v.id, **v.record()} for v in verdicts]
+    text = json.dumps(records, indent=2, ensure_ascii=False) if args.json else _table(verdicts, elapsed)
     _print(text)
     return 0 if all(v.as_expected for v in verdicts) else 1
 
@@ -105,6 +121,9 @@ def _add_check(subparsers) -> None:
     p.add_argument("--trials", type=_positive_int, default=2000, metavar="N",
                    help="random trials per check (integer >= 1; default 2000)")
     p.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed (default 0)")
+    p.add_argument("--only", action="append", metavar="ID",
+                   help="run only the check with this id (repeatable, or comma-separated: "
+                   "--only cor3-printed,thm2-upper); an unknown id lists the valid ones")
     p.set_defaults(func=_run_check)
 
 

@@ -20,6 +20,8 @@ from collections.abc import Callable
 import entmax as _entmax
 import torch
 
+from attnlimits import validation
+
 __all__ = [
     "ADAPTIVE_TEMPERATURE_COEFFS",
     "NORMALIZERS",
@@ -58,13 +60,6 @@ def _as_logits(logits, dim: int) -> tuple[torch.Tensor, int]:
     return x, dim
 
 
-def _check_positive(name: str, value: float) -> float:
-    value = float(value)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}: must be a finite number > 0, got {value}")
-    return value
-
-
 def _centred(x: torch.Tensor, dim: int, T: float) -> torch.Tensor:
     """(l - max l) / T: subtracting the max first keeps exp() finite for any T > 0 (masked entries stay -inf)."""
     return (x - x.amax(dim=dim, keepdim=True)) / T
@@ -76,7 +71,7 @@ def softmax(logits, dim: int = -1, *, T: float = 1.0) -> torch.Tensor:
     Stable for every T > 0 (1e-4 and 1e4 included): the max is subtracted before dividing by T.
     """
     x, dim = _as_logits(logits, dim)
-    T = _check_positive("T", T)
+    T = validation.positive_number("T", T)
     return torch.softmax(_centred(x, dim, T), dim=dim)
 
 
@@ -105,7 +100,7 @@ def _sparse_map(fn, logits, dim: int, T: float) -> torch.Tensor:
     """Apply an entmax-family map to l / T. Masked entries become a finite value far below the threshold,
     because the sort-based algorithms of the ``entmax`` package do not accept -inf."""
     x, dim = _as_logits(logits, dim)
-    T = _check_positive("T", T)
+    T = validation.positive_number("T", T)
     z = _centred(x, dim, T)  # row max is 0; every threshold lies above -1 for these maps
     z = torch.clamp(z, min=-1e4)  # also maps -inf to -1e4
     return fn(z, dim=dim)
@@ -128,8 +123,8 @@ def scalable_softmax(logits, dim: int = -1, *, s: float = 1.0, T: float = 1.0) -
     from vanishing like 1/L. ``s`` is the learnable scale of the paper (here a fixed number > 0).
     """
     x, dim = _as_logits(logits, dim)
-    s = _check_positive("s", s)
-    T = _check_positive("T", T)
+    s = validation.positive_number("s", s)
+    T = validation.positive_number("T", T)
     length = (~torch.isneginf(x)).sum(dim=dim, keepdim=True).to(x.dtype)
     return torch.softmax(_centred(x, dim, T) * (s * torch.log(length)), dim=dim)
 
@@ -149,7 +144,7 @@ def adaptive_temperature(
     the correction only ever sharpens, never raises the entropy.
     """
     x, dim = _as_logits(logits, dim)
-    T = _check_positive("T", T)
+    T = validation.positive_number("T", T)
     if not math.isfinite(entropy_threshold) or entropy_threshold < 0:
         raise ValueError(f"entropy_threshold: must be a finite number >= 0, got {entropy_threshold}")
     z = _centred(x, dim, T)
@@ -202,7 +197,7 @@ def max_weight_sweep(
         raise ValueError(f"lengths: need a non-empty list of integers >= 1, got {lengths}")
     if draws < 1:
         raise ValueError(f"draws: must be >= 1, got {draws}")
-    _check_positive("logit_bound", logit_bound)
+    validation.positive_number("logit_bound", logit_bound)
     if not 0 <= gap < 2 * logit_bound:
         raise ValueError(f"gap: must lie in [0, 2 * logit_bound) = [0, {2 * logit_bound}), got {gap}")
     gen = torch.Generator().manual_seed(seed)

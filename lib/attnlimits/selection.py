@@ -26,7 +26,12 @@ import numbers
 
 import torch
 
+from attnlimits import validation
+from attnlimits.validation import SUM_TOL
+
 __all__ = [
+    "MAX_SUBSETS",
+    "SUM_TOL",
     "context_vector",
     "cumulative_distance",
     "distinguishable_fraction",
@@ -38,76 +43,8 @@ __all__ = [
     "top_n_mask",
 ]
 
-#: Relative tolerance on |sum(alpha) - 1| per dtype.
-SUM_TOL = {torch.float16: 1e-2, torch.bfloat16: 1e-2, torch.float32: 1e-4, torch.float64: 1e-9}
-
 #: Largest number of subsets :func:`random_selection_exact` will enumerate.
 MAX_SUBSETS = 200_000
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# validation
-# ----------------------------------------------------------------------------------------------------------------
-def _as_float(value, name: str) -> torch.Tensor:
-    t = torch.as_tensor(value)
-    if not torch.is_floating_point(t):
-        if t.dtype == torch.bool or t.is_complex():
-            raise ValueError(f"{name}: must hold real numbers, got dtype {t.dtype}")
-        t = t.to(torch.get_default_dtype())
-    return t
-
-
-def _check_finite(t: torch.Tensor, name: str) -> None:
-    if torch.isnan(t).any():
-        raise ValueError(f"{name}: contains NaN")
-    if torch.isinf(t).any():
-        raise ValueError(f"{name}: contains inf; all entries must be finite")
-
-
-def _check_alpha(alpha, x=None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Validate ``alpha`` (and ``x`` when given); return both in one common floating dtype."""
-    a = _as_float(alpha, "alpha")
-    if a.dim() == 0:
-        raise ValueError("alpha: expected shape (..., L), got a scalar")
-    if a.shape[-1] == 0:
-        raise ValueError("alpha: the last dimension (L) is empty")
-    tol = SUM_TOL.get(a.dtype, 1e-4)  # the tolerance of alpha's own precision, before any promotion
-    xt = None
-    if x is not None:
-        xt = _as_float(x, "x")
-        if xt.dim() < 2:
-            raise ValueError(f"x: expected shape (..., L, d), got shape {tuple(xt.shape)}")
-        if xt.shape[-2] != a.shape[-1]:
-            raise ValueError(
-                f"x: shape {tuple(xt.shape)} does not match alpha {tuple(a.shape)}; "
-                f"need x.shape[-2] == L = {a.shape[-1]}"
-            )
-        try:
-            torch.broadcast_shapes(a.shape[:-1], xt.shape[:-2])
-        except RuntimeError as err:
-            raise ValueError(
-                f"x: leading dimensions {tuple(xt.shape[:-2])} do not broadcast with alpha's {tuple(a.shape[:-1])}"
-            ) from err
-        dtype = torch.promote_types(a.dtype, xt.dtype)
-        a, xt = a.to(dtype), xt.to(dtype)
-        _check_finite(xt, "x")
-    _check_finite(a, "alpha")
-    if (a < 0).any():
-        raise ValueError("alpha: contains negative weights; attention weights must be >= 0")
-    total = a.sum(dim=-1)
-    if ((total - 1).abs() > tol).any():
-        worst = float((total - 1).abs().max())
-        raise ValueError(f"alpha: each row must sum to 1 within {tol:g} ({a.dtype}); worst |sum - 1| = {worst:.3g}")
-    return a, xt
-
-
-def _check_n(n, length: int) -> int:
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-        raise ValueError(f"n: must be an integer in [1, L={length}], got {n!r}")
-    n = int(n)
-    if not 1 <= n <= length:
-        raise ValueError(f"n: must lie in [1, L={length}], got {n}")
-    return n
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -129,14 +66,14 @@ def top_n(alpha, n: int) -> torch.Tensor:
 
     This is the paper's selected set I_N; the deterministic tie rule makes every quantity below a function of alpha.
     """
-    a, _ = _check_alpha(alpha)
-    return _top_n_indices(a, _check_n(n, a.shape[-1]))
+    a, _ = validation.weights(alpha)
+    return _top_n_indices(a, validation.selection_size(n, a.shape[-1]))
 
 
 def top_n_mask(alpha, n: int) -> torch.Tensor:
     """Boolean mask of I_N, shape ``(..., L)``: True at the ``n`` selected positions (tie rule of :func:`top_n`)."""
-    a, _ = _check_alpha(alpha)
-    return _mask(a, _check_n(n, a.shape[-1]))
+    a, _ = validation.weights(alpha)
+    return _mask(a, validation.selection_size(n, a.shape[-1]))
 
 
 def _scaled_and_context(a: torch.Tensor, x: torch.Tensor, mask: torch.Tensor):
@@ -147,8 +84,8 @@ def _scaled_and_context(a: torch.Tensor, x: torch.Tensor, mask: torch.Tensor):
 
 def context_vector(alpha, x, n: int) -> torch.Tensor:
     """Context vector s = sum_{i in I_N} alpha_i x_i, shape ``(..., d)``: what attention keeps from N tokens."""
-    a, xt = _check_alpha(alpha, x)
-    mask = _mask(a, _check_n(n, a.shape[-1]))
+    a, xt = validation.weights(alpha, x)
+    mask = _mask(a, validation.selection_size(n, a.shape[-1]))
     return _scaled_and_context(a, xt, mask)[1]
 
 
@@ -158,8 +95,8 @@ def token_distances(alpha, x, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     For a selected i this is ||sum_{j in I_N, j != i} alpha_j x_j|| (the X_i of Theorem 2); for a non-selected i it
     is the i-th term of the cumulative distance of Theorem 1.
     """
-    a, xt = _check_alpha(alpha, x)
-    mask = _mask(a, _check_n(n, a.shape[-1]))
+    a, xt = validation.weights(alpha, x)
+    mask = _mask(a, validation.selection_size(n, a.shape[-1]))
     y, s = _scaled_and_context(a, xt, mask)
     dist = torch.linalg.vector_norm(y - s.unsqueeze(-2), dim=-1)
     return dist, mask.expand(dist.shape)
@@ -184,9 +121,9 @@ def random_selection_expectation(alpha, x, n: int) -> torch.Tensor:
     mean of alpha_i x_i - s given i not in I_N. By Jensen the exact expectation is this term plus a residual >= 0
     (see the distance-collapse chapter and :func:`attnlimits.bounds.jensen_residual_bound`).
     """
-    a, xt = _check_alpha(alpha, x)
+    a, xt = validation.weights(alpha, x)
     length = a.shape[-1]
-    n = _check_n(n, length)
+    n = validation.selection_size(n, length)
     y = a.unsqueeze(-1) * xt
     if length == 1:  # n = L = 1: nothing is left out
         return torch.zeros(y.shape[:-2], dtype=y.dtype)
@@ -212,9 +149,9 @@ def random_selection_exact(alpha, x, n: int) -> torch.Tensor:
 
     Meant for small L (at most :data:`MAX_SUBSETS` subsets); use :func:`random_selection_monte_carlo` beyond.
     """
-    a, xt = _check_alpha(alpha, x)
+    a, xt = validation.weights(alpha, x)
     length = a.shape[-1]
-    n = _check_n(n, length)
+    n = validation.selection_size(n, length)
     count = math.comb(length, n)
     if count > MAX_SUBSETS:
         raise ValueError(f"n: C(L={length}, n={n}) = {count} subsets exceed {MAX_SUBSETS}; use Monte Carlo instead")
@@ -231,9 +168,9 @@ def random_selection_monte_carlo(alpha, x, n: int, samples: int = 1000, seed: in
     Unbiased; its standard error shrinks like 1 / sqrt(samples), and independent subsets per row keep the error
     of a mean over rows small. Seeded: the same seed gives the same estimate.
     """
-    a, xt = _check_alpha(alpha, x)
+    a, xt = validation.weights(alpha, x)
     length = a.shape[-1]
-    n = _check_n(n, length)
+    n = validation.selection_size(n, length)
     if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 1:
         raise ValueError(f"samples: must be an integer >= 1, got {samples!r}")
     gen = torch.Generator().manual_seed(int(seed))

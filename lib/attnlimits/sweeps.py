@@ -116,10 +116,10 @@ def _exact_jacobian_norm(name: str, logits: torch.Tensor, alpha: torch.Tensor):
                 J = b[..., None] * A + u[..., :, None] * g[..., None, :]
                 norm[moving] = torch.linalg.eigvalsh(J.mT @ J)[..., -1].clamp_min(0).sqrt()
             else:  # power iteration on J^T J with O(L) matrix-vector products (A w = a * (w - a.w))
-                from attnlimits.checks import _one_thread
+                from attnlimits.profiling import one_thread
 
                 w = torch.randn(a.shape, generator=torch.Generator().manual_seed(0), dtype=a.dtype)  # not ones: A 1 = 0
-                with _one_thread():  # many tiny ops: threads cost more than they save
+                with one_thread():  # many tiny ops: threads cost more than they save
                     for _ in range(400):
                         w = w / torch.linalg.vector_norm(w, dim=-1, keepdim=True)
                         jw = b * a * (w - (a * w).sum(-1, keepdim=True)) + u * (g * w).sum(-1, keepdim=True)
@@ -207,7 +207,7 @@ def jacobian_sample(trials: int = 2000, seed: int = 0) -> pd.DataFrame:
     L, T, max alpha, T ||J||_2 (exact) and T max_ij |J_ij|."""
     from attnlimits import checks
 
-    s = checks._jacobian_norm_study(int(trials), int(seed))
+    s = checks.jacobian_norm_study(int(trials), int(seed))
     return pd.DataFrame({
         "L": s["lengths"].numpy(),
         "T": s["T"].numpy(),

@@ -1,0 +1,87 @@
+"""Numerical checks of every bound: one function per bound, each returning a :class:`Verdict`.
+
+The chapters call these to show a result and pytest calls the same functions to assert it; ``attnlimits check``
+runs them all (``--only ID`` runs one). A check registers itself with :func:`register` under a stable short id
+and the bound's display name, and records what the book *claims* about the bound (``expected``: "holds" or
+"violated") so that the command line can tell a surprise from a confirmation.
+
+- :mod:`attnlimits.checks.registry`      :class:`Verdict`, :func:`register`, :data:`CHECKS` (id -> check),
+                                         :data:`NAMES` (id -> display name), :func:`run_all`;
+- :mod:`attnlimits.checks.search`        tolerances, the optimiser of the adversarial ascents, the seeding;
+- :mod:`attnlimits.checks.vanishing`     chapter 12: ``cor1``, ``lem1``;
+- :mod:`attnlimits.checks.distance`      chapter 13: ``thm1-dmax-reconstructed``, ``thm1-dmax-sharp``,
+                                         ``thm1-residual-sign``, ``thm1-residual-bound``;
+- :mod:`attnlimits.checks.separability`  chapter 14: ``thm2-lower``, ``thm2-upper-reconstructed``, ``thm2-upper``,
+                                         ``multihead``;
+- :mod:`attnlimits.checks.gradient`      chapter 15: ``cor3-printed``, ``cor3-spectral``, ``cor3-entry``, ``lem2``.
+
+The checks run (and ``attnlimits check`` prints them) in the order they were first published: chapters 12 and
+15, then 13 and 14; the import order below keeps that order, so the report's rows do not move.
+"""
+
+from __future__ import annotations
+
+from attnlimits.checks.registry import CHECKS, NAMES, UnknownCheckError, Verdict, id_of, register, run_all, select
+from attnlimits.checks.search import RTOL, Z_MC
+
+# The import order below is the registration order: chapters 12 and 15, then 13 and 14.
+# isort: off
+from attnlimits.checks.vanishing import VANISHING_DIMS, VANISHING_LENGTHS, check_corollary1, check_lemma1
+from attnlimits.checks.gradient import (
+    JACOBIAN_LENGTHS,
+    check_corollary3_printed,
+    check_lemma2,
+    check_softmax_entry,
+    check_softmax_spectral,
+    jacobian_norm_study,
+)
+from attnlimits.checks.distance import (
+    DISTANCE_GRID,
+    RESIDUAL_LENGTHS,
+    check_jensen_residual_bound,
+    check_jensen_residual_sign,
+    check_theorem1_dmax,
+    check_theorem1_dmax_sharp,
+)
+from attnlimits.checks.separability import (
+    SEPARABILITY_GRID,
+    check_multihead,
+    check_theorem2_lower,
+    check_theorem2_upper,
+    check_theorem2_upper_reconstructed,
+)
+# isort: on
+
+__all__ = [
+    "CHECKS",
+    "DISTANCE_GRID",
+    "JACOBIAN_LENGTHS",
+    "NAMES",
+    "RESIDUAL_LENGTHS",
+    "RTOL",
+    "SEPARABILITY_GRID",
+    "VANISHING_DIMS",
+    "VANISHING_LENGTHS",
+    "Z_MC",
+    "UnknownCheckError",
+    "Verdict",
+    "check_corollary1",
+    "check_corollary3_printed",
+    "check_jensen_residual_bound",
+    "check_jensen_residual_sign",
+    "check_lemma1",
+    "check_lemma2",
+    "check_multihead",
+    "check_softmax_entry",
+    "check_softmax_spectral",
+    "check_theorem1_dmax",
+    "check_theorem1_dmax_sharp",
+    "check_theorem2_lower",
+    "check_theorem2_upper",
+    "check_theorem2_upper_reconstructed",
+    "id_of",
+    "jacobian_norm_study",
+    "register",
+    "run_all",
+    "select",
+]
