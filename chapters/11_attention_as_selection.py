@@ -102,7 +102,7 @@ al.plotting.finish(fig, "normalisers_same_logits")
 # %%
 lengths = np.unique(np.logspace(0.3, 5, 12).astype(int))
 sweeps = {
-    gap: al.normalizers.max_weight_sweep(lengths, logit_bound=2.0, gap=gap, draws=16, seed=0) for gap in (0.0, 1.5)
+    gap: al.sweeps.max_weight_sweep(lengths, logit_bound=2.0, gap=gap, draws=16, seed=0) for gap in (0.0, 1.5)
 }
 
 fig, axes = plt.subplots(1, 2, figsize=(13, 4.4), sharey=True)

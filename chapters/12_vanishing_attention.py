@@ -191,7 +191,7 @@ sweep[sweep["L"].isin([10, 1000, 100000])].pivot(index="normalizer", columns="L"
 fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
 for name, part in sweep.groupby("normalizer", sort=False):
     color = al.plotting.NORMALIZER_COLORS[name]
-    axes[0].plot(part["L"], part["L_max_alpha"], marker="o", ms=3, color=color, label=name)
+    axes[0].plot(part["L"], part["L_times_max_weight"], marker="o", ms=3, color=color, label=name)
     axes[1].plot(part["L"], part["zero_fraction"], marker="o", ms=3, color=color, label=name)
     axes[2].plot(part["L"], part["T_jacobian_norm"], marker="o", ms=3, color=color, label=name)
 axes[0].axhline(math.exp(2 * rho), color="0.3", ls="--", lw=1, label=r"Corollary 1 cap $e^{2\Delta/T}$")
@@ -222,11 +222,11 @@ al.plotting.finish(fig, "vanishing_normalisers")
 at = wide.loc
 L_big = max(lengths)
 cap = math.exp(2 * rho)
-assert (wide[("L_max_alpha", "softmax")] <= cap).all()
+assert (wide[("L_times_max_weight", "softmax")] <= cap).all()
 assert at[L_big, ("T_jacobian_norm", "softmax")] < 10 / L_big
-assert abs(at[L_big, ("L_max_alpha", "adaptive-temperature")] / at[L_big, ("L_max_alpha", "softmax")] - 1) < 1e-6
+assert abs(at[L_big, ("L_times_max_weight", "adaptive-temperature")] / at[L_big, ("L_times_max_weight", "softmax")] - 1) < 1e-6
 for name in ("sparsemax", "1.5-entmax", "scalable-softmax"):
-    assert at[L_big, ("L_max_alpha", name)] > cap, name
+    assert at[L_big, ("L_times_max_weight", name)] > cap, name
 assert at[L_big, ("zero_fraction", "sparsemax")] > 0.99 and at[L_big, ("zero_fraction", "1.5-entmax")] > 0.9
 assert at[L_big, ("zero_fraction", "scalable-softmax")] == 0
 assert abs(at[L_big, ("T_jacobian_norm", "sparsemax")] - 1) < 1e-9

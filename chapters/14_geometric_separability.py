@@ -124,7 +124,7 @@ assert low.violations == 0 and low.details["sharp_form_violations"] == 0
 # distinguishable, while $\xi_i > R$ pushes the "upper bound" below 1.
 
 # %%
-alpha = al.synthetic.two_level_weights(24, 12, 0.0)
+alpha = al.synthetic.two_level_weights(24, 12, eta=0.0)
 rows = []
 for delta in ("empirical", "zero"):
     res = al.synthetic.separability_samples(alpha, 12, 1024, 400, seed=SEED, delta=delta)
@@ -178,7 +178,7 @@ assert all(case["kind"] == "targeted" for case in rec.details["violating"])
 # %%
 book = verdicts["thm2-upper"]
 print(book.verdict)
-r_fixed = float(al.bounds.theorem2_mean_lower(alpha, 12, 1.0, 1024).mean())
+r_fixed = float(al.bounds.theorem2_mean_lower(alpha, 12, M=1.0, d=1024).mean())
 fixed = al.synthetic.separability_samples(alpha, 12, 1024, 400, r=r_fixed, seed=SEED + 1)
 print(f"counterexample weights at fixed r = {r_fixed:.3f}: E[N_s(r)]/N = {fixed['frac'].mean():.3f} "
       f"<= book's bound {fixed['upper_book'].mean():.3f}")
@@ -252,7 +252,7 @@ assert f64[0.0, 4] > f64[4.0, 4] and f64[0.0, 32] < f64[4.0, 32]
 # ```
 
 # %%
-alpha_mh = al.synthetic.concentrated_weights((), 32, 1.0, torch.Generator().manual_seed(SEED))
+alpha_mh = al.synthetic.concentrated_weights((), 32, 1.0, gen=torch.Generator().manual_seed(SEED))
 heads = list(range(1, 9))
 mh = al.synthetic.multihead_simulation(alpha_mh, 8, 8, heads, samples=1000, seed=SEED)
 mh.round(4)

@@ -72,7 +72,7 @@ B = al.bounds
 gen = torch.Generator().manual_seed(0)
 logits = 3 * torch.randn(4, 7, generator=gen, dtype=torch.float64)
 T = 0.7
-J = B.softmax_jacobian(logits, T)
+J = B.softmax_jacobian(logits, T=T)
 J_auto = torch.stack([torch.autograd.functional.jacobian(lambda z: torch.softmax(z / T, -1), row) for row in logits])
 
 
@@ -105,9 +105,9 @@ rows = []
 for T in [0.01, 0.1, 0.25, 1.0, 10.0]:
     for name, l in [("L = 2, logits (0, 0)", [0.0, 0.0]), ("L = 6, others 60 T below", [0, 0] + [-60 * T] * 4)]:
         l = torch.tensor(l, dtype=torch.float64)
-        measured = B.softmax_jacobian_norm(l, T).item()
-        printed = B.corollary3_printed(T).item()
-        rows.append({"T": T, "case": name, "spectral norm": measured, "1/(2T)": B.softmax_spectral_bound(T).item(),
+        measured = B.softmax_jacobian_norm(l, T=T).item()
+        printed = B.corollary3_printed(T=T).item()
+        rows.append({"T": T, "case": name, "spectral norm": measured, "1/(2T)": B.softmax_spectral_bound(T=T).item(),
                      "printed min{1/(4T), sqrt2}": printed, "measured / printed": measured / printed})
 counter = pd.DataFrame(rows)
 assert (counter["measured / printed"] > 1.99).all()
@@ -255,7 +255,7 @@ swap
 # The paper's Algorithm 5 measures, for each head, the mean over query rows of
 # $\lVert \operatorname{softmax}((l_t + \varepsilon v)/T) - \operatorname{softmax}(l_t/T) \rVert / \varepsilon$ with
 # $v$ a random unit vector, and reports the maximum over heads, $g(T, \varepsilon)$, against the dashed curve
-# $\min\{1/(4T), \sqrt2\}$. `al.bounds.finite_difference_g` implements it for any logits of shape
+# $\min\{1/(4T), \sqrt2\}$. `al.sweeps.finite_difference_g` implements it for any logits of shape
 # (..., rows, L) with $-\infty$ masks (the same function runs on a pretrained model's logits in the experiments
 # part). Here it runs on synthetic causal heads (64 rows, 64 positions): four Gaussian heads with logit scales
 # 0.5, 1, 2, 4 and one head whose rows hold exactly two tied logits — the worst case above.

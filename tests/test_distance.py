@@ -39,11 +39,11 @@ def test_dmax_bounds_hold(L, d, seed, beta, scale, data):
 def test_sharp_bound_is_attained():
     u = torch.tensor([3.0, 4.0], dtype=torch.float64)
     for L, N, eta, c in [(5, 2, 0.3, 0.5), (10, 3, 0.1, 2.0), (7, 1, 0.0, 1.0)]:
-        alpha = synthetic.two_level_weights(L, N, eta)
+        alpha = synthetic.two_level_weights(L, N, eta=eta)
         x = torch.cat([u.expand(N, 2), (-c * u).expand(L - N, 2)])
         torch.testing.assert_close(selection.cumulative_distance(alpha, x, N), bounds.theorem1_dmax_sharp(alpha, x, N))
     # all mass on I_N: the reconstructed bound is attained too
-    alpha = synthetic.two_level_weights(6, 2, 0.0)
+    alpha = synthetic.two_level_weights(6, 2, eta=0.0)
     x = torch.cat([u.expand(2, 2), (-u).expand(4, 2)])
     torch.testing.assert_close(selection.cumulative_distance(alpha, x, 2), bounds.theorem1_dmax(alpha, x, 2))
 
@@ -61,7 +61,7 @@ def test_jensen_residual_is_between_zero_and_the_book_bound(L, d, seed, beta, da
 def test_corollary2_exact_linear_form():
     """|d~ - (L - N) ||s||| <= (1 - abar_N) max ||x_i||: linear in L exactly when ||s|| stays away from 0."""
     for L in (8, 64, 512):
-        alpha, x = synthetic.attention_rows(L, 8, 16, "sink", seed=L)
+        alpha, x = synthetic.attention_rows(L, 8, 16, regime="sink", seed=L)
         for n in (1, 5, L // 2, L):
             s = torch.linalg.vector_norm(selection.context_vector(alpha, x, n), dim=-1)
             mass = torch.where(selection.top_n_mask(alpha, n), alpha, 0).sum(-1)

@@ -26,7 +26,7 @@ def _autograd_jacobians(fn, logits):
 @pytest.mark.parametrize("T", [0.05, 1.0, 30.0])
 def test_softmax_jacobian_matches_autograd(T):
     logits = 4 * torch.randn(3, 2, 9, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    J = B.softmax_jacobian(logits, T)
+    J = B.softmax_jacobian(logits, T=T)
     assert J.shape == (3, 2, 9, 9)
     expected = _autograd_jacobians(lambda z: torch.softmax(z / T, -1), logits)
     torch.testing.assert_close(J, expected, rtol=1e-12, atol=1e-14)
@@ -35,7 +35,7 @@ def test_softmax_jacobian_matches_autograd(T):
 def test_softmax_jacobian_with_masks_and_batched_temperatures():
     logits = torch.tensor([[0.3, -math.inf, 1.0, 0.2], [2.0, 1.0, -math.inf, -math.inf]], dtype=torch.float64)
     T = torch.tensor([0.5, 2.0], dtype=torch.float64)
-    J = B.softmax_jacobian(logits, T)
+    J = B.softmax_jacobian(logits, T=T)
     assert (J[0, 1] == 0).all() and (J[0, :, 1] == 0).all() and (J[1, 2:] == 0).all()
     live = torch.tensor([0.3, 1.0, 0.2], dtype=torch.float64)
     expected = torch.autograd.functional.jacobian(lambda z: torch.softmax(z / 0.5, -1), live)
@@ -55,14 +55,14 @@ def test_general_jacobian_matches_autograd_with_and_without_dF(family):
     F, dF = _FAMILIES[family]
     logits = torch.randn(2, 3, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     expected = _autograd_jacobians(lambda z: F(z) / F(z).sum(), logits)
-    torch.testing.assert_close(B.general_jacobian(logits, F, dF), expected, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(B.general_jacobian(logits, F, dF=dF), expected, rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(B.general_jacobian(logits, F), expected, rtol=1e-12, atol=1e-14)
 
 
 def test_general_jacobian_of_exp_is_the_softmax_jacobian():
     logits = torch.randn(4, 7, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     J = B.general_jacobian(logits, lambda x: torch.exp(x / 0.4))
-    torch.testing.assert_close(J, B.softmax_jacobian(logits, 0.4), rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(J, B.softmax_jacobian(logits, T=0.4), rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -72,9 +72,9 @@ def test_softmax_jacobian_norm_matches_eigvalsh(dtype):
     logits[::5, 1] = logits[::5, 0]  # exact ties of the top weight
     logits[::7, 5:] = -math.inf
     T = 0.8
-    norm = B.softmax_jacobian_norm(logits, T)
+    norm = B.softmax_jacobian_norm(logits, T=T)
     assert norm.dtype == dtype and norm.shape == (50,)
-    expected = torch.linalg.eigvalsh(B.softmax_jacobian(logits, T).double())[..., -1]
+    expected = torch.linalg.eigvalsh(B.softmax_jacobian(logits, T=T).double())[..., -1]
     tol = 1e-13 if dtype == torch.float64 else 1e-6
     torch.testing.assert_close(norm.double(), expected, rtol=tol, atol=tol)
 
@@ -92,11 +92,11 @@ def test_sharp_softmax_bounds_hold(seed, L, spread, T, tie):
     if tie and L > 1:
         z[1] = z[0] = z.max()
     logits = T * z
-    J = B.softmax_jacobian(logits, T)
+    J = B.softmax_jacobian(logits, T=T)
     spectral = torch.linalg.eigvalsh(J)[-1]
-    assert spectral <= B.softmax_spectral_bound(T) * (1 + RTOL)
-    assert B.softmax_jacobian_norm(logits, T) <= B.softmax_spectral_bound(T) * (1 + RTOL)
-    assert J.abs().max() <= B.softmax_entry_bound(T) * (1 + RTOL)
+    assert spectral <= B.softmax_spectral_bound(T=T) * (1 + RTOL)
+    assert B.softmax_jacobian_norm(logits, T=T) <= B.softmax_spectral_bound(T=T) * (1 + RTOL)
+    assert J.abs().max() <= B.softmax_entry_bound(T=T) * (1 + RTOL)
 
 
 @settings(max_examples=60, deadline=None)
@@ -109,16 +109,16 @@ def test_sharp_softmax_bounds_hold(seed, L, spread, T, tie):
 def test_lemma2_bound_holds(seed, L, spread, family):
     F, dF = _FAMILIES[family]
     logits = spread * torch.randn(L, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    norm = torch.linalg.matrix_norm(B.general_jacobian(logits, F, dF), ord=2)
-    assert norm <= B.general_jacobian_bound(logits, F, dF) * (1 + RTOL)
+    norm = torch.linalg.matrix_norm(B.general_jacobian(logits, F, dF=dF), ord=2)
+    assert norm <= B.general_jacobian_bound(logits, F, dF=dF) * (1 + RTOL)
 
 
 @pytest.mark.parametrize("family", sorted(_FAMILIES))
 def test_lemma2_is_attained_at_two_equal_weights(family):
     F, dF = _FAMILIES[family]
     logits = torch.tensor([0.37, 0.37], dtype=torch.float64)
-    norm = torch.linalg.matrix_norm(B.general_jacobian(logits, F, dF), ord=2)
-    assert norm.item() == pytest.approx(B.general_jacobian_bound(logits, F, dF).item(), rel=1e-12)
+    norm = torch.linalg.matrix_norm(B.general_jacobian(logits, F, dF=dF), ord=2)
+    assert norm.item() == pytest.approx(B.general_jacobian_bound(logits, F, dF=dF).item(), rel=1e-12)
 
 
 @pytest.mark.parametrize("T", [0.01, 0.1, 0.25, 1.0, 50.0])
@@ -126,22 +126,22 @@ def test_lemma2_is_attained_at_two_equal_weights(family):
 def test_counterexample_violates_printed_corollary3_and_meets_the_corrected_bound(T, L):
     logits = torch.full((L,), -math.inf, dtype=torch.float64)
     logits[:2] = 0.0  # two tied top logits, every other weight 0
-    norm = B.softmax_jacobian_norm(logits, T).item()
-    assert norm > B.corollary3_printed(T).item() * 1.9  # at least twice the printed bound
-    assert norm <= B.softmax_spectral_bound(T).item() * (1 + RTOL)
+    norm = B.softmax_jacobian_norm(logits, T=T).item()
+    assert norm > B.corollary3_printed(T=T).item() * 1.9  # at least twice the printed bound
+    assert norm <= B.softmax_spectral_bound(T=T).item() * (1 + RTOL)
     assert norm == pytest.approx(1 / (2 * T), rel=1e-12)
     finite = torch.tensor([0.0, 0.0] + [-60.0 * T] * (L - 2), dtype=torch.float64)  # finite logits, same effect
-    assert B.softmax_jacobian_norm(finite, T).item() == pytest.approx(1 / (2 * T), rel=1e-12)
+    assert B.softmax_jacobian_norm(finite, T=T).item() == pytest.approx(1 / (2 * T), rel=1e-12)
 
 
 def test_printed_corrected_and_finite_difference_curves():
     T = torch.tensor([0.01, 1 / (4 * math.sqrt(2)), 1.0], dtype=torch.float64)
-    assert B.corollary3_printed(T).tolist() == pytest.approx([math.sqrt(2), math.sqrt(2), 0.25])
-    assert B.softmax_spectral_bound(T).tolist() == pytest.approx((1 / (2 * T)).tolist())
-    assert B.softmax_entry_bound(T).tolist() == pytest.approx((1 / (4 * T)).tolist())
-    assert B.finite_difference_bound(0.1, 10.0).item() == pytest.approx(math.sqrt(2) / 10)
-    assert B.finite_difference_bound(1.0, 1e-3).item() == pytest.approx(0.5)
-    assert B.corollary3_printed(torch.tensor([1.0], dtype=torch.float32)).dtype == torch.float32
+    assert B.corollary3_printed(T=T).tolist() == pytest.approx([math.sqrt(2), math.sqrt(2), 0.25])
+    assert B.softmax_spectral_bound(T=T).tolist() == pytest.approx((1 / (2 * T)).tolist())
+    assert B.softmax_entry_bound(T=T).tolist() == pytest.approx((1 / (4 * T)).tolist())
+    assert B.finite_difference_bound(T=0.1, eps=10.0).item() == pytest.approx(math.sqrt(2) / 10)
+    assert B.finite_difference_bound(T=1.0, eps=1e-3).item() == pytest.approx(0.5)
+    assert B.corollary3_printed(T=torch.tensor([1.0], dtype=torch.float32)).dtype == torch.float32
 
 
 def test_swap_example_distance_swap_and_ratio():
@@ -160,16 +160,22 @@ def test_finite_difference_g_respects_the_corrected_ceiling(seed, spread):
     logits = spread * torch.randn(3, 6, 10, generator=gen, dtype=torch.float64)
     logits = logits.masked_fill(~torch.ones(6, 10, dtype=torch.bool).tril(), -math.inf)
     T, eps = torch.tensor([1e-3, 0.1, 1.0, 100.0]), torch.tensor([1e-3, 0.1, 10.0])
-    g = B.finite_difference_g(logits, T, eps, seed=seed)
+    g = sweeps.finite_difference_g(logits, T=T, eps=eps, seed=seed)
     assert g.shape == (4, 3)
-    assert (g <= B.finite_difference_bound(T[:, None], eps[None, :]) * (1 + 1e-6)).all()
+    assert (g <= B.finite_difference_bound(T=T[:, None], eps=eps[None, :]) * (1 + 1e-6)).all()
+
+
+def test_bounds_keeps_the_positional_finite_difference_g():
+    logits = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    assert torch.equal(B.finite_difference_g(logits, [0.5, 2.0], [1e-2], seed=3, reduce=False),
+                       sweeps.finite_difference_g(logits, T=[0.5, 2.0], eps=[1e-2], seed=3, reduce=False))
 
 
 def test_finite_difference_g_definition_masks_seed_and_dtype():
     gen = torch.Generator().manual_seed(5)
     logits = torch.randn(2, 4, 5, generator=gen, dtype=torch.float64)
     logits[..., 3:] = -math.inf
-    per_head = B.finite_difference_g(logits, [0.5], [1e-2], seed=7, reduce=False)
+    per_head = sweeps.finite_difference_g(logits, T=[0.5], eps=[1e-2], seed=7, reduce=False)
     assert per_head.shape == (2, 1, 1)
     # straightforward loop: same v as the library (drawn from the same seeded generator)
     v = torch.randn(logits.shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
@@ -182,10 +188,10 @@ def test_finite_difference_g_definition_masks_seed_and_dtype():
             for t in range(4)
         ]
         assert per_head[h, 0, 0].item() == pytest.approx(torch.stack(ratios).mean().item(), rel=1e-10)
-    assert B.finite_difference_g(logits, [0.5], [1e-2], seed=7).item() == per_head.max().item()
-    assert torch.equal(B.finite_difference_g(logits, [0.5, 2], [1e-2], seed=1),
-                       B.finite_difference_g(logits, [0.5, 2], [1e-2], seed=1))
-    assert B.finite_difference_g(logits.float(), [0.5], [1e-2]).dtype == torch.float32
+    assert sweeps.finite_difference_g(logits, T=[0.5], eps=[1e-2], seed=7).item() == per_head.max().item()
+    assert torch.equal(sweeps.finite_difference_g(logits, T=[0.5, 2], eps=[1e-2], seed=1),
+                       sweeps.finite_difference_g(logits, T=[0.5, 2], eps=[1e-2], seed=1))
+    assert sweeps.finite_difference_g(logits.float(), T=[0.5], eps=[1e-2]).dtype == torch.float32
 
 
 def test_tied_synthetic_head_exceeds_the_printed_curve():
@@ -197,26 +203,26 @@ def test_tied_synthetic_head_exceeds_the_printed_curve():
 @pytest.mark.parametrize(
     ("call", "argument"),
     [
-        (lambda: B.jacobian_of_weights(torch.tensor([0.5, 0.4]), 1.0), "alpha"),
-        (lambda: B.jacobian_of_weights(torch.tensor([1.2, -0.2]), 1.0), "alpha"),
-        (lambda: B.jacobian_of_weights(torch.tensor([math.nan, 1.0]), 1.0), "alpha"),
-        (lambda: B.jacobian_of_weights(torch.tensor([0.5, 0.5]), 0.0), "T"),
-        (lambda: B.softmax_jacobian(torch.tensor([0.0, math.nan]), 1.0), "logits"),
-        (lambda: B.softmax_jacobian(torch.tensor([0.0, 1.0]), -1.0), "T"),
-        (lambda: B.softmax_jacobian_norm(torch.tensor([0.0, math.inf]), 1.0), "logits"),
-        (lambda: B.corollary3_printed(0.0), "T"),
-        (lambda: B.softmax_spectral_bound(-2.0), "T"),
-        (lambda: B.softmax_entry_bound(math.inf), "T"),
-        (lambda: B.finite_difference_bound(1.0, 0.0), "eps"),
+        (lambda: B.jacobian_of_weights(torch.tensor([0.5, 0.4]), T=1.0), "alpha"),
+        (lambda: B.jacobian_of_weights(torch.tensor([1.2, -0.2]), T=1.0), "alpha"),
+        (lambda: B.jacobian_of_weights(torch.tensor([math.nan, 1.0]), T=1.0), "alpha"),
+        (lambda: B.jacobian_of_weights(torch.tensor([0.5, 0.5]), T=0.0), "T"),
+        (lambda: B.softmax_jacobian(torch.tensor([0.0, math.nan]), T=1.0), "logits"),
+        (lambda: B.softmax_jacobian(torch.tensor([0.0, 1.0]), T=-1.0), "T"),
+        (lambda: B.softmax_jacobian_norm(torch.tensor([0.0, math.inf]), T=1.0), "logits"),
+        (lambda: B.corollary3_printed(T=0.0), "T"),
+        (lambda: B.softmax_spectral_bound(T=-2.0), "T"),
+        (lambda: B.softmax_entry_bound(T=math.inf), "T"),
+        (lambda: B.finite_difference_bound(T=1.0, eps=0.0), "eps"),
         (lambda: B.general_jacobian(torch.tensor([0.0, math.inf]), torch.exp), "logits"),
         (lambda: B.general_jacobian(torch.tensor([0.0, 1.0]), "exp"), "F"),
         (lambda: B.general_jacobian(torch.tensor([0.0, 1.0]), lambda x: x), "F"),
-        (lambda: B.general_jacobian(torch.tensor([0.0, 1.0]), torch.exp, lambda x: x[:1]), "dF"),
+        (lambda: B.general_jacobian(torch.tensor([0.0, 1.0]), torch.exp, dF=lambda x: x[:1]), "dF"),
         (lambda: B.general_jacobian_bound(torch.tensor([0.0, 1.0]), lambda x: -torch.exp(x)), "F"),
-        (lambda: B.finite_difference_g(torch.zeros(5), [1.0], [0.1]), "logits"),
-        (lambda: B.finite_difference_g(torch.full((2, 3), -math.inf), [1.0], [0.1]), "logits"),
-        (lambda: B.finite_difference_g(torch.zeros(2, 3), [1.0, 0.0], [0.1]), "T"),
-        (lambda: B.finite_difference_g(torch.zeros(2, 3), [1.0], [math.nan]), "eps"),
+        (lambda: sweeps.finite_difference_g(torch.zeros(5), T=[1.0], eps=[0.1]), "logits"),
+        (lambda: sweeps.finite_difference_g(torch.full((2, 3), -math.inf), T=[1.0], eps=[0.1]), "logits"),
+        (lambda: sweeps.finite_difference_g(torch.zeros(2, 3), T=[1.0, 0.0], eps=[0.1]), "T"),
+        (lambda: sweeps.finite_difference_g(torch.zeros(2, 3), T=[1.0], eps=[math.nan]), "eps"),
     ],
 )
 def test_invalid_input_raises_naming_the_argument(call, argument):
@@ -247,12 +253,12 @@ def test_checks_are_as_the_book_claims_and_repeat_exactly(name, expected):
 
 def test_temperature_shape_must_match_the_leading_dims():
     logits = torch.zeros(3, 4, dtype=torch.float64)
-    assert B.softmax_jacobian(logits, torch.ones(3, dtype=torch.float64)).shape == (3, 4, 4)
-    assert B.softmax_jacobian_norm(logits, torch.ones(3, dtype=torch.float64)).shape == (3,)
+    assert B.softmax_jacobian(logits, T=torch.ones(3, dtype=torch.float64)).shape == (3, 4, 4)
+    assert B.softmax_jacobian_norm(logits, T=torch.ones(3, dtype=torch.float64)).shape == (3,)
     for call in (
-        lambda: B.softmax_jacobian(logits, torch.ones(2)),
-        lambda: B.softmax_jacobian_norm(logits, torch.ones(3, 1)),
-        lambda: B.jacobian_of_weights(torch.full((3, 4), 0.25), torch.ones(4)),
+        lambda: B.softmax_jacobian(logits, T=torch.ones(2)),
+        lambda: B.softmax_jacobian_norm(logits, T=torch.ones(3, 1)),
+        lambda: B.jacobian_of_weights(torch.full((3, 4), 0.25), T=torch.ones(4)),
     ):
         with pytest.raises(ValueError, match="^T: shape"):
             call()

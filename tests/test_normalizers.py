@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from attnlimits import normalizers as nz
+from attnlimits import sweeps
 
 ALL = list(nz.NORMALIZERS.items())
 IDS = list(nz.NORMALIZERS)
@@ -161,8 +162,8 @@ def test_invalid_parameters_of_specific_normalisers():
 
 
 def test_max_weight_sweep_is_seeded_and_matches_the_normalisers():
-    a = nz.max_weight_sweep([1, 8, 64], draws=5, seed=3, gap=1.0)
-    b = nz.max_weight_sweep([1, 8, 64], draws=5, seed=3, gap=1.0)
+    a = sweeps.max_weight_sweep([1, 8, 64], draws=5, seed=3, gap=1.0)
+    b = sweeps.max_weight_sweep([1, 8, 64], draws=5, seed=3, gap=1.0)
     assert a.equals(b)
     assert set(a["normalizer"]) == set(nz.NORMALIZERS) and len(a) == 3 * len(nz.NORMALIZERS)
     assert (a.loc[a["L"] == 1, "max_weight"] == 1).all()  # one token takes all the mass
@@ -188,4 +189,4 @@ def test_max_weight_sweep_is_seeded_and_matches_the_normalisers():
 def test_max_weight_sweep_rejects_bad_arguments(kwargs, match):
     kwargs = {"lengths": [4], **kwargs}
     with pytest.raises(ValueError, match=match):
-        nz.max_weight_sweep(**kwargs)
+        sweeps.max_weight_sweep(**kwargs)

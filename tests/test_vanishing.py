@@ -37,8 +37,8 @@ def test_corollary1_band_and_sharp_band_contain_every_weight(seed, L, d, q_scale
         k = k / k.norm(dim=-1, keepdim=True)
     alpha = _softmax_weights(q, k, T)
     delta = B.corollary1_delta(q, k)
-    lower, upper = B.corollary1_band(L, delta, T)
-    s_lower, s_upper = B.corollary1_band_sharp(L, delta, T)
+    lower, upper = B.corollary1_band(L, delta, T=T)
+    s_lower, s_upper = B.corollary1_band_sharp(L, delta, T=T)
     assert (alpha <= upper * (1 + RTOL)).all() and (alpha >= lower * (1 - RTOL)).all()
     assert (alpha <= s_upper * (1 + RTOL)).all() and (alpha >= s_lower * (1 - RTOL)).all()
     assert lower <= s_lower * (1 + RTOL) and s_upper <= upper * (1 + RTOL)  # the sharp band lies inside
@@ -52,9 +52,9 @@ def test_corollary1_sharp_band_is_attained_by_the_extremal_keys(L, rho):
     k = torch.tensor([[-1.0, 0.0]], dtype=torch.float64).repeat(L, 1)
     k[0, 0] = 1.0
     alpha = _softmax_weights(q, k, T)
-    s_lower, s_upper = B.corollary1_band_sharp(L, B.corollary1_delta(q, k), T)
+    s_lower, s_upper = B.corollary1_band_sharp(L, B.corollary1_delta(q, k), T=T)
     assert alpha[0].item() == pytest.approx(s_upper.item(), rel=1e-12)
-    _, upper = B.corollary1_band(L, rho * T, T)
+    _, upper = B.corollary1_band(L, rho * T, T=T)
     # the paper's band is reached only in the limit: ratio L / (e^{2 rho} + L - 1)
     assert (alpha[0] / upper).item() == pytest.approx(L / (math.exp(2 * rho) + L - 1), rel=1e-12)
     k[0, 0] = -1.0
@@ -104,9 +104,9 @@ def test_lemma1_sharp_band_tends_to_the_paper_band():
 
 def test_bands_broadcast_and_keep_float32():
     L = torch.tensor([[2.0], [100.0]], dtype=torch.float32)
-    lower, upper = B.corollary1_band(L, torch.tensor([0.1, 1.0, 2.0], dtype=torch.float32), 1.0)
+    lower, upper = B.corollary1_band(L, torch.tensor([0.1, 1.0, 2.0], dtype=torch.float32), T=1.0)
     assert lower.shape == (2, 3) and upper.dtype == torch.float32
-    lower, upper = B.corollary1_band_sharp(L, 0.5, torch.tensor([1.0, 2.0], dtype=torch.float32))
+    lower, upper = B.corollary1_band_sharp(L, 0.5, T=torch.tensor([1.0, 2.0], dtype=torch.float32))
     assert lower.shape == (2, 2) and lower.dtype == torch.float32
     q = torch.randn(5, 3, 4, dtype=torch.float32)
     k = torch.randn(5, 3, 11, 4, dtype=torch.float32)
@@ -124,16 +124,16 @@ def test_bands_broadcast_and_keep_float32():
         (lambda: B.lemma1_band(3, 2.0, 1.0), "f_max"),
         (lambda: B.lemma1_band(3, 1.0, math.inf), "f_max"),
         (lambda: B.lemma1_band_sharp(3, math.nan, 1.0), "f_min"),
-        (lambda: B.corollary1_band(3, -0.1, 1.0), "delta"),
-        (lambda: B.corollary1_band(3, 0.1, 0.0), "T"),
-        (lambda: B.corollary1_band(3, 0.1, -1.0), "T"),
-        (lambda: B.corollary1_band_sharp(3, 0.1, math.nan), "T"),
-        (lambda: B.corollary1_band_sharp(0, 0.1, 1.0), "L"),
+        (lambda: B.corollary1_band(3, -0.1, T=1.0), "delta"),
+        (lambda: B.corollary1_band(3, 0.1, T=0.0), "T"),
+        (lambda: B.corollary1_band(3, 0.1, T=-1.0), "T"),
+        (lambda: B.corollary1_band_sharp(3, 0.1, T=math.nan), "T"),
+        (lambda: B.corollary1_band_sharp(0, 0.1, T=1.0), "L"),
         (lambda: B.corollary1_delta(torch.ones(3), torch.ones(5, 4)), "k"),
         (lambda: B.corollary1_delta(torch.tensor([1.0, math.nan]), torch.ones(5, 2)), "q"),
         (lambda: B.corollary1_delta(torch.ones(2), torch.ones(2)), "q, k"),
         (lambda: B.corollary1_delta(torch.ones(3, 2), torch.ones(4, 5, 2)), "k"),
-        (lambda: B.corollary1_band(torch.ones(3), torch.ones(2), 1.0), "L, delta, T"),
+        (lambda: B.corollary1_band(torch.ones(3), torch.ones(2), T=1.0), "L, delta, T"),
     ],
 )
 def test_invalid_input_raises_naming_the_argument(call, argument):
@@ -165,9 +165,9 @@ def test_sweep_jacobian_norms_match_autograd(name, L, scale):
 
 def test_vanishing_sweep_table():
     df = sweeps.vanishing_sweep([2, 50, 3000], names=["softmax", "sparsemax"], rho=1.0, rows=4, seed=1)
-    assert list(df.columns) == ["normalizer", "L", "L_max_alpha", "zero_fraction", "T_jacobian_norm"]
+    assert list(df.columns) == ["normalizer", "L", "L_times_max_weight", "zero_fraction", "T_jacobian_norm"]
     soft = df[df["normalizer"] == "softmax"]
-    assert (soft["L_max_alpha"] <= math.exp(2.0)).all() and (soft["zero_fraction"] == 0).all()
+    assert (soft["L_times_max_weight"] <= math.exp(2.0)).all() and (soft["zero_fraction"] == 0).all()
     assert df.equals(sweeps.vanishing_sweep([2, 50, 3000], names=["softmax", "sparsemax"], rho=1.0, rows=4, seed=1))
     with pytest.raises(ValueError, match="^names:"):
         sweeps.vanishing_sweep([2], names=["nope"])

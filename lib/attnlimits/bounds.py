@@ -77,7 +77,7 @@ def _corollary1_args(L, delta, T):
     return validation.promote(L=L, delta=delta, T=T)
 
 
-def corollary1_band(L, delta, T=1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def corollary1_band(L, delta, *, T=1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Corollary 1 (softmax): (1/L) exp(-2 Delta / T) <= alpha_i <= (1/L) exp(2 Delta / T), Delta = ||q|| max ||k_i||.
 
     Lemma 1 with F = exp(l / T) on [-Delta, Delta]. Returns ``(lower, upper)`` broadcast over the arguments.
@@ -87,7 +87,7 @@ def corollary1_band(L, delta, T=1.0) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.exp(-x) / L, torch.exp(x) / L
 
 
-def corollary1_band_sharp(L, delta, T=1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def corollary1_band_sharp(L, delta, *, T=1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """The sharp softmax band 1/(1 + (L-1) e^{2 Delta/T}) <= alpha_i <= 1/(1 + (L-1) e^{-2 Delta/T}).
 
     Attained exactly by keys of norm max ||k|| parallel (one key) and antiparallel (all others) to q. Computed
@@ -98,7 +98,7 @@ def corollary1_band_sharp(L, delta, T=1.0) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.sigmoid(-(x + log_rest)), torch.sigmoid(x - log_rest)
 
 
-def jacobian_of_weights(alpha, T=1.0) -> torch.Tensor:
+def jacobian_of_weights(alpha, *, T=1.0) -> torch.Tensor:
     """Softmax Jacobian written in its weights: d alpha / d l = (diag(alpha) - alpha alpha^T) / T.
 
     ``alpha`` (..., L) must be a probability vector along the last dim (:func:`attnlimits.validation.weights`); ``T`` a
@@ -112,11 +112,11 @@ def jacobian_of_weights(alpha, T=1.0) -> torch.Tensor:
     return (torch.diag_embed(a) - a[..., :, None] * a[..., None, :]) / T[..., None, None]
 
 
-def softmax_jacobian(logits, T=1.0) -> torch.Tensor:
+def softmax_jacobian(logits, *, T=1.0) -> torch.Tensor:
     """Exact Jacobian of alpha = softmax(l / T) along the last dim, (..., L, L); -inf logits are masked (zero rows)."""
     T = validation.positive("T", T)
     alpha = softmax_weights(logits, T=T)
-    return jacobian_of_weights(alpha, T.to(alpha.dtype))
+    return jacobian_of_weights(alpha, T=T.to(alpha.dtype))
 
 
 def softmax_weights(logits, *, T: torch.Tensor) -> torch.Tensor:
@@ -131,7 +131,7 @@ def softmax_weights(logits, *, T: torch.Tensor) -> torch.Tensor:
     return torch.softmax(z / T.to(x.dtype)[..., None], dim=-1)
 
 
-def softmax_jacobian_norm(logits, T=1.0, iters: int = 80) -> torch.Tensor:
+def softmax_jacobian_norm(logits, *, T=1.0, iters: int = 80) -> torch.Tensor:
     """Exact spectral norm of the softmax Jacobian, ||diag(alpha) - alpha alpha^T||_2 / T, shape (...,).
 
     The matrix is diag(alpha) minus a rank-one term, so its largest eigenvalue is the root of the secular equation
@@ -155,13 +155,13 @@ def softmax_jacobian_norm(logits, T=1.0, iters: int = 80) -> torch.Tensor:
     return lam / T.to(alpha.dtype)
 
 
-def corollary3_printed(T) -> torch.Tensor:
+def corollary3_printed(*, T) -> torch.Tensor:
     """Corollary 3 as printed in the paper: ||grad_l alpha||_2 <= min{1/(4T), sqrt(2)}. Violated (chapter 15)."""
     T = validation.positive("T", T)
     return torch.clamp(1 / (4 * T), max=math.sqrt(2))
 
 
-def softmax_spectral_bound(T) -> torch.Tensor:
+def softmax_spectral_bound(*, T) -> torch.Tensor:
     """The sharp bound on the softmax Jacobian's spectral norm: ||diag(alpha) - alpha alpha^T||_2 / T <= 1/(2T).
 
     Attained by two tied top logits with every other weight 0 (exactly at L = 2, in the limit for L > 2).
@@ -170,7 +170,7 @@ def softmax_spectral_bound(T) -> torch.Tensor:
     return 1 / (2 * T)
 
 
-def softmax_entry_bound(T) -> torch.Tensor:
+def softmax_entry_bound(*, T) -> torch.Tensor:
     """The sharp bound on every entry of the softmax Jacobian: |d alpha_i / d l_j| <= 1/(4T), attained at alpha_i = 1/2.
 
     This is what the printed 1/(4T) of Corollary 3 bounds: the largest entry, not the spectral norm.
@@ -179,7 +179,7 @@ def softmax_entry_bound(T) -> torch.Tensor:
     return 1 / (4 * T)
 
 
-def finite_difference_bound(T, eps) -> torch.Tensor:
+def finite_difference_bound(*, T, eps) -> torch.Tensor:
     """Corrected ceiling for Algorithm 5's g(T, eps): ||softmax((l + eps v)/T) - softmax(l/T)|| / eps
     <= min{1/(2T), sqrt(2)/eps} for every unit v. The first term is the sharp Lipschitz constant (mean-value
     theorem with :func:`softmax_spectral_bound`), the second the diameter sqrt(2) of the probability simplex.
@@ -218,7 +218,7 @@ def _general_parts(logits, F, dF, theta):
     return x, f, fp
 
 
-def general_jacobian(logits, F, dF=None, theta=None) -> torch.Tensor:
+def general_jacobian(logits, F, *, dF=None, theta=None) -> torch.Tensor:
     """Jacobian of the general normaliser alpha_i = F(l_i) / S, S = sum_k F(l_k):
 
         d alpha_i / d l_j = delta_ij F'(l_i) / S - F(l_i) F'(l_j) / S^2,  i.e.  (diag(alpha) - alpha alpha^T) diag(h)
@@ -231,7 +231,7 @@ def general_jacobian(logits, F, dF=None, theta=None) -> torch.Tensor:
     return torch.diag_embed(fp / S) - (f / S)[..., :, None] * (fp / S)[..., None, :]
 
 
-def general_jacobian_bound(logits, F, dF=None, theta=None) -> torch.Tensor:
+def general_jacobian_bound(logits, F, *, dF=None, theta=None) -> torch.Tensor:
     """The book's Lemma 2: ||d alpha / d l||_2 <= min{ max_j |h_j| / 2, sqrt( sum_j alpha_j (1 - alpha_j) h_j^2 / 2 ) }
     with h = F'/F at the logits. Shape (...,).
 
@@ -246,43 +246,12 @@ def general_jacobian_bound(logits, F, dF=None, theta=None) -> torch.Tensor:
     return torch.minimum(first, second)
 
 
-def finite_difference_g(logits, T, eps, *, seed: int = 0, normalizer=None, reduce: bool = True) -> torch.Tensor:
-    """Algorithm 5's sensitivity g(T, eps) = max over heads of mean over rows of
-    ||normalizer((l + eps v)/T) - normalizer(l/T)||_2 / eps, v a random unit vector per row.
+def finite_difference_g(logits, T, eps, **options) -> torch.Tensor:
+    """Algorithm 5's g(T, eps), a measurement: see :func:`attnlimits.sweeps.finite_difference_g` (this positional
+    form is kept for existing callers)."""
+    from attnlimits import sweeps
 
-    ``logits`` (..., rows, L): every leading dim counts as a head (layers x heads for a model); -inf entries are
-    masked and v is drawn on the unmasked entries only (Gaussian, normalised there), the same v for every T and
-    eps (common random numbers: smooth curves). ``T`` and ``eps`` are 1-d grids (or scalars). Returns (nT, neps);
-    with ``reduce=False`` the per-head means (..., nT, neps). Seeded: same seed, same v, same result.
-    The default normaliser is softmax; any ``(logits, dim, T=...)`` normaliser of :mod:`attnlimits.normalizers` works.
-    """
-    from attnlimits.normalizers import softmax
-
-    normalizer = softmax if normalizer is None else normalizer
-    x = torch.as_tensor(logits)
-    if not torch.is_floating_point(x):
-        x = x.to(torch.float64)
-    if x.dim() < 2 or x.shape[-1] == 0 or x.shape[-2] == 0:
-        raise ValueError(f"logits: expected shape (..., rows, L) with rows, L >= 1, got {tuple(x.shape)}")
-    if torch.isnan(x).any() or torch.isposinf(x).any():
-        raise ValueError("logits: contain NaN or +inf; allowed are finite values and -inf (masked positions)")
-    mask = torch.isneginf(x)
-    if mask.all(dim=-1).any():
-        raise ValueError("logits: some row is entirely -inf (fully masked)")
-    T = validation.positive("T", T).reshape(-1)
-    eps = validation.positive("eps", eps).reshape(-1)
-    gen = torch.Generator().manual_seed(int(seed))
-    v = torch.randn(x.shape, generator=gen, dtype=torch.float64).masked_fill(mask, 0.0)
-    v = (v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)).to(x.dtype)
-    out = torch.empty(*x.shape[:-2], len(T), len(eps), dtype=x.dtype)
-    for i, t in enumerate(T.tolist()):
-        base = normalizer(x, dim=-1, T=t)
-        for j, e in enumerate(eps.tolist()):
-            moved = normalizer(x + e * v, dim=-1, T=t)  # -inf + finite stays -inf: masks are kept
-            out[..., i, j] = (torch.linalg.vector_norm(moved - base, dim=-1) / e).mean(dim=-1)
-    if not reduce:
-        return out
-    return out.reshape(-1, len(T), len(eps)).amax(dim=0)
+    return sweeps.finite_difference_g(logits, T=T, eps=eps, **options)
 
 
 # ==============================================================================================================
@@ -370,7 +339,7 @@ def _radius(name, value, dtype, allow_zero=False):
     return r
 
 
-def theorem2_xi(alpha, n: int, M=1.0, delta=0.0) -> torch.Tensor:
+def theorem2_xi(alpha, n: int, *, M=1.0, delta=0.0) -> torch.Tensor:
     """xi_i of Theorem 2 for each selected token (largest weight first), shape (..., n).
 
     xi_i^2 = M^2 sum_{j != i} alpha_j^2 + (M^2 - delta^2 / 2) sum_{j != k; j, k != i} alpha_j alpha_k (sums over
@@ -385,31 +354,31 @@ def theorem2_xi(alpha, n: int, M=1.0, delta=0.0) -> torch.Tensor:
     return xi2.clamp_min(0).sqrt()
 
 
-def theorem2_lower(alpha, n: int, r, M=1.0, delta=0.0, sharp: bool = False) -> torch.Tensor:
+def theorem2_lower(alpha, n: int, *, r, M=1.0, delta=0.0, sharp: bool = False) -> torch.Tensor:
     """Theorem 2 lower bound on N_s / N: 1 - (1 / (N r)) sum_i xi_i, shape (...).
 
     With ``sharp=True`` the book's stronger form (1 / N) #{i : xi_i <= r}. Both hold for every configuration with
     ||x_j|| = M and min separation >= delta, at the default radius r = min_{j not in I_N} ||s - alpha_j x_j||.
     """
-    xi = theorem2_xi(alpha, n, M, delta)
+    xi = theorem2_xi(alpha, n, M=M, delta=delta)
     r = _radius("r", r, xi.dtype).unsqueeze(-1)
     if sharp:
         return (xi <= r).to(xi.dtype).mean(dim=-1)
     return 1 - (xi / r).mean(dim=-1)
 
 
-def theorem2_upper_reconstructed(alpha, n: int, r, M=1.0, delta=0.0) -> torch.Tensor:
+def theorem2_upper_reconstructed(alpha, n: int, *, r, M=1.0, delta=0.0) -> torch.Tensor:
     """Theorem 2 upper bound as reconstructed from the paper: (1 / N) sum_i exp(-(xi_i - r)_+^2 / (2 M^2)).
 
     The book shows it is *not* a valid bound on E[N_s] / N (chapter 14); kept to reproduce the paper's curve.
     """
-    xi = theorem2_xi(alpha, n, M, delta)
+    xi = theorem2_xi(alpha, n, M=M, delta=delta)
     r = _radius("r", r, xi.dtype, allow_zero=True).unsqueeze(-1)
     M = validation.positive("M", M).to(xi.dtype).unsqueeze(-1)
     return torch.exp(-((xi - r).clamp_min(0) ** 2) / (2 * M**2)).mean(dim=-1)
 
 
-def theorem2_mean_lower(alpha, n: int, M=1.0, d=2) -> torch.Tensor:
+def theorem2_mean_lower(alpha, n: int, *, M=1.0, d=2) -> torch.Tensor:
     """mu_i <= E||s - alpha_i x_i|| for x_j iid uniform on the sphere of radius M in R^d, shape (..., n).
 
     mu_i = (E X^2)^{3/2} / (E X^4)^{1/2} (Hoelder), with E X^2 = M^2 S2 and E X^4 = M^4 (S2^2 + (2/d)(S2^2 - S4)),
@@ -425,7 +394,7 @@ def theorem2_mean_lower(alpha, n: int, M=1.0, d=2) -> torch.Tensor:
     return torch.where(s2 > 0, ex2**1.5 / ex4.clamp_min(torch.finfo(w.dtype).tiny).sqrt(), torch.zeros_like(s2))
 
 
-def theorem2_upper(alpha, n: int, r, M=1.0, d=2) -> torch.Tensor:
+def theorem2_upper(alpha, n: int, *, r, M=1.0, d=2) -> torch.Tensor:
     """The book's Theorem 2 upper bound at a fixed radius r (x_j iid uniform on the sphere of radius M in R^d):
 
     E[N_s(r)] / N <= (1 / N) sum_i min(1, exp(-(mu_i - r)_+^2 / (2 M^2 S2_i))), S2_i = sum_{j in I_N, j != i}
@@ -433,7 +402,7 @@ def theorem2_upper(alpha, n: int, r, M=1.0, d=2) -> torch.Tensor:
     most 2 M alpha_j). Shape (...).
     """
     w, n = _selected_weights(alpha, n)
-    mu = theorem2_mean_lower(alpha, n, M, d)
+    mu = theorem2_mean_lower(alpha, n, M=M, d=d)
     r = _radius("r", r, w.dtype, allow_zero=True).unsqueeze(-1)
     M = validation.positive("M", M).to(w.dtype).unsqueeze(-1)
     s2 = (w * w).sum(dim=-1, keepdim=True) - w * w

@@ -28,7 +28,6 @@ __all__ = [
     "adaptive_temperature",
     "entmax15",
     "general",
-    "max_weight_sweep",
     "scalable_softmax",
     "softmax",
     "sparsemax",
@@ -165,48 +164,3 @@ NORMALIZERS: dict[str, Callable[..., torch.Tensor]] = {
     "scalable-softmax": scalable_softmax,
     "adaptive-temperature": adaptive_temperature,
 }
-
-
-def max_weight_sweep(
-    lengths,
-    *,
-    names=None,
-    logit_bound: float = 2.0,
-    gap: float = 0.0,
-    draws: int = 16,
-    seed: int = 0,
-    dtype=torch.float64,
-):
-    """Median over ``draws`` random rows of the largest weight, for each length L and normaliser.
-
-    Each row has one "needle" logit at ``logit_bound`` and L - 1 distractors drawn uniformly from
-    [-logit_bound, logit_bound - gap]; ``gap = 0`` gives plain i.i.d. uniform logits. Bounded logits are the
-    setting of Lemma 1. The same rows feed every normaliser, so the curves differ only by the normaliser.
-
-    Returns a long pandas DataFrame with columns ``normalizer, L, max_weight, L_times_max_weight``. Seeded: the
-    same arguments give the same table.
-    """
-    import pandas as pd
-
-    names = list(NORMALIZERS) if names is None else list(names)
-    unknown = sorted(set(names) - set(NORMALIZERS))
-    if unknown:
-        raise ValueError(f"names: unknown normaliser(s) {unknown}; allowed: {list(NORMALIZERS)}")
-    lengths = [int(L) for L in lengths]
-    if not lengths or min(lengths) < 1:
-        raise ValueError(f"lengths: need a non-empty list of integers >= 1, got {lengths}")
-    if draws < 1:
-        raise ValueError(f"draws: must be >= 1, got {draws}")
-    validation.positive_number("logit_bound", logit_bound)
-    if not 0 <= gap < 2 * logit_bound:
-        raise ValueError(f"gap: must lie in [0, 2 * logit_bound) = [0, {2 * logit_bound}), got {gap}")
-    gen = torch.Generator().manual_seed(seed)
-    rows = []
-    for L in lengths:
-        span = 2 * logit_bound - gap
-        logits = -logit_bound + span * torch.rand(draws, L, generator=gen, dtype=dtype)
-        logits[:, 0] = logit_bound
-        for name in names:
-            top = NORMALIZERS[name](logits).amax(dim=-1).median().item()
-            rows.append({"normalizer": name, "L": L, "max_weight": top, "L_times_max_weight": L * top})
-    return pd.DataFrame(rows)

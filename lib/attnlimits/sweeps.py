@@ -8,6 +8,8 @@ few lines; the heavy lifting (and the vectorisation) stays here so the chapters 
 - :func:`jacobian_sample`        the random softmax Jacobians of the Corollary-3 checks, as a table.
 - :func:`swap_example`           two logit vectors sqrt(5) eps apart whose top two entries swap.
 - :func:`g_synthetic`            Algorithm 5's g(T, eps) on synthetic causal heads, paper's and corrected curves.
+- :func:`finite_difference_g`    Algorithm 5's measurement g(T, eps) on any logits (a model's heads included).
+- :func:`max_weight_sweep`       the largest weight against L per normaliser (chapter 11).
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ import math
 import pandas as pd
 import torch
 
+from attnlimits import validation
+
 __all__ = [
+    "finite_difference_g",
+    "max_weight_sweep",
     "corollary1_tightness",
     "g_synthetic",
     "jacobian_sample",
@@ -164,7 +170,7 @@ def vanishing_sweep(lengths, names=None, *, rho: float = 2.0, d: int = 4, rows: 
             row = {
                 "normalizer": name,
                 "L": L,
-                "L_max_alpha": (L * alpha.amax(-1)).mean().item(),
+                "L_times_max_weight": (L * alpha.amax(-1)).mean().item(),
                 "zero_fraction": (alpha == 0).double().mean().item(),
             }
             if jacobian:
@@ -176,7 +182,7 @@ def vanishing_sweep(lengths, names=None, *, rho: float = 2.0, d: int = 4, rows: 
     return pd.DataFrame(out)
 
 
-def corollary1_tightness(lengths, rhos, T: float = 1.0) -> pd.DataFrame:
+def corollary1_tightness(lengths, rhos, *, T: float = 1.0) -> pd.DataFrame:
     """The extremal keys of Corollary 1 (one key parallel to q, L - 1 antiparallel, all of norm max ||k||), measured.
 
     For each L and rho = Delta / T: the largest weight alpha_1, the paper's upper band e^{2 rho}/L, the sharp band
@@ -194,8 +200,8 @@ def corollary1_tightness(lengths, rhos, T: float = 1.0) -> pd.DataFrame:
             k = torch.tensor([[-1.0, 0.0]], dtype=torch.float64).repeat(L, 1)
             k[0, 0] = 1.0
             alpha = torch.softmax((k @ q) / T, dim=-1)
-            _, upper = bounds.corollary1_band(L, bounds.corollary1_delta(q, k), T)
-            _, sharp = bounds.corollary1_band_sharp(L, delta, T)
+            _, upper = bounds.corollary1_band(L, bounds.corollary1_delta(q, k), T=T)
+            _, sharp = bounds.corollary1_band_sharp(L, delta, T=T)
             out.append({"rho": rho, "L": L, "alpha_max": alpha[0].item(), "paper_upper": upper.item(),
                         "sharp_upper": sharp.item(), "ratio_paper": (alpha[0] / upper).item(),
                         "ratio_sharp": (alpha[0] / sharp).item()})
@@ -217,7 +223,7 @@ def jacobian_sample(trials: int = 2000, seed: int = 0) -> pd.DataFrame:
     })
 
 
-def swap_example(eps, T: float = 1.0, rest: float = -math.inf) -> pd.DataFrame:
+def swap_example(eps, *, T: float = 1.0, rest: float = -math.inf) -> pd.DataFrame:
     """Two logit vectors l = (c + eps, c, rest...) and l' = (c - eps, c + eps, rest...) with c = 0: their distance is
     sqrt((2 eps)^2 + eps^2) = sqrt(5) eps and their two largest entries swap order.
 
@@ -243,7 +249,7 @@ def swap_example(eps, T: float = 1.0, rest: float = -math.inf) -> pd.DataFrame:
         "change": change.numpy(),
         "T_change_per_distance": (T * change / dist).numpy(),
         "corrected_ceiling": torch.minimum(dist / (2 * T), torch.full_like(dist, math.sqrt(2))).numpy(),
-        "printed_ceiling": torch.clamp(dist * bounds.corollary3_printed(T), max=math.sqrt(2)).numpy(),
+        "printed_ceiling": torch.clamp(dist * bounds.corollary3_printed(T=T), max=math.sqrt(2)).numpy(),
     })
 
 
@@ -276,13 +282,97 @@ def g_synthetic(T_grid, eps_grid=(1e-3, 1e-1, 10.0), *, L: int = 64, seed: int =
     logits, labels = synthetic_heads(L=L, seed=seed)
     T_grid = torch.as_tensor(T_grid, dtype=torch.float64).reshape(-1)
     eps_grid = torch.as_tensor(eps_grid, dtype=torch.float64).reshape(-1)
-    per_head = bounds.finite_difference_g(logits, T_grid, eps_grid, seed=seed, reduce=False)  # (heads, nT, neps)
+    per_head = finite_difference_g(logits, T=T_grid, eps=eps_grid, seed=seed, reduce=False)  # (heads, nT, neps)
     g, arg = per_head.max(dim=0)
-    paper = bounds.corollary3_printed(T_grid)
+    paper = bounds.corollary3_printed(T=T_grid)
     out = []
     for i, T in enumerate(T_grid.tolist()):
         for j, e in enumerate(eps_grid.tolist()):
             out.append({"T": T, "eps": e, "g": g[i, j].item(), "head": labels[int(arg[i, j])],
                         "paper": paper[i].item(),
-                        "corrected": bounds.finite_difference_bound(T, e).item()})
+                        "corrected": bounds.finite_difference_bound(T=T, eps=e).item()})
     return pd.DataFrame(out)
+
+
+def finite_difference_g(logits, *, T, eps, seed: int = 0, normalizer=None, reduce: bool = True) -> torch.Tensor:
+    """Algorithm 5's sensitivity g(T, eps) = max over heads of mean over rows of
+    ||normalizer((l + eps v)/T) - normalizer(l/T)||_2 / eps, v a random unit vector per row.
+
+    ``logits`` (..., rows, L): every leading dim counts as a head (layers x heads for a model); -inf entries are
+    masked and v is drawn on the unmasked entries only (Gaussian, normalised there), the same v for every T and
+    eps (common random numbers: smooth curves). ``T`` and ``eps`` are 1-d grids (or scalars). Returns (nT, neps);
+    with ``reduce=False`` the per-head means (..., nT, neps). Seeded: same seed, same v, same result.
+    The default normaliser is softmax; any ``(logits, dim, T=...)`` normaliser of :mod:`attnlimits.normalizers` works.
+    """
+    from attnlimits.normalizers import softmax
+
+    normalizer = softmax if normalizer is None else normalizer
+    x = torch.as_tensor(logits)
+    if not torch.is_floating_point(x):
+        x = x.to(torch.float64)
+    if x.dim() < 2 or x.shape[-1] == 0 or x.shape[-2] == 0:
+        raise ValueError(f"logits: expected shape (..., rows, L) with rows, L >= 1, got {tuple(x.shape)}")
+    if torch.isnan(x).any() or torch.isposinf(x).any():
+        raise ValueError("logits: contain NaN or +inf; allowed are finite values and -inf (masked positions)")
+    mask = torch.isneginf(x)
+    if mask.all(dim=-1).any():
+        raise ValueError("logits: some row is entirely -inf (fully masked)")
+    T = validation.positive("T", T).reshape(-1)
+    eps = validation.positive("eps", eps).reshape(-1)
+    gen = torch.Generator().manual_seed(int(seed))
+    v = torch.randn(x.shape, generator=gen, dtype=torch.float64).masked_fill(mask, 0.0)
+    v = (v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)).to(x.dtype)
+    out = torch.empty(*x.shape[:-2], len(T), len(eps), dtype=x.dtype)
+    for i, t in enumerate(T.tolist()):
+        base = normalizer(x, dim=-1, T=t)
+        for j, e in enumerate(eps.tolist()):
+            moved = normalizer(x + e * v, dim=-1, T=t)  # -inf + finite stays -inf: masks are kept
+            out[..., i, j] = (torch.linalg.vector_norm(moved - base, dim=-1) / e).mean(dim=-1)
+    if not reduce:
+        return out
+    return out.reshape(-1, len(T), len(eps)).amax(dim=0)
+
+
+def max_weight_sweep(
+    lengths,
+    *,
+    names=None,
+    logit_bound: float = 2.0,
+    gap: float = 0.0,
+    draws: int = 16,
+    seed: int = 0,
+    dtype=torch.float64,
+):
+    """Median over ``draws`` random rows of the largest weight, for each length L and normaliser.
+
+    Each row has one "needle" logit at ``logit_bound`` and L - 1 distractors drawn uniformly from
+    [-logit_bound, logit_bound - gap]; ``gap = 0`` gives plain i.i.d. uniform logits. Bounded logits are the
+    setting of Lemma 1. The same rows feed every normaliser, so the curves differ only by the normaliser.
+
+    Returns a long pandas DataFrame with columns ``normalizer, L, max_weight, L_times_max_weight``. Seeded: the
+    same arguments give the same table.
+    """
+    from attnlimits.normalizers import NORMALIZERS
+
+    names = list(NORMALIZERS) if names is None else list(names)
+    unknown = sorted(set(names) - set(NORMALIZERS))
+    if unknown:
+        raise ValueError(f"names: unknown normaliser(s) {unknown}; allowed: {list(NORMALIZERS)}")
+    lengths = [int(L) for L in lengths]
+    if not lengths or min(lengths) < 1:
+        raise ValueError(f"lengths: need a non-empty list of integers >= 1, got {lengths}")
+    if draws < 1:
+        raise ValueError(f"draws: must be >= 1, got {draws}")
+    validation.positive_number("logit_bound", logit_bound)
+    if not 0 <= gap < 2 * logit_bound:
+        raise ValueError(f"gap: must lie in [0, 2 * logit_bound) = [0, {2 * logit_bound}), got {gap}")
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    for L in lengths:
+        span = 2 * logit_bound - gap
+        logits = -logit_bound + span * torch.rand(draws, L, generator=gen, dtype=dtype)
+        logits[:, 0] = logit_bound
+        for name in names:
+            top = NORMALIZERS[name](logits).amax(dim=-1).median().item()
+            rows.append({"normalizer": name, "L": L, "max_weight": top, "L_times_max_weight": L * top})
+    return pd.DataFrame(rows)

@@ -39,27 +39,27 @@ __all__ = [
 DTYPE = torch.float64
 
 
-def sphere(shape: tuple[int, ...], d: int, M: float = 1.0, gen: torch.Generator | None = None) -> torch.Tensor:
+def sphere(shape: tuple[int, ...], d: int, *, M: float = 1.0, gen: torch.Generator | None = None) -> torch.Tensor:
     """iid points uniform on the sphere of radius M in R^d, shape ``(*shape, d)`` (normalised Gaussians)."""
     z = torch.randn(*shape, d, generator=gen, dtype=DTYPE)
     return M * z / torch.linalg.vector_norm(z, dim=-1, keepdim=True)
 
 
-def concentrated_weights(shape: tuple[int, ...], L: int, beta, gen: torch.Generator | None = None) -> torch.Tensor:
+def concentrated_weights(shape: tuple[int, ...], L: int, beta, *, gen: torch.Generator | None = None) -> torch.Tensor:
     """alpha = softmax(beta * g) with g iid standard normal, shape ``(*shape, L)``; ``beta`` broadcasts to shape."""
     g = torch.randn(*shape, L, generator=gen, dtype=DTYPE)
     beta = torch.as_tensor(beta, dtype=DTYPE)
     return torch.softmax(beta.unsqueeze(-1) * g if beta.dim() else beta * g, dim=-1)
 
 
-def two_level_weights(L: int, N: int, eta: float = 0.0) -> torch.Tensor:
-    """(1 - eta) / N on tokens 0..N-1 and eta / (L - N) on the others, shape ``(L,)``."""
-    w = torch.full((L,), eta / max(L - N, 1), dtype=DTYPE)
-    w[:N] = (1 - eta) / N if L > N else 1 / N
+def two_level_weights(L: int, n: int, *, eta: float = 0.0) -> torch.Tensor:
+    """(1 - eta) / n on tokens 0..n-1 and eta / (L - n) on the others, shape ``(L,)``."""
+    w = torch.full((L,), eta / max(L - n, 1), dtype=DTYPE)
+    w[:n] = (1 - eta) / n if L > n else 1 / n
     return w / w.sum()
 
 
-def attention_rows(L: int, d: int, rows: int, regime: str = "bounded", rho: float = 2.0, seed: int = 0):
+def attention_rows(L: int, d: int, rows: int, *, regime: str = "bounded", rho: float = 2.0, seed: int = 0):
     """Synthetic attention rows ``(alpha (rows, L), x (rows, L, d))``: tokens x uniform on the unit sphere,
     logits q . k_i with q, k_i uniform on spheres of radius sqrt(rho) (so |logit| <= rho), T = 1.
 
@@ -69,23 +69,23 @@ def attention_rows(L: int, d: int, rows: int, regime: str = "bounded", rho: floa
     if regime not in ("bounded", "sink"):
         raise ValueError(f"regime: must be 'bounded' or 'sink', got {regime!r}")
     gen = torch.Generator().manual_seed(seed)
-    q = sphere((rows, 1), d, math.sqrt(rho), gen)
-    k = sphere((rows, L), d, math.sqrt(rho), gen)
-    x = sphere((rows, L), d, 1.0, gen)
+    q = sphere((rows, 1), d, M=math.sqrt(rho), gen=gen)
+    k = sphere((rows, L), d, M=math.sqrt(rho), gen=gen)
+    x = sphere((rows, L), d, M=1.0, gen=gen)
     logits = (q * k).sum(dim=-1)
     if regime == "sink":
         logits[:, 0] += math.log(L)
     return torch.softmax(logits, dim=-1), x
 
 
-def distance_sweep(lengths, ns, d: int = 16, rows: int = 64, regime: str = "bounded", rho: float = 2.0,
+def distance_sweep(lengths, ns, *, d: int = 16, rows: int = 64, regime: str = "bounded", rho: float = 2.0,
                    seed: int = 0, mc_samples: int = 200) -> pd.DataFrame:
     """Corollary 2 on synthetic rows: for each (L, N), the row means of d~, the random-selection expectation E
     (Monte Carlo), its closed-form main term E_0 and upper bound E_0 + eps_bound (E lies between them), the
     reconstructed and the sharp d_max, ||s|| and d~ / d_max (mean and max over rows)."""
     out = []
     for L in lengths:
-        alpha, x = attention_rows(L, d, rows, regime, rho, seed + L)
+        alpha, x = attention_rows(L, d, rows, regime=regime, rho=rho, seed=seed + L)
         for n in ns:
             if n > L:
                 continue
@@ -106,7 +106,7 @@ def distance_sweep(lengths, ns, d: int = 16, rows: int = 64, regime: str = "boun
     return pd.DataFrame(out)
 
 
-def residual_study(lengths, d: int = 4, rows: int = 256, beta: float = 2.0, seed: int = 0,
+def residual_study(lengths, *, d: int = 4, rows: int = 256, beta: float = 2.0, seed: int = 0,
                    mc_samples: int = 4000) -> pd.DataFrame:
     """The Jensen residual eps = E - main term per (L, N): exact enumeration when C(L, N) <= 5000, Monte Carlo
     beyond; rows with alpha = softmax(beta g) and Gaussian tokens. Columns: mean E, main term, eps, eps / main,
@@ -114,7 +114,7 @@ def residual_study(lengths, d: int = 4, rows: int = 256, beta: float = 2.0, seed
     out = []
     gen = torch.Generator().manual_seed(seed)
     for L in lengths:
-        alpha = concentrated_weights((rows,), L, beta, gen)
+        alpha = concentrated_weights((rows,), L, beta, gen=gen)
         x = torch.randn(rows, L, d, generator=gen, dtype=DTYPE)
         for n in sorted({1, max(1, L // 4), max(1, L // 2), L - 1}):
             exact = math.comb(L, n) <= 5000
@@ -136,7 +136,7 @@ def min_separation(x: torch.Tensor) -> torch.Tensor:
     return pair.flatten(-2).amin(dim=-1)
 
 
-def separability_samples(alpha: torch.Tensor, n: int, d: int, samples: int, M: float = 1.0, r=None,
+def separability_samples(alpha: torch.Tensor, n: int, d: int, samples: int, *, M: float = 1.0, r=None,
                          seed: int = 0, delta: str = "empirical") -> dict[str, torch.Tensor]:
     """Theorem 2's probability space: alpha (..., L) fixed, tokens iid uniform on the sphere of radius M in R^d,
     ``samples`` draws. Returns per draw (shape (samples, ...)): N_s / N, the radius used (default: the nearest
@@ -145,7 +145,7 @@ def separability_samples(alpha: torch.Tensor, n: int, d: int, samples: int, M: f
     given."""
     gen = torch.Generator().manual_seed(seed)
     L = alpha.shape[-1]
-    x = sphere((samples, *alpha.shape[:-1], L), d, M, gen)
+    x = sphere((samples, *alpha.shape[:-1], L), d, M=M, gen=gen)
     a = alpha.expand(samples, *alpha.shape)
     frac = selection.distinguishable_fraction(a, x, n, r=r)
     dist, mask = selection.token_distances(a, x, n)
@@ -156,23 +156,23 @@ def separability_samples(alpha: torch.Tensor, n: int, d: int, samples: int, M: f
     dl = min_separation(x) if delta == "empirical" else torch.zeros_like(frac)
     safe = radius.clamp_min(torch.finfo(DTYPE).tiny)
     out = dict(frac=frac, r=radius, delta=dl,
-               lower=bounds.theorem2_lower(a, n, safe, M, dl),
-               lower_sharp=bounds.theorem2_lower(a, n, safe, M, dl, sharp=True),
-               upper_rec=bounds.theorem2_upper_reconstructed(a, n, radius, M, dl))
+               lower=bounds.theorem2_lower(a, n, r=safe, M=M, delta=dl),
+               lower_sharp=bounds.theorem2_lower(a, n, r=safe, M=M, delta=dl, sharp=True),
+               upper_rec=bounds.theorem2_upper_reconstructed(a, n, r=radius, M=M, delta=dl))
     if r is not None:
-        out["upper_book"] = bounds.theorem2_upper(a, n, radius, M, d)
+        out["upper_book"] = bounds.theorem2_upper(a, n, r=radius, M=M, d=d)
     return out
 
 
-def separability_sweep(ns, L: int = 64, d: int = 16, betas=(0.0, 1.0, 2.0, 4.0), samples: int = 200,
+def separability_sweep(ns, *, L: int = 64, d: int = 16, betas=(0.0, 1.0, 2.0, 4.0), samples: int = 200,
                        M: float = 1.0, seed: int = 0) -> pd.DataFrame:
     """E[N_s] / N against the Theorem 2 bounds over N and weight concentration beta (one alpha per beta)."""
     out = []
     gen = torch.Generator().manual_seed(seed)
     for beta in betas:
-        alpha = concentrated_weights((), L, beta, gen)
+        alpha = concentrated_weights((), L, beta, gen=gen)
         for n in ns:
-            res = separability_samples(alpha, n, d, samples, M, seed=seed + n)
+            res = separability_samples(alpha, n, d, samples, M=M, seed=seed + n)
             row = dict(beta=beta, N=n, L=L, d=d)
             row.update({k: v.mean().item() for k, v in res.items()})
             row["frac_sd"] = res["frac"].std().item() / math.sqrt(samples)
@@ -180,7 +180,7 @@ def separability_sweep(ns, L: int = 64, d: int = 16, betas=(0.0, 1.0, 2.0, 4.0),
     return pd.DataFrame(out)
 
 
-def multihead_simulation(alpha: torch.Tensor, n: int, d: int, heads, samples: int = 400, M: float = 1.0,
+def multihead_simulation(alpha: torch.Tensor, n: int, d: int, heads, *, samples: int = 400, M: float = 1.0,
                          seed: int = 0) -> pd.DataFrame:
     """H heads that see the same weights alpha (L,) and independent token draws (independent heads). For each H:
     the simulated mean coverage (fraction of selected tokens distinguishable in at least one head), the paper's
@@ -188,7 +188,7 @@ def multihead_simulation(alpha: torch.Tensor, n: int, d: int, heads, samples: in
     draws)."""
     H_max = max(heads)
     gen_seed = seed
-    ref = separability_samples(alpha, n, d, samples, M, seed=gen_seed)  # for p and p_i (independent draws)
+    ref = separability_samples(alpha, n, d, samples, M=M, seed=gen_seed)  # for p and p_i (independent draws)
     ref_mask = _selected_inside(alpha, n, d, samples, M, gen_seed)
     p_i = ref_mask.to(DTYPE).mean(dim=0)  # (n,)
     p = ref["frac"].mean()
@@ -207,7 +207,7 @@ def _selected_inside(alpha, n, d, samples, M, seed) -> torch.Tensor:
     """(samples, n) booleans: selected token (largest weight first) distinguishable at the default radius."""
     gen = torch.Generator().manual_seed(seed)
     L = alpha.shape[-1]
-    x = sphere((samples, L), d, M, gen)
+    x = sphere((samples, L), d, M=M, gen=gen)
     a = alpha.expand(samples, L)
     dist, mask = selection.token_distances(a, x, n)
     radius = torch.where(mask, torch.full_like(dist, torch.inf), dist).amin(dim=-1, keepdim=True)

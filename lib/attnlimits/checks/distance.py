@@ -44,7 +44,7 @@ def _theorem1_constructions() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
     u = torch.tensor([0.6, -0.8, 0.0], dtype=torch.float64)
     for L, N in ((2, 1), (5, 2), (16, 3), (64, 8)):
         for abar in (N / L, 0.5 * (1 + N / L), 0.99, 1.0):
-            alpha = synthetic.two_level_weights(L, N, 1 - abar)
+            alpha = synthetic.two_level_weights(L, N, eta=1 - abar)
             for c in (0.0, 0.5, 2.0):
                 x = torch.cat([u.expand(N, 3), (-c * u).expand(L - N, 3)])
                 out.append((alpha, x, N))

@@ -76,7 +76,7 @@ def jacobian_norm_study(trials: int, seed: int):
     from attnlimits import bounds
 
     z, T, lengths = _softmax_jacobian_samples(trials, seed)
-    norm = bounds.softmax_jacobian_norm(z, T)
+    norm = bounds.softmax_jacobian_norm(z, T=T)
     alpha = bounds.softmax_weights(z, T=T)
     top2 = alpha.topk(2, dim=-1).values
     entry = torch.maximum((alpha * (1 - alpha)).amax(-1), top2[:, 0] * top2[:, 1]) / T
@@ -89,9 +89,9 @@ def jacobian_norm_study(trials: int, seed: int):
     ])
     T_grid = torch.tensor([0.01, 0.1, 0.25, 1.0, 4.0, 100.0], dtype=torch.float64)
     adv_T = T_grid.repeat_interleave(len(adv_z) // len(T_grid) + 1)[: len(adv_z)]
-    adv_norm = bounds.softmax_jacobian_norm(adv_z * adv_T[:, None], adv_T)
+    adv_norm = bounds.softmax_jacobian_norm(adv_z * adv_T[:, None], T=adv_T)
     tied = torch.tensor([[0.0, 0.0, -math.inf, -math.inf]], dtype=torch.float64) * T_grid[:, None]
-    tied_norm = bounds.softmax_jacobian_norm(tied, T_grid)
+    tied_norm = bounds.softmax_jacobian_norm(tied, T=T_grid)
     half = torch.zeros(len(T_grid), 8, dtype=torch.float64)
     half[:, 0] = math.log(7.0)  # alpha_1 = 7 / 14 = 1/2: the largest entry alpha_1 (1 - alpha_1) = 1/4
     half_alpha = torch.softmax(half, dim=-1)
@@ -124,12 +124,12 @@ def check_corollary3_printed(trials: int = 2000, seed: int = 0) -> Verdict:
     from attnlimits import bounds
 
     s = jacobian_norm_study(trials, seed)
-    v1, w1, _ = _ratio_summary(s["norm"], bounds.corollary3_printed(s["T"]))
-    v2, w2, i = _ratio_summary(s["adv_norm"], bounds.corollary3_printed(s["adv_T"]))
+    v1, w1, _ = _ratio_summary(s["norm"], bounds.corollary3_printed(T=s["T"]))
+    v2, w2, i = _ratio_summary(s["adv_norm"], bounds.corollary3_printed(T=s["adv_T"]))
     T_c = 1.0
     logits, _ = _two_tied_counterexample(T_c)
-    measured = bounds.softmax_jacobian_norm(logits, T_c).item()
-    printed = bounds.corollary3_printed(T_c).item()
+    measured = bounds.softmax_jacobian_norm(logits, T=T_c).item()
+    printed = bounds.corollary3_printed(T=T_c).item()
     violations = v1 + v2 + int(measured > printed * (1 + RTOL))
     worst = max(w1, w2, measured / printed)
     return Verdict(
@@ -153,8 +153,8 @@ def check_corollary3_printed(trials: int = 2000, seed: int = 0) -> Verdict:
 def _sharp_softmax_check(name: str, statement: str, measured: str, bound_fn, T_key: str, trials: int, seed: int):
     """Shared body of the two corrected Corollary-3 checks: the cached Jacobian study against ``bound_fn(T)``."""
     s = jacobian_norm_study(trials, seed)
-    v1, w1, _ = _ratio_summary(s[measured], bound_fn(s["T"]))
-    v2, w2, _ = _ratio_summary(s[f"adv_{measured}"], bound_fn(s[T_key]))
+    v1, w1, _ = _ratio_summary(s[measured], bound_fn(T=s["T"]))
+    v2, w2, _ = _ratio_summary(s[f"adv_{measured}"], bound_fn(T=s[T_key]))
     worst = max(w1, w2)
     return Verdict(
         bound=name,
@@ -245,8 +245,8 @@ def check_lemma2(trials: int = 2000, seed: int = 0) -> Verdict:
                 continue
             p = log_uniform(gen, n, 0.05, 20.0)[:, None]
             x = log_uniform(gen, n, 0.01, 20.0)[:, None] * torch.randn(n, L, generator=gen, dtype=torch.float64)
-            J = bounds.general_jacobian(x, lambda t, p=p, F=F: F(t, p), lambda t, p=p, dF=dF: dF(t, p))
-            bound = bounds.general_jacobian_bound(x, lambda t, p=p, F=F: F(t, p), lambda t, p=p, dF=dF: dF(t, p))
+            J = bounds.general_jacobian(x, lambda t, p=p, F=F: F(t, p), dF=lambda t, p=p, dF=dF: dF(t, p))
+            bound = bounds.general_jacobian_bound(x, lambda t, p=p, F=F: F(t, p), dF=lambda t, p=p, dF=dF: dF(t, p))
             ratio = torch.linalg.matrix_norm(J, ord=2) / bound
             violations += int((ratio > 1 + RTOL).sum())
             n_random += n
@@ -269,8 +269,8 @@ def check_lemma2(trials: int = 2000, seed: int = 0) -> Verdict:
     for name, F, dF, p, xd in ascents:
         B = len(xd)
         Fp, dFp = (lambda t, p=p, F=F: F(t, p)), (lambda t, p=p, dF=dF: dF(t, p))
-        r = torch.linalg.matrix_norm(bounds.general_jacobian(xd, Fp, dFp), ord=2) / bounds.general_jacobian_bound(
-            xd, Fp, dFp
+        r = torch.linalg.matrix_norm(bounds.general_jacobian(xd, Fp, dF=dFp), ord=2) / bounds.general_jacobian_bound(
+            xd, Fp, dF=dFp
         )
         violations += int((r > 1 + RTOL).sum())
         n_adv += B

@@ -33,11 +33,11 @@ def _separability_group(L, d, N, count, gen, M=None, alpha=None):
 
     if alpha is None:
         beta = 6 * torch.rand(count, generator=gen, dtype=torch.float64)
-        alpha = synthetic.concentrated_weights((count,), L, beta, gen)
+        alpha = synthetic.concentrated_weights((count,), L, beta, gen=gen)
     if M is None:
         M = (0.5, 1.0, 3.0)[int(torch.randint(3, (1,), generator=gen))]
     seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
-    return alpha, synthetic.separability_samples(alpha, N, d, 1 if alpha.dim() > 1 else count, M, seed=seed), M
+    return alpha, synthetic.separability_samples(alpha, N, d, 1 if alpha.dim() > 1 else count, M=M, seed=seed), M
 
 
 @register("thm2-lower", "Theorem 2 lower bound")
@@ -66,8 +66,8 @@ def check_theorem2_lower(trials: int = 2000, seed: int = 0) -> Verdict:
         r = torch.where(mask, torch.inf, dist).amin()
         delta = synthetic.min_separation(x)
         frac.append(selection.distinguishable_fraction(alpha, x, N).reshape(1))
-        low.append(bounds.theorem2_lower(alpha, N, r, 1.0, delta).reshape(1))
-        sharp.append(bounds.theorem2_lower(alpha, N, r, 1.0, delta, sharp=True).reshape(1))
+        low.append(bounds.theorem2_lower(alpha, N, r=r, M=1.0, delta=delta).reshape(1))
+        sharp.append(bounds.theorem2_lower(alpha, N, r=r, M=1.0, delta=delta, sharp=True).reshape(1))
     frac, low, sharp = torch.cat(frac), torch.cat(low), torch.cat(sharp)
     violations = int((frac < low - 1e-12).sum())
     pos = frac > 0
@@ -101,9 +101,9 @@ def _upper_configs(gen):
     configs = []
     for L, d, N in SEPARABILITY_GRID:
         beta = float(6 * torch.rand(1, generator=gen, dtype=torch.float64))
-        configs.append((synthetic.concentrated_weights((), L, beta, gen), d, N, "random"))
-    configs.append((synthetic.two_level_weights(24, 12, 0.0), 1024, 12, "targeted"))
-    configs.append((synthetic.two_level_weights(32, 8, 0.0), 256, 8, "targeted"))
+        configs.append((synthetic.concentrated_weights((), L, beta, gen=gen), d, N, "random"))
+    configs.append((synthetic.two_level_weights(24, 12, eta=0.0), 1024, 12, "targeted"))
+    configs.append((synthetic.two_level_weights(32, 8, eta=0.0), 256, 8, "targeted"))
     return configs
 
 
@@ -116,7 +116,7 @@ def check_theorem2_upper_reconstructed(trials: int = 2000, seed: int = 0) -> Ver
     configs = _upper_configs(gen)
     violations, worst, cases = 0, 0.0, []
     for (alpha, d, N, kind), count in zip(configs, split(trials, len(configs)), strict=True):
-        res = synthetic.separability_samples(alpha, N, d, max(count, 2), 1.0, seed=int(gen.initial_seed()) + N)
+        res = synthetic.separability_samples(alpha, N, d, max(count, 2), M=1.0, seed=int(gen.initial_seed()) + N)
         bad, ratio = _mc_exceeds(res["frac"], res["upper_rec"])
         violations += int(bad)
         worst = max(worst, ratio)
@@ -146,8 +146,8 @@ def check_theorem2_upper(trials: int = 2000, seed: int = 0) -> Verdict:
     violations, worst, n = 0, 0.0, 0
     groups = [(c, f) for c in configs for f in (0.7, 1.0)]
     for ((alpha, d, N, _), factor), count in zip(groups, split(trials, len(groups)), strict=True):
-        r = factor * float(bounds.theorem2_mean_lower(alpha, N, 1.0, d).mean().clamp_min(1e-3))
-        res = synthetic.separability_samples(alpha, N, d, max(count, 2), 1.0, r=r,
+        r = factor * float(bounds.theorem2_mean_lower(alpha, N, M=1.0, d=d).mean().clamp_min(1e-3))
+        res = synthetic.separability_samples(alpha, N, d, max(count, 2), M=1.0, r=r,
                                              seed=int(torch.randint(2**31 - 1, (1,), generator=gen)))
         bad, ratio = _mc_exceeds(res["frac"], res["upper_book"])
         violations += int(bad)
@@ -175,8 +175,8 @@ def check_multihead(trials: int = 2000, seed: int = 0) -> Verdict:
     violations, worst, rows = 0, 0.0, 0
     for (L, d, N, beta), count in zip(grid, split(trials, len(grid)), strict=True):
         samples = max(count // (1 + max(heads)), 8)
-        alpha = synthetic.concentrated_weights((), L, beta, gen)
-        df = synthetic.multihead_simulation(alpha, N, d, heads, samples, seed=int(torch.randint(2**31 - 1, (1,),
+        alpha = synthetic.concentrated_weights((), L, beta, gen=gen)
+        df = synthetic.multihead_simulation(alpha, N, d, heads, samples=samples, seed=int(torch.randint(2**31 - 1, (1,),
                                                                                                     generator=gen)))
         p_se = math.sqrt(max(df.p[0] * (1 - df.p[0]), 1e-12) / (samples * N))
         for row in df.itertuples():

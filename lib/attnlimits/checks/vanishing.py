@@ -95,7 +95,7 @@ def check_corollary1(trials: int = 2000, seed: int = 0) -> Verdict:
         k_max = torch.linalg.vector_norm(k, dim=-1).max()
         q = q_dir * (rho * T / k_max)[:, None]
         delta = bounds.corollary1_delta(q, k)
-        lower, upper = bounds.corollary1_band(L, delta, T)
+        lower, upper = bounds.corollary1_band(L, delta, T=T)
         group_worst = 0.0
         for sl in _chunks(n, L):
             z = (q[sl] @ k.T) / T[sl, None]
@@ -122,7 +122,7 @@ def check_corollary1(trials: int = 2000, seed: int = 0) -> Verdict:
             logits = torch.full((L,), -rho * T, dtype=torch.float64)
             logits[0] = rho * T
             alpha = torch.softmax(logits / T, dim=-1)
-            lower, upper = bounds.corollary1_band(L, rho * T, T)
+            lower, upper = bounds.corollary1_band(L, rho * T, T=T)
             r = max((alpha.max() / upper).item(), (lower / alpha.min()).item())
             violations += int(r > 1 + RTOL)
             ratios.append(r)
@@ -140,7 +140,7 @@ def check_corollary1(trials: int = 2000, seed: int = 0) -> Verdict:
         B = len(qn)
         with torch.no_grad():
             alpha = torch.softmax(torch.einsum("bd,bld->bl", qn, k), dim=-1)
-            lower, upper = bounds.corollary1_band(L, bounds.corollary1_delta(qn, k), 1.0)
+            lower, upper = bounds.corollary1_band(L, bounds.corollary1_delta(qn, k), T=1.0)
             r = torch.maximum(alpha.amax(-1) / upper, lower / alpha.amin(-1))
         violations += int((r > 1 + RTOL).sum())
         n_ascent += B
