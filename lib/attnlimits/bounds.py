@@ -12,6 +12,36 @@ import torch
 
 from attnlimits import selection, validation
 
+__all__ = [
+    "corollary1_band",
+    "corollary1_band_sharp",
+    "corollary1_delta",
+    "corollary3_printed",
+    "finite_difference_bound",
+    "finite_difference_g",
+    "general_jacobian",
+    "general_jacobian_bound",
+    "heads_needed",
+    "jacobian_of_weights",
+    "jensen_residual_bound",
+    "lemma1_band",
+    "lemma1_band_sharp",
+    "multihead_coverage",
+    "softmax_entry_bound",
+    "softmax_jacobian",
+    "softmax_jacobian_norm",
+    "softmax_spectral_bound",
+    "softmax_weights",
+    "theorem1_dmax",
+    "theorem1_dmax_sharp",
+    "theorem2_lower",
+    "theorem2_mean_lower",
+    "theorem2_upper",
+    "theorem2_upper_reconstructed",
+    "theorem2_xi",
+]
+
+
 # ==============================================================================================================
 # Vanishing attention (Lemma 1, Corollary 1) and gradient sensitivity (Lemma 2, Corollary 3).
 # Chapters 12 and 15; checks in attnlimits.checks ("Lemma 1", "Corollary 1", "Corollary 3 ...", "Lemma 2 ...").

@@ -80,6 +80,7 @@ class TextProvenance:
     first_chapter_offset: int
 
     def as_dict(self) -> dict:
+        """The record as a plain dict (for JSON)."""
         return asdict(self)
 
 
@@ -93,6 +94,7 @@ class Text:
 
     @property
     def body(self) -> str:
+        """The text from its first chapter on (what the windows are cut from)."""
         return self.text[self.start :]
 
     def __str__(self) -> str:
