@@ -8,8 +8,16 @@ ids, e.g. ``cor3-printed``) and prints one row per bound (or, with ``--json``, a
 every bound behaves as the book says: zero violations for the bounds it proves, at least one for the bound it
 refutes (Corollary 3 as printed); otherwise 1. Bad arguments, and unknown ids, exit with status 2.
 
-Subcommands are registered in :func:`build_parser` through :func:`_add_check`-style helpers, each setting
-``func`` to a handler ``(args) -> int``, so later issues can add ``attnlimits run alg1`` or ``attnlimits diagnose``.
+    attnlimits analyze --out DIR [--model NAME_OR_PATH] [--text NAME_OR_PATH] [--preset paper|quick]
+                       [--windows K] [--first-window I] [--device cpu|cuda] [--exclude-sink] [--seed S]
+
+runs the paper's Algorithms 1-5 on every head of a causal language model and writes their tables (CSV),
+``provenance.json`` and the figures (PNG and SVG) into DIR. Runs over disjoint window ranges
+(``--first-window``) write tables that concatenate into the result of one run (:func:`attnlimits.experiments.merge`).
+Bad grids and arguments exit with status 2 before any model is loaded.
+
+Subcommands are registered in :func:`build_parser` through ``_add_<name>(subparsers)`` helpers, each setting
+``func`` to a handler ``(args) -> int``.
 ``main(argv)`` returns the exit code instead of exiting, so tests call it in-process; ``python -m attnlimits.cli``
 works too.
 """
@@ -127,6 +135,67 @@ def _add_check(subparsers) -> None:
     p.set_defaults(func=_run_check)
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
+    return value
+
+
+def _run_analyze(args) -> int:
+    from attnlimits import experiments, figures, models, texts
+
+    preset = experiments.get_preset(args.preset)
+    try:
+        experiments.validate_grid(preset, windows=args.windows)
+    except ValueError as err:
+        print(f"attnlimits analyze: error: {err}", file=sys.stderr)
+        return 2
+    model = models.load(args.model, device=args.device)
+    text = texts.load(args.text)
+    res = experiments.run(model, text, preset, windows=args.windows, first_window=args.first_window,
+                          exclude_sink=args.exclude_sink, seed=args.seed, progress=None)
+    folder = res.save(args.out)
+    figures.save_all(res, folder)
+    crit = res.critical.dropna(subset=["critical_N"])
+    lines = [f"wrote {folder}: {', '.join(f'{t}.csv' for t in experiments.TABLES)}, provenance.json, figures",
+             "critical N (KS level 0.05): " + ", ".join(
+                 f"L={r.L}: {r.critical_N}" for r in crit[crit.ks_level == 0.05].itertuples()),
+             f"wall time {res.provenance['seconds']['total']:.1f} s"]
+    _print("\n".join(lines))
+    return 0
+
+
+def _add_analyze(subparsers) -> None:
+    from attnlimits.experiments import PRESETS
+
+    p = subparsers.add_parser(
+        "analyze",
+        help="run the paper's Algorithms 1-5 on every head of a model and write tables and figures",
+        description="Capture consecutive windows of a text, run Algorithms 1-5 on every layer and head, and write "
+        "the CSV tables, provenance.json and the figures (PNG, SVG) into --out.",
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="folder for the tables and figures (created)")
+    p.add_argument("--model", default=None, metavar="NAME_OR_PATH",
+                   help="Hugging Face id, local directory, .gguf file or 'fallback' (default: $ATTNLIMITS_MODEL, "
+                   "else gpt2, else the offline fallback)")
+    p.add_argument("--text", default=None, metavar="NAME_OR_PATH",
+                   help="'war-and-peace', 'pydoc-topics' or a UTF-8 file (default: $ATTNLIMITS_TEXT, else War and "
+                   "Peace, else the offline fallback)")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="paper", help="the grids (default: paper)")
+    p.add_argument("--windows", type=_positive_int, default=None, metavar="K",
+                   help="number of windows (default: the preset's)")
+    p.add_argument("--first-window", type=_non_negative_int, default=0, metavar="I",
+                   help="index of the first window (default 0); disjoint ranges merge into one result")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model and the work run")
+    p.add_argument("--exclude-sink", action="store_true", help="drop token 0 from selection and comparison")
+    p.add_argument("--seed", type=_seed, default=0, metavar="S", help="seed of Algorithm 5's directions (default 0)")
+    p.set_defaults(func=_run_analyze)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser; each subcommand adds itself with a ``_add_<name>(subparsers)`` helper."""
     parser = argparse.ArgumentParser(
@@ -138,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"attnlimits {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_check(subparsers)
+    _add_analyze(subparsers)
     return parser
 
 

@@ -1,0 +1,342 @@
+"""attnlimits.experiments and attnlimits.rowstats: Algorithms 1-5 against a literal reference, on random data and on
+tiny random-init GPT-2 and Llama models; seeded runs repeat exactly; bad grids fail before anything is loaded.
+
+The literal reference (loops over heads, rows and every N; numpy over tokens) lives in benchmarks/, where the
+benchmark times it against the library.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+from attnlimits import bounds, cli, experiments, models, rowstats, selection, texts
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import naive_experiments as naive  # noqa: E402
+
+REL = 1e-9
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("ATTNLIMITS_MODEL", raising=False)
+    monkeypatch.delenv("ATTNLIMITS_TEXT", raising=False)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# rowstats: every row equals attnlimits.selection / attnlimits.bounds on the row's visible prefix
+# ---------------------------------------------------------------------------------------------------------------
+def _causal(H, L, d, scale, seed):
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(H, L, L, generator=gen, dtype=torch.float64) * scale
+    logits = logits.masked_fill(torch.ones(L, L, dtype=torch.bool).triu(1), -math.inf)
+    return torch.softmax(logits, -1), torch.randn(H, L, d, generator=gen, dtype=torch.float64)
+
+
+def _drop_sink(alpha):
+    a = alpha.clone()
+    a[..., 0] = 0
+    return a / a.sum(-1, keepdim=True).clamp_min(1e-300)
+
+
+@pytest.mark.parametrize("first", [0, 1])
+@pytest.mark.parametrize("scale", [0.5, 6.0])
+@pytest.mark.parametrize("walk", [32, 1])  # walk = 1 sends most pairs of d_max to the exact masked maximum
+def test_rowstats_equal_the_per_row_definitions(monkeypatch, first, scale, walk):
+    monkeypatch.setattr(rowstats, "ROW_BLOCK", 7)  # several blocks, the last one short
+    monkeypatch.setattr(rowstats, "_WALK", walk)
+    alpha, x = _causal(3, 30, 4, scale, seed=int(scale * 10) + first)
+    if first:
+        alpha = _drop_sink(alpha)
+    ns = [1, 3, 8]
+    d_tilde, d_max = rowstats.distances(alpha, x, ns, first=first, bound=True)
+    expected = rowstats.expectation(alpha, x, ns, first=first)
+    checked = 0
+    for j, n in enumerate(ns):
+        frac, weights, radius = rowstats.separability(alpha, x, n, first=first)
+        for h in range(3):
+            for t in range(30):
+                if t + 1 - first <= n:
+                    continue
+                a, xr = alpha[h, t, first : t + 1], x[h, first : t + 1]
+                assert d_tilde[j, h, t].item() == pytest.approx(selection.cumulative_distance(a, xr, n).item(), rel=REL)
+                assert d_max[j, h, t].item() == pytest.approx(bounds.theorem1_dmax(a, xr, n).item(), rel=REL)
+                ref_e = selection.random_selection_expectation(a, xr, n).item()
+                assert expected[j, h, t].item() == pytest.approx(ref_e, rel=REL)
+                assert frac[h, t].item() == selection.distinguishable_fraction(a, xr, n).item()
+                top = torch.sort(a, descending=True).values[:n]
+                torch.testing.assert_close(weights[h, t], top, rtol=0, atol=0)
+                checked += 1
+    assert checked > 100
+
+
+def test_row_lengths_and_blocks():
+    assert rowstats.row_lengths(4).tolist() == [1, 2, 3, 4]
+    assert rowstats.row_lengths(4, first=1).tolist() == [0, 1, 2, 3]
+    blocks = list(rowstats.row_blocks(2 * rowstats.ROW_BLOCK + 3))
+    assert blocks[0] == (0, rowstats.ROW_BLOCK) and blocks[-1][1] == 2 * rowstats.ROW_BLOCK + 3
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the search of Algorithm 3
+# ---------------------------------------------------------------------------------------------------------------
+def _drive(L, level, p_of):
+    gen = experiments._search(L, level)
+    asked = []
+    try:
+        n = next(gen)
+        while True:
+            asked.append(n)
+            n = gen.send(p_of(n))
+    except StopIteration as stop:
+        return stop.value, asked
+
+
+@pytest.mark.parametrize("L", [2, 3, 17, 64, 1024])
+def test_search_finds_the_first_change_of_a_monotone_decision(L):
+    for answer in range(1, L):
+        found, asked = _drive(L, 0.05, lambda n, a=answer: 0.5 if n >= a else 0.001)
+        assert found == answer
+        assert len(asked) <= 2 * math.ceil(math.log2(L)) + 1
+        assert answer in asked and (answer == 1 or answer - 1 in asked)
+
+
+def test_search_returns_none_when_no_n_reaches_the_level():
+    found, asked = _drive(40, 0.05, lambda n: 0.0)
+    assert found is None and asked[-1] == 39
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# tiny random models against the literal reference
+# ---------------------------------------------------------------------------------------------------------------
+def _gpt2():
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=3, n_embd=48, n_positions=64, vocab_size=300,
+                                                bos_token_id=0, eos_token_id=0)).eval()
+
+
+def _llama():
+    torch.manual_seed(1)
+    config = LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
+                         intermediate_size=96, vocab_size=300, max_position_embeddings=64)
+    return LlamaForCausalLM(config).eval()
+
+
+def _windows(model, count=2, length=24, seed=0):
+    ids = torch.randint(0, 300, (count, length), generator=torch.Generator().manual_seed(seed))
+    out = []
+    for i, row in enumerate(ids):
+        cap = models.capture(model, row)
+        out.append(experiments.WindowCapture(index=i, layers=list(cap)))
+    return out
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def tiny(request):
+    model = _gpt2() if request.param == "gpt2" else _llama()
+    return model, _windows(model)
+
+
+def _compare(ours: pd.DataFrame, ref: pd.DataFrame, keys, values, rel=1e-6):
+    ours = ours.assign(window=ours.window.astype(str)).sort_values(keys).reset_index(drop=True)
+    ref = ref.sort_values(keys).reset_index(drop=True)
+    assert len(ours) == len(ref) > 0
+    pd.testing.assert_frame_equal(ours[keys], ref[keys], check_dtype=False)
+    for col in values:
+        np.testing.assert_allclose(ours[col].to_numpy(float), ref[col].to_numpy(float), rtol=rel, atol=1e-12)
+
+
+def test_recomputed_weights_are_the_models_own(tiny):
+    model, _ = tiny
+    cap = models.capture(model, torch.randint(0, 300, (24,), generator=torch.Generator().manual_seed(0)))
+    w = experiments.WindowCapture(index=0, layers=list(cap))
+    for layer in cap.layer_ids:
+        alpha, _ = w.inputs(layer, 24)
+        torch.testing.assert_close(alpha.float(), cap[layer].weights[0], rtol=0, atol=2e-7)
+        assert (alpha.sum(-1) - 1).abs().max() < 1e-14
+
+
+@pytest.mark.parametrize("exclude_sink", [False, True])
+def test_distances_match_the_reference(tiny, exclude_sink):
+    _, windows = tiny
+    grid = {2: [8, 16, 24], 5: [24], 10: [24]}
+    ours = experiments.distance_table(windows, grid, exclude_sink=exclude_sink)
+    ref = naive.distance_table(windows, grid, exclude_sink=exclude_sink)
+    _compare(ours, ref, ["window", "layer", "head", "L", "N", "rows"], ["d_tilde", "d_max", "E"])
+    assert set(ours.rows[ours.L == 24]) == {24 - n - int(exclude_sink) for n in (2, 5, 10)}
+
+
+def test_critical_n_matches_a_dense_scan(tiny):
+    _, windows = tiny
+    lengths = [8, 16]
+    scan, critical = experiments.critical_n(windows, lengths, (0.05, 0.01))
+    ref_scan, ref_critical = naive.critical_scan(windows, lengths, (0.05, 0.01))
+    merged = scan.merge(ref_scan, on=["L", "N"], suffixes=("", "_ref"))
+    assert len(merged) == len(scan)  # every N the search evaluated is in the dense scan, with the same p-value
+    np.testing.assert_allclose(merged.p_value, merged.p_value_ref, rtol=1e-9, atol=1e-300)
+    np.testing.assert_allclose(merged.ks_stat, merged.ks_stat_ref, rtol=1e-12)
+    assert len(scan) < len(ref_scan)
+    for row in critical.itertuples():
+        ref = ref_critical[(ref_critical.L == row.L) & (ref_critical.ks_level == row.ks_level)].critical_N.item()
+        dense = ref_scan[ref_scan.L == row.L].sort_values("N")
+        monotone = (dense.p_value >= row.ks_level).is_monotonic_increasing
+        if monotone:  # the search's premise; then it must find exactly the dense scan's answer
+            assert (pd.isna(row.critical_N) and math.isnan(ref)) or row.critical_N == ref
+
+
+def test_separability_matches_the_reference(tiny):
+    _, windows = tiny
+    ours = experiments.separability_table(windows, 24, [1, 2, 4, 8])
+    ref = naive.separability_table(windows, 24, [1, 2, 4, 8])
+    _compare(ours, ref, ["window", "layer", "head", "L", "N", "rows"], ["ns_frac", "lower", "upper", "delta"])
+
+
+def test_gradient_matches_the_reference(tiny):
+    _, windows = tiny
+    T, eps = (1e-2, 0.3, 5.0), (1e-3, 1e-1, 10.0)
+    ours = experiments.gradient_table(windows, 24, T, eps, seed=3)
+    ref = naive.gradient_table(windows, 24, T, eps, seed=3)
+    _compare(ours, ref, ["window", "layer", "head", "T", "eps", "logit_scaling"], ["g"], rel=1e-7)
+
+
+def test_unscaled_gradient_is_the_scaled_one_at_rescaled_t_and_eps(tiny):
+    """g_raw(T, eps) = s * g_model(s T, s eps): the two columns are one computation seen at two scales."""
+    _, windows = tiny
+    s = windows[0].layers[0].scaling
+    raw = experiments.gradient_table(windows[:1], 24, (0.5,), (0.1,), seed=0)
+    scaled = experiments.gradient_table(windows[:1], 24, (0.5 * s,), (0.1 * s,), seed=0)
+    g_raw = raw[raw.logit_scaling == "none"].g.to_numpy()
+    g_model = scaled[scaled.logit_scaling == "model"].g.to_numpy()
+    np.testing.assert_allclose(g_raw, s * g_model, rtol=1e-9)
+
+
+def test_sink_weight_is_the_mean_weight_of_token_zero(tiny):
+    _, windows = tiny
+    table = experiments.sink_table(windows, 24)
+    alpha, _ = windows[1].inputs(1, 24)
+    row = table[(table.window == "1") & (table.layer == 1) & (table["head"] == 0)].sink_weight.item()
+    assert row == pytest.approx(float(np.mean([alpha[0, t, 0].item() for t in range(1, 24)])), rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# run(): presets, validation before loading, seeded repeats, merging, the cache, the CLI
+# ---------------------------------------------------------------------------------------------------------------
+TINY_PRESET = experiments.Preset(name="tiny", windows=2, alg1_N=2, alg1_L=(8, 16), alg2_L=16, alg2_N=(1, 2, 4),
+                                 alg4_L=16, alg4_N=(1, 2, 4), alg5_L=16, alg5_T=(0.01, 1.0), alg5_eps=(0.1,))
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    """A tiny random Llama saved with the offline fallback's tokenizer, loadable by attnlimits.models.load."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        tok = models.load("fallback").tokenizer
+    torch.manual_seed(2)
+    config = LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
+                         intermediate_size=96, vocab_size=len(tok), max_position_embeddings=128)
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    LlamaForCausalLM(config).eval().save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def text():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        return texts.load()
+
+
+def test_seeded_runs_repeat_exactly_and_merge(tiny_dir, text, tmp_path):
+    model = models.load(str(tiny_dir))
+    one = experiments.run(model, text, TINY_PRESET, seed=5).save(tmp_path / "a")
+    two = experiments.run(model, text, TINY_PRESET, seed=5).save(tmp_path / "b")
+    for name in experiments.TABLES:
+        assert (one / f"{name}.csv").read_bytes() == (two / f"{name}.csv").read_bytes(), name
+    whole = experiments.Results.load(one)
+    parts = [experiments.run(model, text, TINY_PRESET, windows=1, first_window=i, seed=5) for i in (0, 1)]
+    merged = experiments.merge(parts)
+    for name in ("distance", "separability", "gradient", "sink"):
+        pd.testing.assert_frame_equal(getattr(merged, name).reset_index(drop=True),
+                                      getattr(whole, name).reset_index(drop=True), check_dtype=False)
+    assert merged.provenance["windows"] == [0, 1]
+    assert set(merged.critical.windows) == {"0-0", "1-1"}
+    with pytest.raises(ValueError, match="overlap"):
+        experiments.merge([parts[0], parts[0]])
+
+
+def test_results_cache_is_reused_and_invalidated(tiny_dir, text, tmp_path, monkeypatch):
+    model = models.load(str(tiny_dir))
+    first = experiments.results(model, text, TINY_PRESET, root=tmp_path)
+    folder = experiments.results_folder(model, text, TINY_PRESET, root=tmp_path)
+    assert (folder / "provenance.json").is_file()
+    monkeypatch.setattr(experiments, "run", lambda *a, **k: pytest.fail("the cache was not reused"))
+    again = experiments.results(model, text, TINY_PRESET, root=tmp_path)
+    pd.testing.assert_frame_equal(again.distance, first.distance, check_dtype=False)
+    calls = []
+    monkeypatch.setattr(experiments, "run", lambda *a, **k: calls.append(k) or first)
+    experiments.results(model, text, TINY_PRESET, root=tmp_path, seed=1)  # another seed: recomputed
+    assert calls and calls[0]["seed"] == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"alg1_L": ()}, "alg1_L: the grid is empty"),
+        ({"alg2_N": (1, 16)}, "alg2_N: every N must be < L"),
+        ({"alg4_N": (0,)}, "alg4_N: must hold integers >= 1"),
+        ({"alg5_T": (0.0, 1.0)}, "alg5_T: must hold finite numbers > 0"),
+        ({"ks_levels": (1.5,)}, "ks_levels"),
+    ],
+)
+def test_bad_grids_raise_naming_the_grid(change, message):
+    bad = experiments.dataclasses.replace(TINY_PRESET, **change)
+    with pytest.raises(ValueError, match=message):
+        experiments.validate_grid(bad)
+
+
+def test_grid_beyond_the_context_and_unknown_preset():
+    with pytest.raises(ValueError, match="above the model's 8 positions"):
+        experiments.validate_grid(TINY_PRESET, max_positions=8)
+    with pytest.raises(ValueError, match="preset: must be one of"):
+        experiments.get_preset("huge")
+
+
+def test_cli_rejects_bad_arguments_before_loading(monkeypatch, capsys):
+    monkeypatch.setattr(models, "load", lambda *a, **k: pytest.fail("the model was loaded"))
+    with pytest.raises(SystemExit) as err:
+        cli.main(["analyze", "--preset", "huge", "--out", "x"])
+    assert err.value.code == 2
+    assert "preset" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as err:
+        cli.main(["analyze", "--windows", "0", "--out", "x"])
+    assert err.value.code == 2
+    assert "--windows" in capsys.readouterr().err
+
+
+def test_cli_analyze_end_to_end(tiny_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = cli.main(["analyze", "--model", str(tiny_dir), "--text", "pydoc-topics", "--preset", "quick",
+                     "--windows", "1", "--out", str(out)])
+    assert code == 0
+    res = experiments.Results.load(out)
+    assert res.provenance["preset"]["name"] == "quick" and res.provenance["windows"] == [0]
+    for name in ("fig2a_distance_vs_length", "fig2b_distance_vs_n", "fig2c_critical_n", "fig3_separability",
+                 "fig4_gradient"):
+        assert (out / f"{name}.png").stat().st_size > 1000 and (out / f"{name}.svg").is_file()
+    assert "critical N" in capsys.readouterr().out
+
+
+def test_text_too_short_for_the_windows(tiny_dir):
+    model = models.load(str(tiny_dir))
+    with pytest.raises(ValueError, match="tokens from the start"):
+        experiments.run(model, "a few words only", TINY_PRESET)
