@@ -30,19 +30,19 @@ def _layer_arrays(w, layer, L, exclude_sink):
 
 def row_stats(a: np.ndarray, x: np.ndarray, n: int) -> dict:
     """d~, d_max, E of one row (weights a over the row's tokens, token vectors x), by the paper's formulas."""
-    order = sorted(range(len(a)), key=lambda i: -a[i])
+    order = np.argsort(-a, kind="stable")
     sel, rest = order[:n], order[n:]
     y = a[:, None] * x
     s = y[sel].sum(0)
-    d_tilde = sum(np.linalg.norm(y[i] - s) for i in rest)
+    d_tilde = np.linalg.norm(y[rest] - s, axis=1).sum()
     abar = a[sel].sum()
-    d1 = max(np.linalg.norm(x[i] - x[j]) for i in rest for j in sel)
-    m = max(np.linalg.norm(x[j]) for j in sel)
+    d1 = np.linalg.norm(x[rest][:, None, :] - x[sel][None, :, :], axis=-1).max()
+    m = np.linalg.norm(x[sel], axis=1).max()
     length = len(a)
     d_max = (1 - abar) * d1 + ((1 - abar) + (length - n) * abar) * m
     total = y.sum(0)
     c = n / (length - 1)
-    E = (length - n) / length * sum(np.linalg.norm(y[i] - c * (total - y[i])) for i in range(length))
+    E = (length - n) / length * np.linalg.norm(y - c * (total - y), axis=1).sum()
     return {"d_tilde": d_tilde, "d_max": d_max, "E": E}
 
 
@@ -52,7 +52,7 @@ def distance_table(windows, grid, exclude_sink=False) -> pd.DataFrame:
     records = []
     top = max(max(v) for v in grid.values())
     for w in windows:
-        for layer in range(len(w.layers)):
+        for layer in w.layer_ids:
             alpha, x = _layer_arrays(w, layer, top, exclude_sink)
             for h in range(alpha.shape[0]):
                 for n in sorted(grid):
@@ -69,17 +69,17 @@ def critical_scan(windows, lengths, levels=(0.05, 0.01), exclude_sink=False):
     """Algorithm 3, literally: for each L, every N from 1 to L - 1, a KS test on the per-head means."""
     first = int(exclude_sink)
     top = max(lengths)
-    arrays = [[_layer_arrays(w, layer, top, exclude_sink) for layer in range(len(w.layers))] for w in windows]
+    arrays = [[_layer_arrays(w, layer, top, exclude_sink) for layer in w.layer_ids] for w in windows]
     scan = []
     for L in lengths:
         for n in range(1, L):
             d_heads, e_heads = [], []
-            for layer in range(len(windows[0].layers)):
-                H = arrays[0][layer][0].shape[0]
+            for li in range(len(windows[0].layer_ids)):
+                H = arrays[0][li][0].shape[0]
                 for h in range(H):
                     d_sum = e_sum = rows = 0
                     for wa in arrays:
-                        alpha, x = wa[layer]
+                        alpha, x = wa[li]
                         for t in range(L):
                             if t + 1 - first > n:
                                 a, xr = alpha[h, t, first : t + 1], x[h, first : t + 1]
@@ -110,11 +110,12 @@ def separability_table(windows, L, ns, exclude_sink=False) -> pd.DataFrame:
     first = int(exclude_sink)
     records = []
     for w in windows:
-        for layer in range(len(w.layers)):
+        for layer in w.layer_ids:
             alpha, x = _layer_arrays(w, layer, L, exclude_sink)
             for h in range(alpha.shape[0]):
                 xs = x[h, first:] / np.linalg.norm(x[h, first:], axis=1, keepdims=True)
-                delta = min(np.linalg.norm(xs[i] - xs[j]) for i in range(len(xs)) for j in range(i + 1, len(xs)))
+                gaps = np.linalg.norm(xs[:, None, :] - xs[None, :, :], axis=-1)
+                delta = gaps[np.triu_indices(len(xs), 1)].min()
                 xs = np.concatenate([x[h, :first], xs]) if first else xs
                 for n in ns:
                     fr, lo, up = [], [], []
@@ -126,8 +127,9 @@ def separability_table(windows, L, ns, exclude_sink=False) -> pd.DataFrame:
                         sel, rest = order[:n], order[n:]
                         y = a[:, None] * xr
                         s = y[sel].sum(0)
-                        R = min(np.linalg.norm(y[i] - s) for i in rest)
-                        fr.append(sum(np.linalg.norm(y[i] - s) <= R for i in sel) / n)
+                        dist = np.linalg.norm(y - s, axis=1)
+                        R = dist[rest].min()
+                        fr.append((dist[sel] <= R).sum() / n)
                         wsel = a[sel]
                         xi = []
                         for i in range(n):
@@ -160,11 +162,11 @@ def gradient_table(windows, L, temperatures, eps_grid, seed=0) -> pd.DataFrame:
     (the same random directions v as the experiments module, from the same seed)."""
     records = []
     for w in windows:
-        for layer in range(len(w.layers)):
+        for layer in w.layer_ids:
             logits = w.logits(layer, L).double()
             v = _directions(logits, seed + 1_000_003 * w.index + layer)
             logits = logits.numpy()
-            scale = w.layers[layer].scaling
+            scale = w.layer(layer).scaling
             for label, values in (("model", logits), ("none", logits / scale)):
                 for h in range(values.shape[0]):
                     for T in temperatures:

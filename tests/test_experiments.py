@@ -340,3 +340,14 @@ def test_text_too_short_for_the_windows(tiny_dir):
     model = models.load(str(tiny_dir))
     with pytest.raises(ValueError, match="tokens from the start"):
         experiments.run(model, "a few words only", TINY_PRESET)
+
+
+def test_tables_name_layers_by_number_when_only_some_are_captured(tiny):
+    model, _ = tiny
+    cap = models.capture(model, torch.arange(20) % 300, layers=[1])
+    w = experiments.WindowCapture(index=3, layers=list(cap))
+    assert w.layer_ids == [1]
+    table = experiments.distance_table([w], {2: [20]})
+    assert set(table.layer) == {1} and set(table.window) == {"3"}
+    with pytest.raises(KeyError, match="captured layers are \\[1\\]"):
+        w.inputs(0, 20)

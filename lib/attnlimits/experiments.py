@@ -170,17 +170,31 @@ class WindowCapture:
     """
 
     index: int
-    layers: list  # of attnlimits.models.LayerCapture with weights dropped
-    residual: list | None = None
+    layers: list  # of attnlimits.models.LayerCapture (their weights may be dropped: they are recomputed)
+    residual: dict | None = None  # layer number -> that layer's input residual stream (1, L, d_model)
+
+    def __post_init__(self):
+        self._by_layer = {lc.layer: lc for lc in self.layers}
+
+    @property
+    def layer_ids(self) -> list[int]:
+        """The captured layers' numbers, in increasing order."""
+        return sorted(self._by_layer)
 
     @property
     def seq_len(self) -> int:
         """The window's length in tokens."""
         return self.layers[0].seq_len
 
+    def layer(self, layer: int):
+        """The :class:`attnlimits.models.LayerCapture` of layer number ``layer``."""
+        if layer not in self._by_layer:
+            raise KeyError(f"layer: {layer} was not captured; captured layers are {self.layer_ids}")
+        return self._by_layer[layer]
+
     def logits(self, layer: int, L: int) -> torch.Tensor:
         """The model's own float32 logits of the first L tokens, ``(H, L, L)``, masked entries -inf."""
-        lc = self.layers[layer]
+        lc = self.layer(layer)
         q, k = lc.q[0, :, :L], lc.k[0, :, :L]
         logits = torch.matmul(q, k.transpose(-1, -2)).mul_(lc.scaling)
         return logits.masked_fill_(lc.masked[0, 0, :L, :L], float("-inf"))
@@ -193,7 +207,7 @@ class WindowCapture:
             alpha[..., 0] = 0
             alpha = alpha / alpha.sum(-1, keepdim=True).clamp_min(torch.finfo(alpha.dtype).tiny)
         if tokens == "value":
-            x = self.layers[layer].v[0, :, :L].double()
+            x = self.layer(layer).v[0, :, :L].double()
         else:
             x = self.residual[layer][0, :L].double().expand(alpha.shape[0], -1, -1)
         return alpha, x
@@ -203,8 +217,9 @@ _TOKENS = ("value", "residual")
 
 
 def capture_windows(model, text, *, length: int, count: int, first_window: int = 0, tokens: str = "value",
-                    progress: bool | None = None) -> list[WindowCapture]:
-    """Capture ``count`` consecutive windows of ``length`` tokens (from window ``first_window`` on), one pass each."""
+                    layers=None, progress: bool | None = None) -> list[WindowCapture]:
+    """Capture ``count`` consecutive windows of ``length`` tokens (from window ``first_window`` on), one pass each;
+    ``layers``: the layer numbers to keep (all by default)."""
     from attnlimits import models, texts
 
     if tokens not in _TOKENS:
@@ -214,20 +229,20 @@ def capture_windows(model, text, *, length: int, count: int, first_window: int =
     ids = texts.windows(model, text, length=length, count=first_window + count)[first_window:]
     out = []
     for i, row in enumerate(_progress(ids, "capture", progress)):
-        cap = models.capture(model, row)
-        layers = [dataclasses.replace(lc, weights=lc.weights[..., :0, :0]) for lc in cap]  # weights are recomputed
-        residual = _residual_stream(model, row) if tokens == "residual" else None
-        out.append(WindowCapture(index=first_window + i, layers=layers, residual=residual))
+        cap = models.capture(model, row, layers=layers)
+        kept = [dataclasses.replace(lc, weights=lc.weights[..., :0, :0]) for lc in cap]  # weights are recomputed
+        residual = _residual_stream(model, row, cap.layer_ids) if tokens == "residual" else None
+        out.append(WindowCapture(index=first_window + i, layers=kept, residual=residual))
     return out
 
 
-def _residual_stream(model, ids) -> list[torch.Tensor]:
+def _residual_stream(model, ids, layer_ids) -> dict:
     hf = getattr(model, "model", model)
     body = getattr(hf, hf.base_model_prefix, hf)
     with torch.inference_mode():
         hidden = body(input_ids=ids.unsqueeze(0).to(next(hf.parameters()).device), output_hidden_states=True,
                       use_cache=False).hidden_states
-    return [h.detach() for h in hidden[:-1]]  # hidden_states[l] is the input of layer l
+    return {layer: hidden[layer].detach() for layer in layer_ids}  # hidden_states[l] is the input of layer l
 
 
 def _progress(items, desc: str, progress: bool | None):
@@ -241,7 +256,7 @@ def _progress(items, desc: str, progress: bool | None):
 
 
 def _layer_items(windows: Sequence[WindowCapture], progress, desc) -> Iterator[tuple[WindowCapture, int]]:
-    pairs = [(w, layer) for w in windows for layer in range(len(w.layers))]
+    pairs = [(w, layer) for w in windows for layer in w.layer_ids]
     yield from _progress(pairs, desc, progress)
 
 
@@ -409,7 +424,7 @@ def _evaluate_ks(windows, todo, first, exclude_sink, tokens, progress) -> dict:
 
 def _pool(parts, windows) -> np.ndarray:
     """Sum the per-(window, layer) head vectors of every window into one vector per (layer, head)."""
-    per_window = len(windows[0].layers)
+    per_window = len(windows[0].layer_ids)
     stacked = np.stack([p for p, _ in parts]).reshape(len(windows), per_window, -1)
     return stacked.sum(0).reshape(-1)
 
@@ -475,7 +490,7 @@ def gradient_table(windows, L: int, T: Sequence[float], eps: Sequence[float], *,
     records = []
     for w, layer in _layer_items(windows, progress, "Alg. 5"):
         logits = w.logits(layer, L).double()
-        scale = w.layers[layer].scaling
+        scale = w.layer(layer).scaling
         for label, values in (("model", logits), ("none", logits / scale)):
             g = bounds.finite_difference_g(values, T, eps, seed=seed + 1_000_003 * w.index + layer, reduce=False)
             g = g.cpu().numpy()
@@ -492,7 +507,7 @@ def sink_table(windows, L: int) -> pd.DataFrame:
     _check_windows(windows)
     records = []
     for w in windows:
-        for layer in range(len(w.layers)):
+        for layer in w.layer_ids:
             alpha, _ = w.inputs(layer, L)
             sink = alpha[:, 1:, 0].mean(-1).cpu().numpy()
             records += [(str(w.index), layer, h, float(sink[h])) for h in range(len(sink))]
