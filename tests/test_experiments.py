@@ -351,3 +351,15 @@ def test_tables_name_layers_by_number_when_only_some_are_captured(tiny):
     assert set(table.layer) == {1} and set(table.window) == {"3"}
     with pytest.raises(KeyError, match="captured layers are \\[1\\]"):
         w.inputs(0, 20)
+
+
+def test_float32_path_agrees_with_float64(tiny):
+    """The default float32 path reads the model's own float32 weights; its means agree with float64 to 1e-5."""
+    _, windows = tiny
+    grid = {2: [16, 24], 5: [24]}
+    f64 = experiments.distance_table(windows, grid, precision="float64")
+    f32 = experiments.distance_table(windows, grid, precision="float32")
+    for col in ("d_tilde", "d_max", "E"):
+        np.testing.assert_allclose(f32[col], f64[col], rtol=1e-5)
+    with pytest.raises(ValueError, match="precision: must be one of"):
+        experiments.distance_table(windows, grid, precision="float16")

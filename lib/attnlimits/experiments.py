@@ -100,7 +100,7 @@ PRESETS = {
         alg2_N=(1, 5, 10, 20, 100),
         alg4_L=1024,
         alg4_N=(1, 2, 4, 8, 16, 32, 64),
-        alg5_L=1024,
+        alg5_L=256,
         alg5_T=_log_grid(1e-3, 1e2, 21),
         alg5_eps=(1e-3, 1e-1, 10.0),
     ),
@@ -199,21 +199,34 @@ class WindowCapture:
         logits = torch.matmul(q, k.transpose(-1, -2)).mul_(lc.scaling)
         return logits.masked_fill_(lc.masked[0, 0, :L, :L], float("-inf"))
 
-    def inputs(self, layer: int, L: int, *, exclude_sink: bool = False, tokens: str = "value"):
-        """(alpha, x) of one layer over the first L tokens, float64: alpha ``(H, L, L)``, x ``(H, L, d)``."""
-        alpha = torch.softmax(self.logits(layer, L).double(), dim=-1)
+    def inputs(self, layer: int, L: int, *, exclude_sink: bool = False, tokens: str = "value",
+               precision: str = "float64"):
+        """(alpha, x) of one layer over the first L tokens: alpha ``(H, L, L)``, x ``(H, L, d)``.
+
+        ``precision="float64"``: alpha is the float64 softmax of the model's logits (rows sum to 1 within 1e-15);
+        ``"float32"``: the model's own float32 weights, bit for bit, and float32 tokens.
+        """
+        dtype = _dtype(precision)
+        alpha = torch.softmax(self.logits(layer, L).to(dtype), dim=-1)
         if exclude_sink:
             alpha = alpha.clone()
             alpha[..., 0] = 0
             alpha = alpha / alpha.sum(-1, keepdim=True).clamp_min(torch.finfo(alpha.dtype).tiny)
         if tokens == "value":
-            x = self.layer(layer).v[0, :, :L].double()
+            x = self.layer(layer).v[0, :, :L].to(dtype)
         else:
-            x = self.residual[layer][0, :L].double().expand(alpha.shape[0], -1, -1)
+            x = self.residual[layer][0, :L].to(dtype).expand(alpha.shape[0], -1, -1)
         return alpha, x
 
 
 _TOKENS = ("value", "residual")
+_PRECISIONS = {"float32": torch.float32, "float64": torch.float64}
+
+
+def _dtype(precision: str) -> torch.dtype:
+    if precision not in _PRECISIONS:
+        raise ValueError(f"precision: must be one of {sorted(_PRECISIONS)}, got {precision!r}")
+    return _PRECISIONS[precision]
 
 
 def capture_windows(model, text, *, length: int, count: int, first_window: int = 0, tokens: str = "value",
@@ -230,7 +243,7 @@ def capture_windows(model, text, *, length: int, count: int, first_window: int =
     out = []
     for i, row in enumerate(_progress(ids, "capture", progress)):
         cap = models.capture(model, row, layers=layers)
-        kept = [dataclasses.replace(lc, weights=lc.weights[..., :0, :0]) for lc in cap]  # weights are recomputed
+        kept = [dataclasses.replace(lc, weights=lc.weights.new_empty(0)) for lc in cap]  # recomputed: free them
         residual = _residual_stream(model, row, cap.layer_ids) if tokens == "residual" else None
         out.append(WindowCapture(index=first_window + i, layers=kept, residual=residual))
     return out
@@ -266,7 +279,7 @@ def _row_means(values: torch.Tensor, lengths: torch.Tensor, n: int, L: int) -> t
     rows = int(keep.sum())
     if rows == 0:
         return np.full(values.shape[0], np.nan), 0
-    return values[:, :L][:, keep].mean(-1).cpu().numpy(), rows
+    return values[:, :L][:, keep].double().mean(-1).cpu().numpy(), rows
 
 
 def _check_windows(windows) -> None:
@@ -278,7 +291,7 @@ def _check_windows(windows) -> None:
 # Algorithms 1 and 2: d~, d_max and E vs L (N fixed) and vs N (L fixed)
 # ----------------------------------------------------------------------------------------------------------------
 def distance_table(windows, grid: dict[int, Sequence[int]], *, exclude_sink: bool = False, tokens: str = "value",
-                   progress: bool | None = None) -> pd.DataFrame:
+                   precision: str = "float64", progress: bool | None = None) -> pd.DataFrame:
     """Per-head means of d~, d_max (Theorem 1 as reconstructed) and E for every N and its lengths in ``grid``.
 
     ``grid`` maps N to the lengths L it is wanted at (Alg. 1: {5: [32, ..., 1024]}; Alg. 2: {N: [1024]}). One pass
@@ -291,7 +304,7 @@ def distance_table(windows, grid: dict[int, Sequence[int]], *, exclude_sink: boo
     top = max(max(v) for v in grid.values())
     records = []
     for w, layer in _layer_items(windows, progress, "Alg. 1-2"):
-        alpha, x = w.inputs(layer, top, exclude_sink=exclude_sink, tokens=tokens)
+        alpha, x = w.inputs(layer, top, exclude_sink=exclude_sink, tokens=tokens, precision=precision)
         lengths = rowstats.row_lengths(top, first, alpha.device)
         expected = rowstats.expectation(alpha, x, ns, first=first)
         d_tilde, d_max = rowstats.distances(alpha, x, ns, first=first, bound=True)
@@ -344,7 +357,7 @@ def _search(L: int, level: float):
 
 
 def critical_n(windows, lengths: Sequence[int], levels: Sequence[float] = (0.05, 0.01), *,
-               exclude_sink: bool = False, tokens: str = "value",
+               exclude_sink: bool = False, tokens: str = "value", precision: str = "float64",
                progress: bool | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Algorithm 3: for each L, the smallest N at which a two-sample KS test cannot tell apart the per-head means
     of d~ and of E (p >= level), at every level.
@@ -370,7 +383,7 @@ def critical_n(windows, lengths: Sequence[int], levels: Sequence[float] = (0.05,
     while pending:
         todo = sorted({(n, L) for (L, _), n in pending.items() if (n, L) not in results})
         if todo:
-            results.update(_evaluate_ks(windows, todo, first, exclude_sink, tokens, progress))
+            results.update(_evaluate_ks(windows, todo, first, exclude_sink, tokens, precision, progress))
         nxt = {}
         for key, n in pending.items():
             try:
@@ -390,7 +403,7 @@ def critical_n(windows, lengths: Sequence[int], levels: Sequence[float] = (0.05,
     return scan, critical
 
 
-def _evaluate_ks(windows, todo, first, exclude_sink, tokens, progress) -> dict:
+def _evaluate_ks(windows, todo, first, exclude_sink, tokens, precision, progress) -> dict:
     """KS statistic and p-value for every (N, L) in ``todo``, in one pass over the layers."""
     by_n: dict[int, list[int]] = {}
     for n, L in todo:
@@ -399,7 +412,7 @@ def _evaluate_ks(windows, todo, first, exclude_sink, tokens, progress) -> dict:
     d_parts: dict[tuple[int, int], list] = {key: [] for key in todo}
     e_parts: dict[tuple[int, int], list] = {key: [] for key in todo}
     for w, layer in _layer_items(windows, progress, f"Alg. 3 ({len(todo)} N)"):
-        alpha_full, x_full = w.inputs(layer, top, exclude_sink=exclude_sink, tokens=tokens)
+        alpha_full, x_full = w.inputs(layer, top, exclude_sink=exclude_sink, tokens=tokens, precision=precision)
         for n, Ls in by_n.items():
             Lmax = max(Ls)
             alpha, x = alpha_full[:, :Lmax, :Lmax], x_full[:, :Lmax]
@@ -408,8 +421,8 @@ def _evaluate_ks(windows, todo, first, exclude_sink, tokens, progress) -> dict:
             expected = rowstats.expectation(alpha, x, [n], first=first)[0]
             for L in Ls:
                 keep = lengths[:L] > n
-                d_parts[(n, L)].append((d_tilde[:, :L][:, keep].sum(-1).cpu().numpy(), int(keep.sum())))
-                e_parts[(n, L)].append(expected[:, :L][:, keep].sum(-1).cpu().numpy())
+                d_parts[(n, L)].append((d_tilde[:, :L][:, keep].double().sum(-1).cpu().numpy(), int(keep.sum())))
+                e_parts[(n, L)].append(expected[:, :L][:, keep].double().sum(-1).cpu().numpy())
     out = {}
     for key in todo:
         rows = d_parts[key][0][1] * len(windows)  # rows per head over every window
@@ -444,7 +457,7 @@ def _theorem2(weights: torch.Tensor, r: torch.Tensor, delta: torch.Tensor):
 
 
 def separability_table(windows, L: int, ns: Sequence[int], *, exclude_sink: bool = False, tokens: str = "value",
-                       progress: bool | None = None) -> pd.DataFrame:
+                       precision: str = "float64", progress: bool | None = None) -> pd.DataFrame:
     """Algorithm 4: per-head mean of N_s / N at the radius R (tokens on the unit sphere) with Theorem 2's bounds.
 
     delta is the window's smallest distance between two of the head's (normalised) tokens. Columns: ``window,
@@ -454,7 +467,7 @@ def separability_table(windows, L: int, ns: Sequence[int], *, exclude_sink: bool
     first = int(exclude_sink)
     records = []
     for w, layer in _layer_items(windows, progress, "Alg. 4"):
-        alpha, x = w.inputs(layer, L, exclude_sink=exclude_sink, tokens=tokens)
+        alpha, x = w.inputs(layer, L, exclude_sink=exclude_sink, tokens=tokens, precision=precision)
         x = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
         pair = torch.cdist(x[:, first:], x[:, first:])
         pair.diagonal(dim1=-2, dim2=-1).fill_(math.inf)
@@ -466,9 +479,9 @@ def separability_table(windows, L: int, ns: Sequence[int], *, exclude_sink: bool
             d = delta.view(-1, 1).expand(-1, int(keep.sum()))
             lower, upper = _theorem2(weights[:, keep], radius[:, keep], d)
             rows = int(keep.sum())
+            means = [t.double().mean(-1).cpu() for t in (frac[:, keep], lower, upper)]
             for h in range(alpha.shape[0]):
-                records.append((str(w.index), layer, h, L, n, rows, float(frac[h, keep].mean()), float(lower[h].mean()),
-                                float(upper[h].mean()), float(delta[h])))
+                records.append((str(w.index), layer, h, L, n, rows, *(float(m[h]) for m in means), float(delta[h])))
     return pd.DataFrame(records, columns=["window", "layer", "head", "L", "N", "rows", "ns_frac", "lower", "upper",
                                           "delta"])
 
@@ -601,11 +614,16 @@ def _code_hash() -> str:
 
 
 def run(model, text, preset: str | Preset = "paper", *, windows: int | None = None, first_window: int = 0,
-        exclude_sink: bool = False, tokens: str = "value", seed: int = 0, progress: bool | None = None) -> Results:
+        exclude_sink: bool = False, tokens: str = "value", precision: str = "float32", seed: int = 0,
+        progress: bool | None = None) -> Results:
     """Algorithms 1-5 (and the sink weights) on ``windows`` windows of ``text`` (the preset's count by default).
 
-    The grid is validated before anything is captured. Everything runs on the model's device.
+    ``precision`` applies to Algorithms 1-4: ``"float32"`` reads the model's own float32 weights and values (it
+    agrees with ``"float64"`` within 1e-5 relative: benchmarks/bench_experiments.py measures it on the same
+    captures, and the tests check it). Algorithm 5 always runs in float64, since its smallest eps needs the
+    precision. The grid is validated before anything is captured. Everything runs on the model's device.
     """
+    _dtype(precision)
     p = get_preset(preset)
     count = p.windows if windows is None else windows
     validate_grid(p, max_positions=_max_positions(model), windows=count)
@@ -616,7 +634,7 @@ def run(model, text, preset: str | Preset = "paper", *, windows: int | None = No
     caps = capture_windows(model, text, length=p.max_length, count=count, first_window=first_window, tokens=tokens,
                            progress=progress)
     seconds["capture"] = time.perf_counter() - started
-    opts = {"exclude_sink": exclude_sink, "tokens": tokens, "progress": progress}
+    opts = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision, "progress": progress}
 
     def timed(name, fn, *args, **kwargs):
         t0 = time.perf_counter()
@@ -644,7 +662,7 @@ def run(model, text, preset: str | Preset = "paper", *, windows: int | None = No
         "seed": seed,
         "exclude_sink": exclude_sink,
         "tokens": tokens,
-        "precision": "float64",
+        "precision": precision,
         "device": str(caps[0].layers[0].q.device),
         "versions": _versions(),
         "code_sha256": _code_hash(),
@@ -671,7 +689,7 @@ def _sha(text: str) -> str:
 
 
 def results_folder(model, text, preset: str | Preset = "paper", *, exclude_sink: bool = False,
-                   tokens: str = "value", root=None) -> Path:
+                   tokens: str = "value", precision: str = "float32", root=None) -> Path:
     """Where :func:`results` caches a run: ``<root>/<model>/<text>/<preset>[-options]``.
 
     ``root``: ``$ATTNLIMITS_RESULTS``, else the ``results`` folder of the book's checkout (git-ignored), else the
@@ -690,14 +708,16 @@ def results_folder(model, text, preset: str | Preset = "paper", *, exclude_sink:
     model_name = _model_provenance(model)["model_id"].replace("/", "--")
     text_name = text.provenance.name if hasattr(text, "provenance") else "string-" + _sha(text)[:12]
     name = get_preset(preset).name + ("-no-sink" if exclude_sink else "") + ("" if tokens == "value" else f"-{tokens}")
+    name += "" if precision == "float32" else f"-{precision}"
     return Path(root) / model_name / text_name / name
 
 
 def results(model, text, preset: str | Preset = "paper", *, exclude_sink: bool = False, tokens: str = "value",
-            seed: int = 0, root=None, progress: bool | None = None) -> Results:
+            precision: str = "float32", seed: int = 0, root=None, progress: bool | None = None) -> Results:
     """The results of :func:`run` from the cache when the same model, text, preset, options and code produced
     them, else computed now and cached (so a test run computes once and the book build reuses the numbers)."""
-    folder = results_folder(model, text, preset, exclude_sink=exclude_sink, tokens=tokens, root=root)
+    folder = results_folder(model, text, preset, exclude_sink=exclude_sink, tokens=tokens, precision=precision,
+                            root=root)
     p = get_preset(preset)
     try:
         cached = Results.load(folder)
@@ -712,6 +732,7 @@ def results(model, text, preset: str | Preset = "paper", *, exclude_sink: bool =
                 and prov.get("code_sha256") == _code_hash() and prov.get("windows") == list(range(p.windows)))
         if same:
             return cached
-    res = run(model, text, p, exclude_sink=exclude_sink, tokens=tokens, seed=seed, progress=progress)
+    res = run(model, text, p, exclude_sink=exclude_sink, tokens=tokens, precision=precision, seed=seed,
+              progress=progress)
     res.save(folder)
     return res

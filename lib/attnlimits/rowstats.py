@@ -44,9 +44,10 @@ def _visible(r0: int, r1: int, first: int, device) -> torch.Tensor:
 
 
 def _top(a: torch.Tensor, visible: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Values and indices of the n largest weights among each row's tokens (non-tokens can never be chosen)."""
+    """Values and indices of the n largest weights among each row's tokens, largest first (non-tokens can never be
+    chosen; a row with fewer than n tokens gets -1 weights at non-token indices, which callers mask out)."""
     k = min(n, a.shape[-1])
-    return torch.topk(a.masked_fill(~visible, -1.0), k, dim=-1, sorted=False)
+    return torch.topk(a.masked_fill(~visible, -1.0), k, dim=-1, sorted=True)
 
 
 def _pair_norms(a, x, xx, s, ss, tokens) -> torch.Tensor:
@@ -75,8 +76,9 @@ def distances(alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0, bound
     for r0, r1 in row_blocks(L):
         a, xb = alpha[:, r0:r1, :r1], x[:, :r1]
         visible = _visible(r0, r1, first, x.device)
+        top_val, top_idx = _top(a, visible, max(ns))  # sorted: the first n columns are the top n
         for j, n in enumerate(ns):
-            val, idx = _top(a, visible, n)
+            val, idx = top_val[..., :n], top_idx[..., :n]
             selected = torch.zeros_like(a, dtype=torch.bool).scatter_(-1, idx, True) & visible
             s = torch.bmm(torch.where(selected, a, 0.0), xb)
             keep = (visible & ~selected).to(x.dtype)
@@ -189,5 +191,5 @@ def separability(alpha: torch.Tensor, x: torch.Tensor, n: int, *, first: int = 0
         inside = (selected & (dist <= R.unsqueeze(-1))).sum(-1)
         frac[:, r0:r1] = inside.to(x.dtype) / n
         radius[:, r0:r1] = R
-        weights[:, r0:r1, : val.shape[-1]] = val.sort(dim=-1, descending=True).values.clamp_min(0)
+        weights[:, r0:r1, : val.shape[-1]] = val.clamp_min(0)
     return frac, weights, radius
