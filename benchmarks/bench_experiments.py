@@ -1,0 +1,144 @@
+"""How much faster than the paper's algorithms, and how long the full paper preset takes.
+
+    .venv/bin/python benchmarks/bench_experiments.py [--skip-full] [--windows K]
+
+Part 1, in one process and on the same captures: a reduced preset (L <= 256, three layers, two windows; every
+algorithm, including Algorithm 3's critical N at every L) run by the literal implementation in
+``naive_experiments.py`` (Python loops over heads, rows and every N of the grid; numpy over tokens) and by
+``attnlimits.experiments``. Checks that they agree (1e-6 relative, float64), prints the time of each and their
+ratio per algorithm, then ``speed-up: <R>x`` for the whole reduced preset. Medians of repeated runs for the fast
+side; the slow side runs once.
+
+Part 2: the full paper preset end to end on the default model (load, 4 captures, Algorithms 1-5) in a child
+process, with its wall time and peak RSS next to the paper's 18 h 13 min.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import naive_experiments as naive  # noqa: E402
+
+import attnlimits as al  # noqa: E402
+
+PAPER_SECONDS = {"alg1": 24 * 60, "alg2": 37 * 60, "alg3": 17 * 3600 + 4 * 60, "alg4": 7 * 60, "alg5": 60}
+REDUCED = dict(alg1_N=5, alg1_L=(32, 64, 128, 256), alg2_L=256, alg2_N=(1, 5, 10, 20, 100), alg4_L=256,
+               alg4_N=(1, 2, 4, 8, 16, 32, 64), alg5_L=256, alg5_T=al.experiments.PRESETS["paper"].alg5_T,
+               alg5_eps=(1e-3, 1e-1, 10.0))
+LAYERS = [0, 14, 29]
+
+
+def _time(fn, repeats):
+    times, out = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), out
+
+
+def _agree(ours: pd.DataFrame, ref: pd.DataFrame, keys, values, rel=1e-6) -> float:
+    ours = ours.assign(window=ours.window.astype(str)).sort_values(keys).reset_index(drop=True)
+    ref = ref.assign(window=ref.window.astype(str)).sort_values(keys).reset_index(drop=True)
+    worst = 0.0
+    for col in values:
+        a, b = ours[col].to_numpy(float), ref[col].to_numpy(float)
+        err = np.abs(a - b) / np.maximum(np.abs(b), 1e-12)
+        worst = max(worst, float(err.max()))
+    if worst > rel:
+        raise SystemExit(f"disagreement: worst relative difference {worst:.3g} > {rel:g} in {values}")
+    return worst
+
+
+def reduced(model, text, windows: int, repeats: int) -> None:
+    p = REDUCED
+    caps = al.experiments.capture_windows(model, text, length=256, count=windows, layers=LAYERS, progress=False)
+    grid = {p["alg1_N"]: list(p["alg1_L"])}
+    for n in p["alg2_N"]:
+        grid.setdefault(n, []).append(p["alg2_L"])
+    rows = []
+
+    def bench(name, ours_fn, naive_fn, compare):
+        fast, ours = _time(ours_fn, repeats)
+        start = time.perf_counter()
+        ref = naive_fn()
+        slow = time.perf_counter() - start
+        worst = compare(ours, ref)
+        rows.append((name, slow, fast, slow / fast, worst))
+
+    bench("alg1+2", lambda: al.experiments.distance_table(caps, grid), lambda: naive.distance_table(caps, grid),
+          lambda o, r: _agree(o, r, ["window", "layer", "head", "L", "N"], ["d_tilde", "d_max", "E"]))
+
+    def crit_compare(ours, ref):
+        (scan, critical), (ref_scan, ref_critical) = ours, ref
+        merged = scan.merge(ref_scan, on=["L", "N"], suffixes=("", "_ref"))
+        worst = float((np.abs(merged.p_value - merged.p_value_ref) / merged.p_value_ref.clip(lower=1e-300)).max())
+        both = critical.merge(ref_critical, on=["L", "ks_level"], suffixes=("", "_ref"))
+        same = (both.critical_N.astype(float) == both.critical_N_ref.astype(float)).mean()
+        print(f"  Alg. 3: search evaluated {len(scan)} (L, N) pairs, the dense scan {len(ref_scan)}; "
+              f"critical N equal to the dense scan's for {same:.0%} of (L, level)")
+        return worst
+
+    bench("alg3", lambda: al.experiments.critical_n(caps, p["alg1_L"]), lambda: naive.critical_scan(caps, p["alg1_L"]),
+          crit_compare)
+    bench("alg4", lambda: al.experiments.separability_table(caps, p["alg4_L"], p["alg4_N"]),
+          lambda: naive.separability_table(caps, p["alg4_L"], p["alg4_N"]),
+          lambda o, r: _agree(o, r, ["window", "layer", "head", "L", "N"], ["ns_frac", "lower", "upper"]))
+    bench("alg5", lambda: al.experiments.gradient_table(caps, p["alg5_L"], p["alg5_T"], p["alg5_eps"]),
+          lambda: naive.gradient_table(caps, p["alg5_L"], p["alg5_T"], p["alg5_eps"]),
+          lambda o, r: _agree(o, r, ["window", "layer", "head", "T", "eps", "logit_scaling"], ["g"]))
+    table = pd.DataFrame(rows, columns=["algorithm", "naive_s", "ours_s", "ratio", "worst_rel_diff"])
+    print(f"Reduced preset: L <= 256, layers {LAYERS}, {windows} windows, float64 (median of {repeats} runs of ours)")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"speed-up: {table.naive_s.sum() / table.ours_s.sum():.0f}x")
+
+
+FULL = """
+import json, resource, time, sys
+t0 = time.perf_counter()
+import attnlimits as al
+model = al.models.load(); text = al.texts.load()
+res = al.experiments.run(model, text, "paper", windows={windows}, progress=False)
+print(json.dumps({{"wall": time.perf_counter() - t0, "seconds": res.provenance["seconds"],
+                  "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+                  "heads": int(res.sink.shape[0]), "model": res.provenance["model"]["model_id"]}}))
+"""
+
+
+def full(windows: int) -> None:
+    out = subprocess.run([sys.executable, "-c", FULL.format(windows=windows)], capture_output=True, text=True,
+                         check=True)
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    paper = sum(PAPER_SECONDS.values())
+    print(f"Full paper preset on {rec['model']} ({rec['heads']} head-windows), end to end including imports and "
+          f"model load: {rec['wall']:.0f} s ({rec['wall'] / 60:.1f} min), peak RSS {rec['rss_gb']:.2f} GB; "
+          f"the paper: {paper / 3600:.2f} h for 144 heads ({paper / rec['wall']:.0f}x)")
+    print("  time per part (s):", json.dumps(rec["seconds"]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-full", action="store_true", help="only the reduced-preset comparison")
+    parser.add_argument("--windows", type=int, default=4, help="windows of the full run (default 4)")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats of the fast side (default 3)")
+    args = parser.parse_args()
+    model, text = al.models.load(), al.texts.load()
+    reduced(model, text, windows=2, repeats=args.repeats)
+    print(f"peak RSS of the comparison: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB")
+    if not args.skip_full:
+        full(args.windows)
+
+
+if __name__ == "__main__":
+    main()
