@@ -165,12 +165,6 @@ def test_finite_difference_g_respects_the_corrected_ceiling(seed, spread):
     assert (g <= B.finite_difference_bound(T=T[:, None], eps=eps[None, :]) * (1 + 1e-6)).all()
 
 
-def test_bounds_keeps_the_positional_finite_difference_g():
-    logits = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    assert torch.equal(B.finite_difference_g(logits, [0.5, 2.0], [1e-2], seed=3, reduce=False),
-                       sweeps.finite_difference_g(logits, T=[0.5, 2.0], eps=[1e-2], seed=3, reduce=False))
-
-
 def test_finite_difference_g_definition_masks_seed_and_dtype():
     gen = torch.Generator().manual_seed(5)
     logits = torch.randn(2, 4, 5, generator=gen, dtype=torch.float64)

@@ -22,6 +22,7 @@ SUBMODULES = (
     "plotting",
     "profiling",
     "provenance",
+    "reproduction",
     "rowstats",
     "selection",
     "sweeps",

@@ -18,7 +18,6 @@ __all__ = [
     "corollary1_delta",
     "corollary3_printed",
     "finite_difference_bound",
-    "finite_difference_g",
     "general_jacobian",
     "general_jacobian_bound",
     "heads_needed",
@@ -274,14 +273,6 @@ def general_jacobian_bound(logits, F, *, dF=None, theta=None) -> torch.Tensor:
     first = h.abs().amax(dim=-1) / 2
     second = torch.sqrt((alpha * (1 - alpha) * h * h).sum(dim=-1) / 2)
     return torch.minimum(first, second)
-
-
-def finite_difference_g(logits, T, eps, **options) -> torch.Tensor:
-    """Algorithm 5's g(T, eps), a measurement: see :func:`attnlimits.sweeps.finite_difference_g` (this positional
-    form is kept for existing callers)."""
-    from attnlimits import sweeps
-
-    return sweeps.finite_difference_g(logits, T=T, eps=eps, **options)
 
 
 # ==============================================================================================================

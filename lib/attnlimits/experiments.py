@@ -497,7 +497,7 @@ def gradient_table(windows, L: int, T: Sequence[float], eps: Sequence[float], *,
     model's scale, 1/sqrt(d_head) here) and on the raw dot products q.k (``logit_scaling = "none"``). Columns:
     ``window, layer, head, T, eps, g, logit_scaling``.
     """
-    from attnlimits import bounds
+    from attnlimits import sweeps
 
     _check_windows(windows)
     records = []
@@ -505,7 +505,8 @@ def gradient_table(windows, L: int, T: Sequence[float], eps: Sequence[float], *,
         logits = w.logits(layer, L).double()
         scale = w.layer(layer).scaling
         for label, values in (("model", logits), ("none", logits / scale)):
-            g = bounds.finite_difference_g(values, T, eps, seed=seed + 1_000_003 * w.index + layer, reduce=False)
+            g = sweeps.finite_difference_g(values, T=T, eps=eps, seed=seed + 1_000_003 * w.index + layer,
+                                           reduce=False)
             g = g.cpu().numpy()
             for h in range(g.shape[0]):
                 for i, t in enumerate(T):
