@@ -560,6 +560,19 @@ class Results:
         (folder / "provenance.json").write_text(json.dumps(self.provenance, indent=2, sort_keys=True) + "\n")
         return folder
 
+    def summary(self) -> str:
+        """A few lines naming the model, text, preset, windows, heads, arithmetic and the time each part took."""
+        p = self.provenance
+        heads = self.sink.groupby("window").size()
+        seconds = ", ".join(f"{k} {v:.0f} s" for k, v in p["seconds"].items())
+        return "\n".join([
+            f"model {p['model'].get('model_id')}, text {p['text'].get('name')}, preset {p['preset']['name']}, "
+            f"windows {p['windows']} ({int(heads.iloc[0])} heads each, {int(heads.sum())} head-windows)",
+            f"Algorithms 1-4 in {p['precision']}, Algorithm 5 in float64; exclude_sink={p['exclude_sink']}, "
+            f"tokens={p['tokens']}, seed {p['seed']}",
+            f"computed in {p['seconds']['total']:.0f} s ({seconds})",
+        ])
+
     @classmethod
     def load(cls, folder) -> Results:
         """Read a folder written by :meth:`save` (or by ``attnlimits analyze``)."""
