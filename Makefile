@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test test-lib test-chapters book lint sync clean
+.PHONY: setup test test-lib test-chapters results book lint sync clean
 
 setup: $(STAMP)
 
@@ -22,7 +22,13 @@ $(STAMP): requirements.txt pyproject.toml
 test: setup
 	$(BIN)/ruff check lib tests chapters
 	$(BIN)/python -m pytest
+	$(MAKE) results
 	$(BIN)/python -m pytest --nbmake chapters
+
+## The Experiments part's numbers (Algorithms 1-5, "paper" preset) for the default model and text, computed once
+## into results/ and read from there by the experiment chapters; a no-op when the cache is current.
+results: setup
+	$(BIN)/python -c "import attnlimits as al; al.experiments.results(al.models.load(), al.texts.load(), 'paper')"
 
 ## The HTML book in _build/html, executing every chapter; warnings are errors.
 book: setup

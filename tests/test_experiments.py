@@ -363,3 +363,26 @@ def test_float32_path_agrees_with_float64(tiny):
         np.testing.assert_allclose(f32[col], f64[col], rtol=1e-5)
     with pytest.raises(ValueError, match="precision: must be one of"):
         experiments.distance_table(windows, grid, precision="float16")
+
+
+@pytest.mark.parametrize("L", [2, 5, 64, 1024])
+def test_guided_search_finds_the_change_from_any_guess(L):
+    for answer in sorted(a for a in {1, 2, L // 3, L - 1} if 1 <= a < L):
+        for guess in sorted(g for g in {1, answer - 1, answer, answer + 1, L - 1, L // 2} if 1 <= g < L):
+            found, asked = _drive_guided(L, answer, guess)
+            assert found == answer, (answer, guess)
+            assert answer in asked and (answer == 1 or answer - 1 in asked)
+    found, _ = _drive_guided(L, None, L // 2 or 1)
+    assert found is None
+
+
+def _drive_guided(L, answer, guess):
+    gen = experiments._search(L, 0.05, guess)
+    asked = []
+    try:
+        n = next(gen)
+        while True:
+            asked.append(n)
+            n = gen.send(0.5 if answer is not None and n >= answer else 0.0)
+    except StopIteration as stop:
+        return stop.value, asked

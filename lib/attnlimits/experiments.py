@@ -328,24 +328,49 @@ def _ks(d_means: np.ndarray, e_means: np.ndarray) -> tuple[float, float]:
     return float(res.statistic), float(res.pvalue)
 
 
-def _search(L: int, level: float):
-    """Generator: yields the N it wants tested at L, receives its p-value, returns the smallest N with p >= level.
+def _search(L: int, level: float, guess: int | None = None):
+    """Generator: yields the N it wants tested at L, receives its p-value, returns the critical N.
 
-    Exponential bracket N = 1, 2, 4, ... (up to L - 1), then bisection inside the bracket: the answer N has
-    p(N) >= level and p(N - 1) < level (both evaluated), the first such change from the bracket's lower end.
-    Returns None when no N < L reaches the level.
+    It brackets the change of the decision p >= level, then bisects inside the bracket, so the answer N has
+    p(N) >= level and p(N - 1) < level, both evaluated (N = 1 when already p(1) >= level). Without a ``guess`` the
+    bracket grows by doubling from N = 1; with one (the critical fraction of a shorter L, scaled) it starts there
+    and walks down or up in doubling steps. Returns None when no N < L reaches the level.
     """
-    lo, hi = 0, None  # invariant: p(lo) < level (lo = 0 stands for "nothing tested"), p(hi) >= level
-    n = 1
-    while hi is None:
+    lo, hi = 0, None  # invariant: p(lo) < level (lo = 0 stands for "N = 1 is the first candidate"), p(hi) >= level
+    if guess is None:
+        n = 1
+        while hi is None:
+            p = yield n
+            if p >= level:
+                hi = n
+            else:
+                lo = n
+                if n == L - 1:
+                    return None
+                n = min(2 * n, L - 1)
+    else:
+        n, step = min(max(int(guess), 1), L - 1), max(1, L // 64)
         p = yield n
         if p >= level:
             hi = n
+            while hi > 1:
+                n = max(hi - step, 1)
+                p = yield n
+                if p < level:
+                    lo = n
+                    break
+                hi, step = n, 2 * step
         else:
             lo = n
-            if n == L - 1:
-                return None
-            n = min(2 * n, L - 1)
+            while hi is None:
+                if lo == L - 1:
+                    return None
+                n = min(lo + step, L - 1)
+                p = yield n
+                if p >= level:
+                    hi = n
+                else:
+                    lo, step = n, 2 * step
     while hi - lo > 1:
         mid = (lo + hi) // 2
         p = yield mid
@@ -363,34 +388,37 @@ def critical_n(windows, lengths: Sequence[int], levels: Sequence[float] = (0.05,
     of d~ and of E (p >= level), at every level.
 
     A head's mean is over its rows (t < L, more than N tokens) in every window; the test compares the heads'
-    means of d~ with their means of E (one value per head each, as in the paper). Every (L, level) runs its own
-    :func:`_search`; the searches run side by side in rounds, and each round reads every layer once and
-    evaluates every N it was asked for. Returns ``(scan, critical)``: scan ``L, N, ks_stat, p_value, window``
-    (one row per N actually evaluated) and critical ``L, critical_N, ks_level, window`` (``window = "all"``:
-    the pooled test over the run's windows).
+    means of d~ with their means of E (one value per head each, as in the paper). Lengths are solved shortest
+    first; each (L, level) runs :func:`_search`, guided by the critical fraction N/L found at the previous length
+    (the first length brackets by doubling). The levels of one L search side by side in rounds, and a round reads
+    every layer once and evaluates every N it was asked for. Returns ``(scan, critical)``: scan ``L, N, ks_stat,
+    p_value, window`` (one row per N actually evaluated) and critical ``L, critical_N, ks_level, window``
+    (``window = "all"``: the pooled test over the run's windows).
     """
     _check_windows(windows)
     first = int(exclude_sink)
-    chains = {}
-    pending = {}
-    for L in lengths:
-        for level in levels:
-            gen = _search(int(L), float(level))
-            chains[(L, level)] = gen
-            pending[(L, level)] = next(gen)
     results: dict[tuple[int, int], tuple[float, float]] = {}
     answers: dict[tuple[int, float], int | None] = {}
-    while pending:
-        todo = sorted({(n, L) for (L, _), n in pending.items() if (n, L) not in results})
-        if todo:
-            results.update(_evaluate_ks(windows, todo, first, exclude_sink, tokens, precision, progress))
-        nxt = {}
-        for key, n in pending.items():
-            try:
-                nxt[key] = chains[key].send(results[(n, key[0])][1])
-            except StopIteration as stop:
-                answers[key] = stop.value
-        pending = nxt
+    fraction: dict[float, float] = {}
+    for L in sorted(int(v) for v in lengths):
+        chains, pending = {}, {}
+        for level in levels:
+            guess = round(fraction[level] * L) if level in fraction else None
+            chains[level] = _search(L, float(level), guess)
+            pending[level] = next(chains[level])
+        while pending:
+            todo = sorted({(n, L) for n in pending.values() if (n, L) not in results})
+            if todo:
+                results.update(_evaluate_ks(windows, todo, first, exclude_sink, tokens, precision, progress))
+            nxt = {}
+            for level, n in pending.items():
+                try:
+                    nxt[level] = chains[level].send(results[(n, L)][1])
+                except StopIteration as stop:
+                    answers[(L, level)] = stop.value
+                    if stop.value is not None:
+                        fraction[level] = stop.value / L
+            pending = nxt
     scan = pd.DataFrame(
         [(L, n, s, p, "all") for (n, L), (s, p) in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0]))],
         columns=["L", "N", "ks_stat", "p_value", "window"],

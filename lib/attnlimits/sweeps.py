@@ -320,9 +320,9 @@ def finite_difference_g(logits, *, T, eps, seed: int = 0, normalizer=None, reduc
     T = validation.positive("T", T).reshape(-1)
     eps = validation.positive("eps", eps).reshape(-1)
     gen = torch.Generator().manual_seed(int(seed))
-    v = torch.randn(x.shape, generator=gen, dtype=torch.float64).masked_fill(mask, 0.0)
+    v = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device).masked_fill(mask, 0.0)  # CPU draws
     v = (v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)).to(x.dtype)
-    out = torch.empty(*x.shape[:-2], len(T), len(eps), dtype=x.dtype)
+    out = torch.empty(*x.shape[:-2], len(T), len(eps), dtype=x.dtype, device=x.device)
     for i, t in enumerate(T.tolist()):
         base = normalizer(x, dim=-1, T=t)
         for j, e in enumerate(eps.tolist()):
