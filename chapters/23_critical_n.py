@@ -71,21 +71,30 @@ scan.pivot_table(index="N", columns="L", values="p_value").map(lambda v: f"{v:.2
 
 # %% [markdown]
 # ## Paper reports, we measure
+#
+# Each row is computed from the tables above by a fixed rule (the `rule` column). The sentences after the table
+# describe the model and text that build this book (SmolLM2-135M-Instruct on the Python documentation); the cell
+# asserts their verdicts for that run, so the book fails to build if a number drifts from its sentence. On another
+# model or text the table is that run's, and the cell prints which verdicts differ from the sentences.
 
 # %%
 claims = al.reproduction.claims(res, "2c")
 claims[["paper", "measured", "verdict", "rule"]]
 
 # %%
-verdict = dict(zip(claims.key, claims.verdict, strict=True))
+verdict = al.reproduction.expect(res, claims, {"fig2c-critical": "reproduced with a different constant"})
 fraction = crit[crit.ks_level == 0.05].fraction
 print(verdict, f"critical N / L between {fraction.min():.2f} and {fraction.max():.2f}")
-assert verdict["fig2c-critical"] != "reproduced"
-assert fraction.min() > 0.12  # far more than 6 % of the tokens
+if al.reproduction.describes(res):
+    assert fraction.min() > 0.5  # far more than 6 % of the tokens
 
 # %% [markdown]
-# On this model and text the critical $N$ is a far larger share of the context than the paper's 6 %: the test
-# separates the heads' true distances from random selections until most of the visible tokens are selected. The
-# reason is visible in {doc}`22_distance_vs_length`: with an attention sink the kept aggregate $s$ is dominated by
-# one token that a random selection almost never contains, so $\tilde d$ and $E$ differ by a large factor at every
-# small $N$ and meet only as $N \to L$, where both collapse to zero.
+# The shape of the paper's result carries over: the critical $N$ grows in proportion to $L$, so a fixed *fraction*
+# of the context, not a fixed number of tokens, is what a head can select before its aggregate looks random. The
+# constant does not: on this model and text the test separates the true distances from random selections until
+# most of the visible tokens are selected, far beyond 6 %. The reason is the one {doc}`22_distance_vs_length`
+# found: the kept aggregate $s$ is dominated by a few heavy tokens (the attention sink among them) that a random
+# selection almost never contains, so $\tilde d$ grows like $(\ell - N)\lVert s \rVert$ while $E$ stays bounded,
+# and the two meet only as $N \to \ell$, where both fall to zero. The paper's guideline "keep the active set below
+# about 6 % of the context" therefore does not follow from this experiment here; the critical fraction is a
+# property of the model's attention, which {doc}`22_distance_vs_length` shows is far from uniform.
