@@ -7,6 +7,7 @@ benchmark times it against the library.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -90,7 +91,7 @@ def test_row_lengths_and_blocks():
 # the search of Algorithm 3
 # ---------------------------------------------------------------------------------------------------------------
 def _drive(L, level, p_of):
-    gen = experiments._search(L, level)
+    gen = experiments.critical_search(L, level)
     asked = []
     try:
         n = next(gen)
@@ -279,11 +280,11 @@ def test_results_cache_is_reused_and_invalidated(tiny_dir, text, tmp_path, monke
     first = experiments.results(model, text, TINY_PRESET, root=tmp_path)
     folder = experiments.results_folder(model, text, TINY_PRESET, root=tmp_path)
     assert (folder / "provenance.json").is_file()
-    monkeypatch.setattr(experiments, "run", lambda *a, **k: pytest.fail("the cache was not reused"))
+    monkeypatch.setattr(experiments.runs, "run", lambda *a, **k: pytest.fail("the cache was not reused"))
     again = experiments.results(model, text, TINY_PRESET, root=tmp_path)
     pd.testing.assert_frame_equal(again.distance, first.distance, check_dtype=False)
     calls = []
-    monkeypatch.setattr(experiments, "run", lambda *a, **k: calls.append(k) or first)
+    monkeypatch.setattr(experiments.runs, "run", lambda *a, **k: calls.append(k) or first)
     experiments.results(model, text, TINY_PRESET, root=tmp_path, seed=1)  # another seed: recomputed
     assert calls and calls[0]["seed"] == 1
 
@@ -299,7 +300,7 @@ def test_results_cache_is_reused_and_invalidated(tiny_dir, text, tmp_path, monke
     ],
 )
 def test_bad_grids_raise_naming_the_grid(change, message):
-    bad = experiments.dataclasses.replace(TINY_PRESET, **change)
+    bad = dataclasses.replace(TINY_PRESET, **change)
     with pytest.raises(ValueError, match=message):
         experiments.validate_grid(bad)
 
@@ -377,7 +378,7 @@ def test_guided_search_finds_the_change_from_any_guess(L):
 
 
 def _drive_guided(L, answer, guess):
-    gen = experiments._search(L, 0.05, guess)
+    gen = experiments.critical_search(L, 0.05, guess)
     asked = []
     try:
         n = next(gen)
@@ -386,3 +387,16 @@ def _drive_guided(L, answer, guess):
             n = gen.send(0.5 if answer is not None and n >= answer else 0.0)
     except StopIteration as stop:
         return stop.value, asked
+
+
+def test_selection_by_complement_equals_the_top_n(monkeypatch):
+    """For large N the kernel selects the complement of the smallest weights; d~ must not change."""
+    monkeypatch.setattr(rowstats, "ROW_BLOCK", 9)
+    alpha, x = _causal(2, 40, 3, 3.0, seed=11)
+    ns = [20, 30, 38]  # above half the block: the complement path
+    d_fast = rowstats.distances(alpha, x, ns)[0]
+    for j, n in enumerate(ns):
+        for t in range(n, 40):
+            for h in range(2):
+                ref = selection.cumulative_distance(alpha[h, t, : t + 1], x[h, : t + 1], n).item()
+                assert d_fast[j, h, t].item() == pytest.approx(ref, rel=REL)

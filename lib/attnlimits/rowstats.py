@@ -50,6 +50,19 @@ def _top(a: torch.Tensor, visible: torch.Tensor, n: int) -> tuple[torch.Tensor, 
     return torch.topk(a.masked_fill(~visible, -1.0), k, dim=-1, sorted=True)
 
 
+def _selected_by_complement(a: torch.Tensor, visible: torch.Tensor, n: int) -> torch.Tensor:
+    """Mask of each row's n largest weights, found as the complement of its (tokens - n) smallest: for n close to
+    the row length this asks top-k for a few hundred entries instead of nearly all of them."""
+    count = visible.sum(-1)  # tokens per row (B,)
+    k = int((count - n).clamp_min(0).max())
+    selected = visible.expand_as(a).clone()
+    if k == 0:
+        return selected
+    idx = torch.topk(a.masked_fill(~visible, torch.inf), k, dim=-1, largest=False, sorted=True).indices
+    drop = torch.arange(k, device=a.device) < (count - n).clamp_min(0).unsqueeze(-1)  # (B, k): first (count-n)
+    return selected.scatter_(-1, idx, ~drop.expand_as(idx)) & visible
+
+
 def _pair_norms(a, x, xx, s, ss, tokens) -> torch.Tensor:
     """||alpha_i x_i - s_t|| for every row t of the block and column i, 0 where column i is not a token."""
     g = torch.bmm(s, x.transpose(1, 2))  # x_i . s_t
@@ -76,10 +89,15 @@ def distances(alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0, bound
     for r0, r1 in row_blocks(L):
         a, xb = alpha[:, r0:r1, :r1], x[:, :r1]
         visible = _visible(r0, r1, first, x.device)
-        top_val, top_idx = _top(a, visible, max(ns))  # sorted: the first n columns are the top n
+        by_complement = not bound and max(ns) > r1 // 2
+        if not by_complement:
+            top_val, top_idx = _top(a, visible, max(ns))  # sorted: the first n columns are the top n
         for j, n in enumerate(ns):
-            val, idx = top_val[..., :n], top_idx[..., :n]
-            selected = torch.zeros_like(a, dtype=torch.bool).scatter_(-1, idx, True) & visible
+            if by_complement:
+                selected = _selected_by_complement(a, visible, n)
+            else:
+                val, idx = top_val[..., :n], top_idx[..., :n]
+                selected = torch.zeros_like(a, dtype=torch.bool).scatter_(-1, idx, True) & visible
             s = torch.bmm(torch.where(selected, a, 0.0), xb)
             keep = (visible & ~selected).to(x.dtype)
             d_tilde[j, :, r0:r1] = _pair_norms(a, xb, xx[:, :r1], s, (s * s).sum(-1), keep).sum(-1)

@@ -1,0 +1,53 @@
+"""The paper's Algorithms 1-5 on every head of a pretrained model, at the paper's grids, as tidy tables.
+
+Definitions (each a parameter; the Experiments chapters state them):
+
+- Per head, alpha is the captured causal attention row of query t, recomputed in float64 from the model's own
+  logits (``softmax(logits.double())``: exact, and rows sum to 1 within 1e-15), and x_i are that head's value
+  vectors (after grouped-query expansion), or with ``tokens="residual"`` the layer's input residual stream.
+- Row t's tokens are the visible ones, n <= t. A length L uses the first L tokens of each window (the prefix
+  property), so one capture per window serves every L of the grid.
+- A statistic of a head is its mean over the rows t < L with more than N tokens (rows where nothing is dropped are
+  skipped); the ``rows`` column says how many rows that is per window.
+- ``exclude_sink=True`` drops token 0 from selection and comparison (the remaining weights renormalised).
+
+Algorithms: :func:`distance_table` (Alg. 1 and 2: d~, d_max, E vs L and N), :func:`critical_n` (Alg. 3: the exact
+critical N by a bracket-and-bisect search on the KS decision), :func:`separability_table` (Alg. 4),
+:func:`gradient_table` (Alg. 5) and :func:`sink_table`. :func:`run` does all five and :class:`Results` saves and
+loads them as CSVs plus ``provenance.json``.
+"""
+
+from __future__ import annotations
+
+from attnlimits.experiments.algorithms import (
+    critical_n,
+    critical_search,
+    distance_table,
+    gradient_table,
+    separability_table,
+    sink_table,
+)
+from attnlimits.experiments.presets import PRESETS, Preset, get_preset, validate_grid
+from attnlimits.experiments.runs import TABLES, Results, merge, results, results_folder, run
+from attnlimits.experiments.windows import WindowCapture, capture_windows
+
+__all__ = [
+    "PRESETS",
+    "TABLES",
+    "Preset",
+    "Results",
+    "WindowCapture",
+    "capture_windows",
+    "critical_n",
+    "critical_search",
+    "distance_table",
+    "get_preset",
+    "gradient_table",
+    "merge",
+    "results",
+    "results_folder",
+    "run",
+    "separability_table",
+    "sink_table",
+    "validate_grid",
+]

@@ -1,0 +1,284 @@
+"""Algorithms 1-5 of the paper on a list of window captures, each returning a tidy table."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlimits import rowstats
+from attnlimits.experiments.windows import check_windows, layer_items, row_means
+
+__all__ = ["critical_n", "critical_search", "distance_table", "gradient_table", "separability_table", "sink_table"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Algorithms 1 and 2: d~, d_max and E vs L (N fixed) and vs N (L fixed)
+# ----------------------------------------------------------------------------------------------------------------
+def distance_table(windows, grid: dict[int, Sequence[int]], *, exclude_sink: bool = False, tokens: str = "value",
+                   precision: str = "float64", progress: bool | None = None) -> pd.DataFrame:
+    """Per-head means of d~, d_max (Theorem 1 as reconstructed) and E for every N and its lengths in ``grid``.
+
+    ``grid`` maps N to the lengths L it is wanted at (Alg. 1: {5: [32, ..., 1024]}; Alg. 2: {N: [1024]}). One pass
+    per layer computes every row once at the largest L; shorter L are prefix means. Columns: ``window, layer,
+    head, L, N, rows, d_tilde, d_max, E``.
+    """
+    check_windows(windows)
+    first = int(exclude_sink)
+    ns = sorted(grid)
+    top = max(max(v) for v in grid.values())
+    records = []
+    for w, layer in layer_items(windows, progress, "Alg. 1-2"):
+        alpha, x = w.inputs(layer, top, exclude_sink=exclude_sink, tokens=tokens, precision=precision)
+        lengths = rowstats.row_lengths(top, first, alpha.device)
+        expected = rowstats.expectation(alpha, x, ns, first=first)
+        d_tilde, d_max = rowstats.distances(alpha, x, ns, first=first, bound=True)
+        for j, n in enumerate(ns):
+            for L in sorted(grid[n]):
+                d_mean, rows = row_means(d_tilde[j], lengths, n, L)
+                b_mean, _ = row_means(d_max[j], lengths, n, L)
+                e_mean, _ = row_means(expected[j], lengths, n, L)
+                for h in range(alpha.shape[0]):
+                    records.append((str(w.index), layer, h, L, n, rows, d_mean[h], b_mean[h], e_mean[h]))
+    return pd.DataFrame(records, columns=["window", "layer", "head", "L", "N", "rows", "d_tilde", "d_max", "E"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Algorithm 3: the critical N, found by a search on the KS decision
+# ----------------------------------------------------------------------------------------------------------------
+def _ks(d_means: np.ndarray, e_means: np.ndarray) -> tuple[float, float]:
+    from scipy.stats import ks_2samp
+
+    res = ks_2samp(d_means, e_means)
+    return float(res.statistic), float(res.pvalue)
+
+
+def critical_search(L: int, level: float, guess: int | None = None):
+    """Generator: yields the N it wants tested at L, receives its p-value, returns the critical N.
+
+    It brackets the change of the decision p >= level, then bisects inside the bracket, so the answer N has
+    p(N) >= level and p(N - 1) < level, both evaluated (N = 1 when already p(1) >= level). Without a ``guess`` the
+    bracket grows by doubling from N = 1; with one (the critical fraction of a shorter L, scaled) it starts there
+    and walks down or up in doubling steps. Returns None when no N < L reaches the level.
+    """
+    lo, hi = 0, None  # invariant: p(lo) < level (lo = 0 stands for "N = 1 is the first candidate"), p(hi) >= level
+    if guess is None:
+        n = 1
+        while hi is None:
+            p = yield n
+            if p >= level:
+                hi = n
+            else:
+                lo = n
+                if n == L - 1:
+                    return None
+                n = min(2 * n, L - 1)
+    else:
+        n, step = min(max(int(guess), 1), L - 1), max(1, L // 64)
+        p = yield n
+        if p >= level:
+            hi = n
+            while hi > 1:
+                n = max(hi - step, 1)
+                p = yield n
+                if p < level:
+                    lo = n
+                    break
+                hi, step = n, 2 * step
+        else:
+            lo = n
+            while hi is None:
+                if lo == L - 1:
+                    return None
+                n = min(lo + step, L - 1)
+                p = yield n
+                if p >= level:
+                    hi = n
+                else:
+                    lo, step = n, 2 * step
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        p = yield mid
+        if p >= level:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def critical_n(windows, lengths: Sequence[int], levels: Sequence[float] = (0.05, 0.01), *,
+               exclude_sink: bool = False, tokens: str = "value", precision: str = "float64",
+               progress: bool | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Algorithm 3: for each L, the smallest N at which a two-sample KS test cannot tell apart the per-head means
+    of d~ and of E (p >= level), at every level.
+
+    A head's mean is over its rows (t < L, more than N tokens) in every window; the test compares the heads'
+    means of d~ with their means of E (one value per head each, as in the paper). Lengths are solved shortest
+    first; each (L, level) runs :func:`critical_search`, guided by the critical fraction N/L found at the previous
+    length (the first length brackets by doubling). The levels of one L search side by side in rounds, and a round reads
+    every layer once and evaluates every N it was asked for. Returns ``(scan, critical)``: scan ``L, N, ks_stat,
+    p_value, window`` (one row per N actually evaluated) and critical ``L, critical_N, ks_level, window``
+    (``window = "all"``: the pooled test over the run's windows).
+    """
+    check_windows(windows)
+    first = int(exclude_sink)
+    results: dict[tuple[int, int], tuple[float, float]] = {}
+    answers: dict[tuple[int, float], int | None] = {}
+    fraction: dict[float, float] = {}
+    for L in sorted(int(v) for v in lengths):
+        chains, pending = {}, {}
+        for level in levels:
+            guess = round(fraction[level] * L) if level in fraction else None
+            chains[level] = critical_search(L, float(level), guess)
+            pending[level] = next(chains[level])
+        while pending:
+            todo = sorted({(n, L) for n in pending.values() if (n, L) not in results})
+            if todo:
+                results.update(_evaluate_ks(windows, todo, first, exclude_sink, tokens, precision, progress))
+            nxt = {}
+            for level, n in pending.items():
+                try:
+                    nxt[level] = chains[level].send(results[(n, L)][1])
+                except StopIteration as stop:
+                    answers[(L, level)] = stop.value
+                    if stop.value is not None:
+                        fraction[level] = stop.value / L
+            pending = nxt
+    scan = pd.DataFrame(
+        [(L, n, s, p, "all") for (n, L), (s, p) in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0]))],
+        columns=["L", "N", "ks_stat", "p_value", "window"],
+    )
+    critical = pd.DataFrame(
+        [(L, np.nan if answers[(L, lv)] is None else answers[(L, lv)], lv, "all") for L in lengths for lv in levels],
+        columns=["L", "critical_N", "ks_level", "window"],
+    )
+    critical["critical_N"] = critical["critical_N"].astype("Int64")
+    return scan, critical
+
+
+def _evaluate_ks(windows, todo, first, exclude_sink, tokens, precision, progress) -> dict:
+    """KS statistic and p-value for every (N, L) in ``todo``, in one pass over the layers."""
+    by_n: dict[int, list[int]] = {}
+    for n, L in todo:
+        by_n.setdefault(n, []).append(L)
+    top = max(L for _, L in todo)
+    d_parts: dict[tuple[int, int], list] = {key: [] for key in todo}
+    e_parts: dict[tuple[int, int], list] = {key: [] for key in todo}
+    for w, layer in layer_items(windows, progress, f"Alg. 3 ({len(todo)} N)"):
+        alpha_full, x_full = w.inputs(layer, top, exclude_sink=exclude_sink, tokens=tokens, precision=precision)
+        for n, Ls in by_n.items():
+            Lmax = max(Ls)
+            alpha, x = alpha_full[:, :Lmax, :Lmax], x_full[:, :Lmax]
+            lengths = rowstats.row_lengths(Lmax, first, alpha.device)
+            d_tilde = rowstats.distances(alpha, x, [n], first=first)[0][0]
+            expected = rowstats.expectation(alpha, x, [n], first=first)[0]
+            for L in Ls:
+                keep = lengths[:L] > n
+                d_parts[(n, L)].append((d_tilde[:, :L][:, keep].double().sum(-1).cpu().numpy(), int(keep.sum())))
+                e_parts[(n, L)].append(expected[:, :L][:, keep].double().sum(-1).cpu().numpy())
+    out = {}
+    for key in todo:
+        rows = d_parts[key][0][1] * len(windows)  # rows per head over every window
+        if rows == 0:
+            out[key] = (math.nan, math.nan)
+            continue
+        d_heads = _pool(d_parts[key], windows) / rows
+        e_heads = _pool([(e, 0) for e in e_parts[key]], windows) / rows
+        out[key] = _ks(d_heads, e_heads)
+    return out
+
+
+def _pool(parts, windows) -> np.ndarray:
+    """Sum the per-(window, layer) head vectors of every window into one vector per (layer, head)."""
+    per_window = len(windows[0].layer_ids)
+    stacked = np.stack([p for p, _ in parts]).reshape(len(windows), per_window, -1)
+    return stacked.sum(0).reshape(-1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Algorithm 4: geometric separability N_s / N with Theorem 2's bounds
+# ----------------------------------------------------------------------------------------------------------------
+def _theorem2(weights: torch.Tensor, r: torch.Tensor, delta: torch.Tensor):
+    """Theorem 2's lower bound and the reconstructed upper bound per row on the unit sphere (M = 1), from the
+    selected weights ``(..., n)``, the radius r ``(...)`` and the separation delta ``(...)``."""
+    s1 = weights.sum(-1, keepdim=True) - weights
+    s2 = (weights * weights).sum(-1, keepdim=True) - weights * weights
+    xi = (s2 + (1 - delta.unsqueeze(-1) ** 2 / 2) * (s1 * s1 - s2)).clamp_min(0).sqrt()
+    lower = 1 - (xi / r.unsqueeze(-1)).mean(-1)
+    upper = torch.exp(-((xi - r.unsqueeze(-1)).clamp_min(0) ** 2) / 2).mean(-1)
+    return lower, upper
+
+
+def separability_table(windows, L: int, ns: Sequence[int], *, exclude_sink: bool = False, tokens: str = "value",
+                       precision: str = "float64", progress: bool | None = None) -> pd.DataFrame:
+    """Algorithm 4: per-head mean of N_s / N at the radius R (tokens on the unit sphere) with Theorem 2's bounds.
+
+    delta is the window's smallest distance between two of the head's (normalised) tokens. Columns: ``window,
+    layer, head, L, N, rows, ns_frac, lower, upper, delta``.
+    """
+    check_windows(windows)
+    first = int(exclude_sink)
+    records = []
+    for w, layer in layer_items(windows, progress, "Alg. 4"):
+        alpha, x = w.inputs(layer, L, exclude_sink=exclude_sink, tokens=tokens, precision=precision)
+        x = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+        pair = torch.cdist(x[:, first:], x[:, first:])
+        pair.diagonal(dim1=-2, dim2=-1).fill_(math.inf)
+        delta = pair.flatten(1).amin(-1)  # (H,)
+        lengths = rowstats.row_lengths(L, first, alpha.device)
+        for n in ns:
+            frac, weights, radius = rowstats.separability(alpha, x, n, first=first)
+            keep = (lengths > n) & (radius > 0).all(0)
+            d = delta.view(-1, 1).expand(-1, int(keep.sum()))
+            lower, upper = _theorem2(weights[:, keep], radius[:, keep], d)
+            rows = int(keep.sum())
+            means = [t.double().mean(-1).cpu() for t in (frac[:, keep], lower, upper)]
+            for h in range(alpha.shape[0]):
+                records.append((str(w.index), layer, h, L, n, rows, *(float(m[h]) for m in means), float(delta[h])))
+    return pd.DataFrame(records, columns=["window", "layer", "head", "L", "N", "rows", "ns_frac", "lower", "upper",
+                                          "delta"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Algorithm 5: g(T, eps) on the captured logits; the attention sink
+# ----------------------------------------------------------------------------------------------------------------
+def gradient_table(windows, L: int, T: Sequence[float], eps: Sequence[float], *, seed: int = 0,
+                   progress: bool | None = None) -> pd.DataFrame:
+    """Algorithm 5: per head, g(T, eps) = mean over rows of ||softmax((l + eps v)/T) - softmax(l/T)|| / eps.
+
+    Computed on the logits as the model feeds them to its softmax (``logit_scaling = "model"``: q.k times the
+    model's scale, 1/sqrt(d_head) here) and on the raw dot products q.k (``logit_scaling = "none"``). Columns:
+    ``window, layer, head, T, eps, g, logit_scaling``.
+    """
+    from attnlimits import sweeps
+
+    check_windows(windows)
+    records = []
+    for w, layer in layer_items(windows, progress, "Alg. 5"):
+        logits = w.logits(layer, L).double()
+        scale = w.layer(layer).scaling
+        for label, values in (("model", logits), ("none", logits / scale)):
+            g = sweeps.finite_difference_g(values, T=T, eps=eps, seed=seed + 1_000_003 * w.index + layer,
+                                           reduce=False)
+            g = g.cpu().numpy()
+            for h in range(g.shape[0]):
+                for i, t in enumerate(T):
+                    for j, e in enumerate(eps):
+                        records.append((str(w.index), layer, h, float(t), float(e), float(g[h, i, j]), label))
+    return pd.DataFrame(records, columns=["window", "layer", "head", "T", "eps", "g", "logit_scaling"])
+
+
+def sink_table(windows, L: int) -> pd.DataFrame:
+    """Mean weight of token 0 (the attention sink) per head over rows 1..L-1. Columns ``window, layer, head,
+    sink_weight``."""
+    check_windows(windows)
+    records = []
+    for w in windows:
+        for layer in w.layer_ids:
+            alpha, _ = w.inputs(layer, L)
+            sink = alpha[:, 1:, 0].mean(-1).cpu().numpy()
+            records += [(str(w.index), layer, h, float(sink[h])) for h in range(len(sink))]
+    return pd.DataFrame(records, columns=["window", "layer", "head", "sink_weight"])

@@ -1,0 +1,113 @@
+"""The grids of Algorithms 1-5 (presets "paper" and "quick") and their validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["PRESETS", "Preset", "get_preset", "validate_grid"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# presets
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Preset:
+    """The grids of Algorithms 1-5 and how many windows to read."""
+
+    name: str
+    windows: int
+    alg1_N: int
+    alg1_L: tuple[int, ...]
+    alg2_L: int
+    alg2_N: tuple[int, ...]
+    alg4_L: int
+    alg4_N: tuple[int, ...]
+    alg5_L: int
+    alg5_T: tuple[float, ...]
+    alg5_eps: tuple[float, ...]
+    ks_levels: tuple[float, ...] = (0.05, 0.01)
+
+    @property
+    def max_length(self) -> int:
+        """The longest L any algorithm reads: the window length."""
+        return max(*self.alg1_L, self.alg2_L, self.alg4_L, self.alg5_L)
+
+    def as_dict(self) -> dict:
+        """The preset as plain JSON-able data."""
+        return dataclasses.asdict(self)
+
+
+def _log_grid(lo: float, hi: float, points: int) -> tuple[float, ...]:
+    return tuple(float(f"{v:.6g}") for v in np.logspace(math.log10(lo), math.log10(hi), points))
+
+
+PRESETS = {
+    "paper": Preset(
+        name="paper",
+        windows=4,
+        alg1_N=5,
+        alg1_L=(32, 64, 128, 256, 512, 1024),
+        alg2_L=1024,
+        alg2_N=(1, 5, 10, 20, 100),
+        alg4_L=1024,
+        alg4_N=(1, 2, 4, 8, 16, 32, 64),
+        alg5_L=256,
+        alg5_T=_log_grid(1e-3, 1e2, 21),
+        alg5_eps=(1e-3, 1e-1, 10.0),
+    ),
+    "quick": Preset(
+        name="quick",
+        windows=2,
+        alg1_N=2,
+        alg1_L=(16, 32, 64),
+        alg2_L=64,
+        alg2_N=(1, 2, 5, 10),
+        alg4_L=64,
+        alg4_N=(1, 2, 4, 8),
+        alg5_L=64,
+        alg5_T=_log_grid(1e-3, 1e2, 6),
+        alg5_eps=(1e-3, 1e-1, 10.0),
+    ),
+}
+
+
+def get_preset(preset: str | Preset) -> Preset:
+    """A :class:`Preset` by name (``"paper"`` or ``"quick"``), or the given one unchanged."""
+    if isinstance(preset, Preset):
+        return preset
+    if preset not in PRESETS:
+        raise ValueError(f"preset: must be one of {sorted(PRESETS)}, got {preset!r}")
+    return PRESETS[preset]
+
+
+def validate_grid(preset: Preset, *, max_positions: int | None = None, windows: int | None = None) -> None:
+    """Raise ValueError naming the grid when a preset cannot run: empty grids, N >= L, L above the context."""
+    p = preset
+    grids = {"alg1_L": p.alg1_L, "alg2_N": p.alg2_N, "alg4_N": p.alg4_N, "alg5_T": p.alg5_T, "alg5_eps": p.alg5_eps,
+             "ks_levels": p.ks_levels}
+    for name, grid in grids.items():
+        if len(grid) == 0:
+            raise ValueError(f"{name}: the grid is empty")
+    for name, values in {"alg1_L": p.alg1_L, "alg2_L": (p.alg2_L,), "alg4_L": (p.alg4_L,), "alg5_L": (p.alg5_L,),
+                         "alg1_N": (p.alg1_N,), "alg2_N": p.alg2_N, "alg4_N": p.alg4_N}.items():
+        if any(isinstance(v, bool) or int(v) != v or v < 1 for v in values):
+            raise ValueError(f"{name}: must hold integers >= 1, got {values}")
+    for name, n_grid, lengths in (("alg1_N", (p.alg1_N,), p.alg1_L), ("alg2_N", p.alg2_N, (p.alg2_L,)),
+                                  ("alg4_N", p.alg4_N, (p.alg4_L,))):
+        bad = [(n, L) for n in n_grid for L in lengths if n >= L]
+        if bad:
+            raise ValueError(f"{name}: every N must be < L (some row must drop a token); got N >= L for {bad}")
+    for name, grid in (("alg5_T", p.alg5_T), ("alg5_eps", p.alg5_eps)):
+        if any(not v > 0 or not math.isfinite(v) for v in grid):
+            raise ValueError(f"{name}: must hold finite numbers > 0, got {grid}")
+    if any(not 0 < v < 1 for v in p.ks_levels):
+        raise ValueError(f"ks_levels: must lie in (0, 1), got {p.ks_levels}")
+    if max_positions is not None and p.max_length > max_positions:
+        raise ValueError(f"L: the grid reaches L = {p.max_length}, above the model's {max_positions} positions")
+    count = p.windows if windows is None else windows
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"windows: must be an integer >= 1, got {count!r}")

@@ -1,0 +1,143 @@
+"""One capture per window, the weights recomputed per layer on demand, and the helpers every algorithm shares."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = ["PRECISIONS", "TOKENS", "WindowCapture", "capture_windows", "check_windows", "dtype_of", "layer_items",
+           "progress_bar", "row_means"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# captures: one forward pass per window, the weights recomputed per layer on demand (memory stays bounded)
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class WindowCapture:
+    """One window's per-layer queries, keys, values and scaling (the attention weights are recomputed from them).
+
+    ``index`` is the window's position in the text (0 = the first window after the first chapter heading);
+    ``residual`` holds the layers' input residual streams when they were asked for.
+    """
+
+    index: int
+    layers: list  # of attnlimits.models.LayerCapture (their weights may be dropped: they are recomputed)
+    residual: dict | None = None  # layer number -> that layer's input residual stream (1, L, d_model)
+
+    def __post_init__(self):
+        self._by_layer = {lc.layer: lc for lc in self.layers}
+
+    @property
+    def layer_ids(self) -> list[int]:
+        """The captured layers' numbers, in increasing order."""
+        return sorted(self._by_layer)
+
+    @property
+    def seq_len(self) -> int:
+        """The window's length in tokens."""
+        return self.layers[0].seq_len
+
+    def layer(self, layer: int):
+        """The :class:`attnlimits.models.LayerCapture` of layer number ``layer``."""
+        if layer not in self._by_layer:
+            raise KeyError(f"layer: {layer} was not captured; captured layers are {self.layer_ids}")
+        return self._by_layer[layer]
+
+    def logits(self, layer: int, L: int) -> torch.Tensor:
+        """The model's own float32 logits of the first L tokens, ``(H, L, L)``, masked entries -inf."""
+        lc = self.layer(layer)
+        q, k = lc.q[0, :, :L], lc.k[0, :, :L]
+        logits = torch.matmul(q, k.transpose(-1, -2)).mul_(lc.scaling)
+        return logits.masked_fill_(lc.masked[0, 0, :L, :L], float("-inf"))
+
+    def inputs(self, layer: int, L: int, *, exclude_sink: bool = False, tokens: str = "value",
+               precision: str = "float64"):
+        """(alpha, x) of one layer over the first L tokens: alpha ``(H, L, L)``, x ``(H, L, d)``.
+
+        ``precision="float64"``: alpha is the float64 softmax of the model's logits (rows sum to 1 within 1e-15);
+        ``"float32"``: the model's own float32 weights, bit for bit, and float32 tokens.
+        """
+        dtype = dtype_of(precision)
+        alpha = torch.softmax(self.logits(layer, L).to(dtype), dim=-1)
+        if exclude_sink:
+            alpha = alpha.clone()
+            alpha[..., 0] = 0
+            alpha = alpha / alpha.sum(-1, keepdim=True).clamp_min(torch.finfo(alpha.dtype).tiny)
+        if tokens == "value":
+            x = self.layer(layer).v[0, :, :L].to(dtype)
+        else:
+            x = self.residual[layer][0, :L].to(dtype).expand(alpha.shape[0], -1, -1)
+        return alpha, x
+
+
+TOKENS = ("value", "residual")
+PRECISIONS = {"float32": torch.float32, "float64": torch.float64}
+
+
+def dtype_of(precision: str) -> torch.dtype:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: must be one of {sorted(PRECISIONS)}, got {precision!r}")
+    return PRECISIONS[precision]
+
+
+def capture_windows(model, text, *, length: int, count: int, first_window: int = 0, tokens: str = "value",
+                    layers=None, progress: bool | None = None) -> list[WindowCapture]:
+    """Capture ``count`` consecutive windows of ``length`` tokens (from window ``first_window`` on), one pass each;
+    ``layers``: the layer numbers to keep (all by default)."""
+    from attnlimits import models, texts
+
+    if tokens not in TOKENS:
+        raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
+    if isinstance(first_window, bool) or not isinstance(first_window, int) or first_window < 0:
+        raise ValueError(f"first_window: must be an integer >= 0, got {first_window!r}")
+    ids = texts.windows(model, text, length=length, count=first_window + count)[first_window:]
+    out = []
+    for i, row in enumerate(progress_bar(ids, "capture", progress)):
+        cap = models.capture(model, row, layers=layers)
+        kept = [dataclasses.replace(lc, weights=lc.weights.new_empty(0)) for lc in cap]  # recomputed: free them
+        residual = _residual_stream(model, row, cap.layer_ids) if tokens == "residual" else None
+        out.append(WindowCapture(index=first_window + i, layers=kept, residual=residual))
+    return out
+
+
+def _residual_stream(model, ids, layer_ids) -> dict:
+    hf = getattr(model, "model", model)
+    body = getattr(hf, hf.base_model_prefix, hf)
+    with torch.inference_mode():
+        hidden = body(input_ids=ids.unsqueeze(0).to(next(hf.parameters()).device), output_hidden_states=True,
+                      use_cache=False).hidden_states
+    return {layer: hidden[layer].detach() for layer in layer_ids}  # hidden_states[l] is the input of layer l
+
+
+def progress_bar(items, desc: str, progress: bool | None):
+    """tqdm over ``items`` when ``progress`` is True, or by default when stderr is a terminal."""
+    show = sys.stderr.isatty() if progress is None else progress
+    if not show:
+        return items
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=desc, leave=False)
+
+
+def layer_items(windows: Sequence[WindowCapture], progress, desc) -> Iterator[tuple[WindowCapture, int]]:
+    pairs = [(w, layer) for w in windows for layer in w.layer_ids]
+    yield from progress_bar(pairs, desc, progress)
+
+
+def row_means(values: torch.Tensor, lengths: torch.Tensor, n: int, L: int) -> tuple[np.ndarray, int]:
+    """Per-head mean over rows t < L with more than n tokens; values ``(H, >=L)``. Returns (means (H,), rows)."""
+    keep = lengths[:L] > n
+    rows = int(keep.sum())
+    if rows == 0:
+        return np.full(values.shape[0], np.nan), 0
+    return values[:, :L][:, keep].double().mean(-1).cpu().numpy(), rows
+
+
+def check_windows(windows) -> None:
+    if not windows or not all(isinstance(w, WindowCapture) for w in windows):
+        raise ValueError("windows: expected a non-empty list of WindowCapture (see capture_windows)")
