@@ -400,3 +400,11 @@ def test_selection_by_complement_equals_the_top_n(monkeypatch):
             for h in range(2):
                 ref = selection.cumulative_distance(alpha[h, t, : t + 1], x[h, : t + 1], n).item()
                 assert d_fast[j, h, t].item() == pytest.approx(ref, rel=REL)
+
+
+def test_results_are_cached_in_the_checkout(tiny_dir, text, monkeypatch):
+    monkeypatch.delenv("ATTNLIMITS_RESULTS", raising=False)
+    folder = experiments.results_folder(models.load(str(tiny_dir)), text, TINY_PRESET, exclude_sink=True)
+    checkout = Path(__file__).resolve().parents[1]
+    assert folder.parent.parent.parent == checkout / "results"
+    assert folder.name == "tiny-no-sink"

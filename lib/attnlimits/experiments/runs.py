@@ -215,8 +215,9 @@ def results_folder(model, text, preset: str | Preset = "paper", *, exclude_sink:
     if root is None:
         root = os.environ.get("ATTNLIMITS_RESULTS")
     if root is None:
-        checkout = Path(__file__).resolve().parents[2]
-        if (checkout / "pyproject.toml").is_file() and (checkout / "_toc.yml").is_file():
+        checkout = next((d for d in Path(__file__).resolve().parents
+                         if (d / "pyproject.toml").is_file() and (d / "_toc.yml").is_file()), None)
+        if checkout is not None:
             root = checkout / "results"
         else:
             from attnlimits import provenance
