@@ -72,7 +72,7 @@ def critical_scan(windows, lengths, levels=(0.05, 0.01), exclude_sink=False):
     arrays = [[_layer_arrays(w, layer, top, exclude_sink) for layer in w.layer_ids] for w in windows]
     scan = []
     for L in lengths:
-        for n in range(1, L):
+        for n in range(1, L - first):  # larger N leave no row with a dropped token
             d_heads, e_heads = [], []
             for li in range(len(windows[0].layer_ids)):
                 H = arrays[0][li][0].shape[0]

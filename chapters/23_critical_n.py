@@ -29,7 +29,6 @@
 # ({doc}`22_distance_vs_length`). It reports a critical $N$ of about $0.06\,L$: "fewer than 6 % of the tokens".
 
 # %%
-
 import attnlimits as al
 
 al.plotting.set_theme()
@@ -38,6 +37,7 @@ text = al.texts.load()
 al.models.banner(model, text)
 res = al.experiments.results(model, text, "paper")  # cached under results/ after the first run
 print(res.summary())
+no_sink = al.experiments.results(model, text, "paper", exclude_sink=True)  # token 0 left out
 
 # %% [markdown]
 # ## The test, and an exact critical $N$
@@ -70,6 +70,23 @@ print(f"{len(scan)} (L, N) pairs evaluated; a dense scan of every N < L would ne
 scan.pivot_table(index="N", columns="L", values="p_value").map(lambda v: f"{v:.2g}").replace("nan", "")
 
 # %% [markdown]
+# ## Without the attention sink
+#
+# The same search with token 0 left out of every row (dropped from selection and comparison, the remaining weights
+# renormalised):
+
+# %%
+crit_no_sink = no_sink.critical.assign(fraction=lambda t: t.critical_N.astype(float) / t.L)
+print(crit_no_sink.pivot(index="L", columns="ks_level", values="critical_N"))
+largest = no_sink.critical_scan.sort_values("N").groupby("L").tail(1)
+largest[["L", "N", "ks_stat", "p_value"]]
+
+# %% [markdown]
+# Without the sink no $N < L$ reaches either level: the largest $N$ the search tried at each length (the table)
+# still has a tiny p-value. The heads' true distances and random-selection expectations stay apart until nothing
+# is left to drop.
+
+# %% [markdown]
 # ## Paper reports, we measure
 #
 # Each row is computed from the tables above by a fixed rule (the `rule` column). The sentences after the table
@@ -83,18 +100,20 @@ claims[["paper", "measured", "verdict", "rule"]]
 
 # %%
 verdict = al.reproduction.expect(res, claims, {"fig2c-critical": "reproduced with a different constant"})
+al.reproduction.expect(no_sink, al.reproduction.claims(no_sink, "2c"), {"fig2c-critical": "not reproduced"})
 fraction = crit[crit.ks_level == 0.05].fraction
 print(verdict, f"critical N / L between {fraction.min():.2f} and {fraction.max():.2f}")
 if al.reproduction.describes(res):
     assert fraction.min() > 0.5  # far more than 6 % of the tokens
+    assert crit_no_sink.critical_N.isna().all() and (largest.p_value < 0.01).all()
 
 # %% [markdown]
 # The shape of the paper's result carries over: the critical $N$ grows in proportion to $L$, so a fixed *fraction*
 # of the context, not a fixed number of tokens, is what a head can select before its aggregate looks random. The
 # constant does not: on this model and text the test separates the true distances from random selections until
-# most of the visible tokens are selected, far beyond 6 %. The reason is the one {doc}`22_distance_vs_length`
-# found: the kept aggregate $s$ is dominated by a few heavy tokens (the attention sink among them) that a random
-# selection almost never contains, so $\tilde d$ grows like $(\ell - N)\lVert s \rVert$ while $E$ stays bounded,
-# and the two meet only as $N \to \ell$, where both fall to zero. The paper's guideline "keep the active set below
+# most of the visible tokens are selected, far beyond 6 %, and with the sink left out it never stops separating
+# them. The reason is the one {doc}`22_distance_vs_length` found: the kept aggregate $s$ is dominated by a few
+# heavy tokens that a random selection almost never contains, so $\tilde d$ grows like $(\ell - N)\lVert s \rVert$
+# while $E$ stays bounded, and the two meet only as $N \to \ell$, where both fall to zero. The paper's guideline "keep the active set below
 # about 6 % of the context" therefore does not follow from this experiment here; the critical fraction is a
 # property of the model's attention, which {doc}`22_distance_vs_length` shows is far from uniform.

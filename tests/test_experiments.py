@@ -116,6 +116,20 @@ def test_search_returns_none_when_no_n_reaches_the_level():
     assert found is None and asked[-1] == 39
 
 
+@pytest.mark.parametrize("guess", [None, 5, 30])
+def test_search_tries_every_n_up_to_n_max(guess):
+    """Without the sink the largest testable N is L - 2: the search must reach the answer just below it."""
+    gen = experiments.critical_search(32, 0.05, guess, n_max=30)
+    n, asked = next(gen), []
+    try:
+        while True:
+            assert 1 <= n <= 30
+            asked.append(n)
+            n = gen.send(0.5 if n >= 29 else 0.0)
+    except StopIteration as stop:
+        assert stop.value == 29 and 28 in asked
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # tiny random models against the literal reference
 # ---------------------------------------------------------------------------------------------------------------
@@ -176,11 +190,13 @@ def test_distances_match_the_reference(tiny, exclude_sink):
     assert set(ours.rows[ours.L == 24]) == {24 - n - int(exclude_sink) for n in (2, 5, 10)}
 
 
-def test_critical_n_matches_a_dense_scan(tiny):
+@pytest.mark.parametrize("exclude_sink", [False, True])
+def test_critical_n_matches_a_dense_scan(tiny, exclude_sink):
     _, windows = tiny
     lengths = [8, 16]
-    scan, critical = experiments.critical_n(windows, lengths, (0.05, 0.01))
-    ref_scan, ref_critical = naive.critical_scan(windows, lengths, (0.05, 0.01))
+    scan, critical = experiments.critical_n(windows, lengths, (0.05, 0.01), exclude_sink=exclude_sink)
+    ref_scan, ref_critical = naive.critical_scan(windows, lengths, (0.05, 0.01), exclude_sink=exclude_sink)
+    assert not scan.p_value.isna().any()  # every N tried leaves rows to test
     merged = scan.merge(ref_scan, on=["L", "N"], suffixes=("", "_ref"))
     assert len(merged) == len(scan)  # every N the search evaluated is in the dense scan, with the same p-value
     np.testing.assert_allclose(merged.p_value, merged.p_value_ref, rtol=1e-9, atol=1e-300)

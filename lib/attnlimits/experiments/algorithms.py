@@ -56,14 +56,17 @@ def _ks(d_means: np.ndarray, e_means: np.ndarray) -> tuple[float, float]:
     return float(res.statistic), float(res.pvalue)
 
 
-def critical_search(L: int, level: float, guess: int | None = None):
+def critical_search(L: int, level: float, guess: int | None = None, n_max: int | None = None):
     """Generator: yields the N it wants tested at L, receives its p-value, returns the critical N.
 
     It brackets the change of the decision p >= level, then bisects inside the bracket, so the answer N has
     p(N) >= level and p(N - 1) < level, both evaluated (N = 1 when already p(1) >= level). Without a ``guess`` the
     bracket grows by doubling from N = 1; with one (the critical fraction of a shorter L, scaled) it starts there
-    and walks down or up in doubling steps. Returns None when no N < L reaches the level.
+    and walks down or up in doubling steps. ``n_max`` is the largest N that leaves a row with a dropped token
+    (L - 1, or L - 2 without the sink); every N up to it may be tried. Returns None when no N <= n_max reaches the
+    level.
     """
+    n_max = L - 1 if n_max is None else n_max
     lo, hi = 0, None  # invariant: p(lo) < level (lo = 0 stands for "N = 1 is the first candidate"), p(hi) >= level
     if guess is None:
         n = 1
@@ -73,11 +76,11 @@ def critical_search(L: int, level: float, guess: int | None = None):
                 hi = n
             else:
                 lo = n
-                if n == L - 1:
+                if n >= n_max:
                     return None
-                n = min(2 * n, L - 1)
+                n = min(2 * n, n_max)
     else:
-        n, step = min(max(int(guess), 1), L - 1), max(1, L // 64)
+        n, step = min(max(int(guess), 1), n_max), max(1, L // 64)
         p = yield n
         if p >= level:
             hi = n
@@ -91,9 +94,9 @@ def critical_search(L: int, level: float, guess: int | None = None):
         else:
             lo = n
             while hi is None:
-                if lo == L - 1:
+                if lo >= n_max:
                     return None
-                n = min(lo + step, L - 1)
+                n = min(lo + step, n_max)
                 p = yield n
                 if p >= level:
                     hi = n
@@ -132,7 +135,7 @@ def critical_n(windows, lengths: Sequence[int], levels: Sequence[float] = (0.05,
         chains, pending = {}, {}
         for level in levels:
             guess = round(fraction[level] * L) if level in fraction else None
-            chains[level] = critical_search(L, float(level), guess)
+            chains[level] = critical_search(L, float(level), guess, n_max=L - 1 - first)
             pending[level] = next(chains[level])
         while pending:
             todo = sorted({(n, L) for n in pending.values() if (n, L) not in results})
