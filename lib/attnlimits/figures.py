@@ -32,32 +32,29 @@ def _band(ax, table, by, column, label, color):
     ax.fill_between(s.index, s["lo"], s["hi"], color=color, alpha=0.2, lw=0)
 
 
+def _distance_figure(table, by: str, ticks, xlabel: str, title: str, ax):
+    fig, ax = _axes(ax)
+    for col, (label, color) in _SERIES.items():
+        _band(ax, table, by, col, label, color)
+    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="distance", title=title)
+    ax.set_xticks(ticks, [str(v) for v in ticks])
+    ax.legend(fontsize="small")
+    return fig
+
+
 def distance_vs_length(res, ax=None):
     """Figure 2a: d~, E and d_max against L at the preset's fixed N (median, 10-90 % band over heads x windows)."""
     p = res.provenance["preset"]
     t = res.distance[(res.distance.N == p["alg1_N"]) & res.distance.L.isin(p["alg1_L"])]
-    fig, ax = _axes(ax)
-    for col, (label, color) in _SERIES.items():
-        _band(ax, t, "L", col, label, color)
-    ax.set(xscale="log", yscale="log", xlabel="sequence length $L$", ylabel="distance",
-           title=f"Distance vs length (N = {p['alg1_N']})")
-    ax.set_xticks(p["alg1_L"], [str(v) for v in p["alg1_L"]])
-    ax.legend(fontsize="small")
-    return fig
+    return _distance_figure(t, "L", p["alg1_L"], "sequence length $L$", f"Distance vs length (N = {p['alg1_N']})",
+                            ax)
 
 
 def distance_vs_n(res, ax=None):
     """Figure 2b: d~, E and d_max against N at the preset's fixed L."""
     p = res.provenance["preset"]
     t = res.distance[(res.distance.L == p["alg2_L"]) & res.distance.N.isin(p["alg2_N"])]
-    fig, ax = _axes(ax)
-    for col, (label, color) in _SERIES.items():
-        _band(ax, t, "N", col, label, color)
-    ax.set(xscale="log", yscale="log", xlabel="selected tokens $N$", ylabel="distance",
-           title=f"Distance vs N (L = {p['alg2_L']})")
-    ax.set_xticks(p["alg2_N"], [str(v) for v in p["alg2_N"]])
-    ax.legend(fontsize="small")
-    return fig
+    return _distance_figure(t, "N", p["alg2_N"], "selected tokens $N$", f"Distance vs N (L = {p['alg2_L']})", ax)
 
 
 def critical_figure(res, ax=None):
