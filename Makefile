@@ -25,10 +25,12 @@ test: setup
 	$(MAKE) results
 	$(BIN)/python -m pytest --nbmake chapters
 
-## The Experiments part's numbers (Algorithms 1-5, "paper" preset) for the default model and text, computed once
-## into results/ and read from there by the experiment chapters; a no-op when the cache is current.
+## The Experiments part's numbers (Algorithms 1-5, "paper" preset, with and without the attention sink) for the
+## default model and text, computed once into results/ and read from there by the experiment chapters; a no-op
+## when the cache is current.
 results: setup
-	$(BIN)/python -c "import attnlimits as al; al.experiments.results(al.models.load(), al.texts.load(), 'paper')"
+	$(BIN)/python -c "import attnlimits as al; m, t = al.models.load(), al.texts.load(); \
+	[al.experiments.results(m, t, 'paper', exclude_sink=s) for s in (False, True)]"
 
 ## The HTML book in _build/html, executing every chapter; warnings are errors.
 book: setup
