@@ -424,3 +424,20 @@ def test_results_are_cached_in_the_checkout(tiny_dir, text, monkeypatch):
     checkout = Path(__file__).resolve().parents[1]
     assert folder.parent.parent.parent == checkout / "results"
     assert folder.name == "tiny-no-sink"
+
+
+def test_residual_stream_tokens(tiny_dir, text):
+    """tokens="residual": x is the layer's input residual stream, the same for every head."""
+    model = models.load(str(tiny_dir))
+    (w,) = experiments.capture_windows(model, text, length=16, count=1, tokens="residual")
+    ids = texts.windows(model, text, length=16, count=1)
+    with torch.inference_mode():
+        hidden = model.model.model(input_ids=ids, output_hidden_states=True).hidden_states
+    for layer in w.layer_ids:
+        _, x = w.inputs(layer, 16, tokens="residual")
+        for h in range(x.shape[0]):
+            torch.testing.assert_close(x[h], hidden[layer][0].double(), rtol=0, atol=0)
+    table = experiments.distance_table([w], {2: [16]}, tokens="residual")
+    assert table.d_tilde.notna().all() and (table.d_tilde <= table.d_max * (1 + 1e-9)).all()
+    with pytest.raises(ValueError, match="tokens: must be one of"):
+        experiments.capture_windows(model, text, length=16, count=1, tokens="keys")
