@@ -29,6 +29,8 @@
 # ({doc}`22_distance_vs_length`). It reports a critical $N$ of about $0.06\,L$: "fewer than 6 % of the tokens".
 
 # %%
+import pandas as pd
+
 import attnlimits as al
 
 al.plotting.set_theme()
@@ -77,14 +79,13 @@ scan.pivot_table(index="N", columns="L", values="p_value").map(lambda v: f"{v:.2
 
 # %%
 crit_no_sink = no_sink.critical.assign(fraction=lambda t: t.critical_N.astype(float) / t.L)
-print(crit_no_sink.pivot(index="L", columns="ks_level", values="critical_N"))
-largest = no_sink.critical_scan.sort_values("N").groupby("L").tail(1)
-largest[["L", "N", "ks_stat", "p_value"]]
+both = pd.concat({"all tokens": crit, "token 0 left out": crit_no_sink}, names=["tokens"]).reset_index(level=0)
+both.pivot_table(index="L", columns=["tokens", "ks_level"], values="fraction").round(3)
 
 # %% [markdown]
-# Without the sink no $N < L$ reaches either level: the largest $N$ the search tried at each length (the table)
-# still has a tiny p-value. The heads' true distances and random-selection expectations stay apart until nothing
-# is left to drop.
+# The critical fraction changes little (by less than 0.15 of $L$ at every length and level, printed at the end):
+# the sink is not what keeps the heads' true distances apart from their random-selection expectations. A trained head's weight is concentrated on a few tokens wherever they sit, and a
+# random selection misses them either way.
 
 # %% [markdown]
 # ## Paper reports, we measure
@@ -100,20 +101,23 @@ claims[["paper", "measured", "verdict", "rule"]]
 
 # %%
 verdict = al.reproduction.expect(res, claims, {"fig2c-critical": "reproduced with a different constant"})
-al.reproduction.expect(no_sink, al.reproduction.claims(no_sink, "2c"), {"fig2c-critical": "not reproduced"})
+al.reproduction.expect(no_sink, al.reproduction.claims(no_sink, "2c"),
+                       {"fig2c-critical": "reproduced with a different constant"})
 fraction = crit[crit.ks_level == 0.05].fraction
 print(verdict, f"critical N / L between {fraction.min():.2f} and {fraction.max():.2f}")
 if al.reproduction.describes(res):
     assert fraction.min() > 0.5  # far more than 6 % of the tokens
-    assert crit_no_sink.critical_N.isna().all() and (largest.p_value < 0.01).all()
+    gap = (crit.set_index(["L", "ks_level"]).fraction - crit_no_sink.set_index(["L", "ks_level"]).fraction).abs()
+    print(f"largest change of the critical fraction when token 0 is left out: {gap.max():.3f}")
+    assert (crit_no_sink.fraction > 0.5).all() and gap.max() < 0.15
 
 # %% [markdown]
 # The shape of the paper's result carries over: the critical $N$ grows in proportion to $L$, so a fixed *fraction*
 # of the context, not a fixed number of tokens, is what a head can select before its aggregate looks random. The
 # constant does not: on this model and text the test separates the true distances from random selections until
-# most of the visible tokens are selected, far beyond 6 %, and with the sink left out it never stops separating
-# them. The reason is the one {doc}`22_distance_vs_length` found: the kept aggregate $s$ is dominated by a few
-# heavy tokens that a random selection almost never contains, so $\tilde d$ grows like $(\ell - N)\lVert s \rVert$
+# most of the visible tokens are selected, far beyond 6 %, with or without the attention sink. The reason is the
+# one {doc}`22_distance_vs_length` found: the kept aggregate $s$ is dominated by a few heavy tokens that a random
+# selection almost never contains, so $\tilde d$ grows like $(\ell - N)\lVert s \rVert$
 # while $E$ stays bounded, and the two meet only as $N \to \ell$, where both fall to zero. The paper's guideline "keep the active set below
 # about 6 % of the context" therefore does not follow from this experiment here; the critical fraction is a
 # property of the model's attention, which {doc}`22_distance_vs_length` shows is far from uniform.
