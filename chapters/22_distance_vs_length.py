@@ -37,9 +37,11 @@ al.plotting.set_theme()
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
-res = al.experiments.results(model, text, "paper")  # cached under results/ after the first run
+# computed once, then read from the cache under results/
+res = al.experiments.results(model, text, "paper")
 print(res.summary())
-no_sink = al.experiments.results(model, text, "paper", exclude_sink=True)  # token 0 left out (see below)
+# the same with token 0 (the attention sink) left out, see below
+no_sink = al.experiments.results(model, text, "paper", exclude_sink=True)
 
 # %% [markdown]
 # ## What is measured
@@ -104,7 +106,8 @@ alg1.groupby("L")[["rows", "d_tilde", "E", "d_max"]].median().round(3)
 
 # %%
 sink = res.sink.sink_weight
-print(f"mean weight of token 0 over rows 1..{p['alg1_L'][-1] - 1}: median over heads {sink.median():.2f}; "
+print(f"mean weight of token 0 over rows 1..{p['alg1_L'][-1] - 1}: "
+      f"median over heads {sink.median():.2f}; "
       f"above 0.5 in {(sink > 0.5).mean():.0%} of {len(sink)} head-windows")
 fig, ax = plt.subplots(figsize=(6.4, 3.2))
 ax.hist(sink, bins=40)
@@ -158,8 +161,10 @@ alg2.groupby("N")[["rows", "d_tilde", "E", "d_max"]].median().round(3)
 # model or text the table is that run's, and the cell prints which verdicts differ from the sentences.
 
 # %%
-claims = pd.concat([al.reproduction.claims(res, "2a"), al.reproduction.claims(res, "2b")], ignore_index=True)
-claims[["paper", "measured", "verdict", "rule"]]
+claims = pd.concat(
+    [al.reproduction.claims(res, figure) for figure in ("2a", "2b")], ignore_index=True
+)
+claims[["paper", "measured", "verdict", "rule"]].style.hide(axis="index")
 
 # %%
 verdict = al.reproduction.expect(res, claims, {
@@ -169,12 +174,14 @@ verdict = al.reproduction.expect(res, claims, {
     "fig2b-plateau": "reproduced",
     "fig2b-convergence": "not reproduced",
 })
-assert (res.distance.d_tilde <= res.distance.d_max * (1 + 1e-9)).all()  # Theorem 1 holds in every head
+# Theorem 1 holds in every head
+assert (res.distance.d_tilde <= res.distance.d_max * (1 + 1e-9)).all()
 e_over_d = (alg2.E / alg2.d_tilde).groupby(alg2.N).median()
 print(verdict, "median E/d~ by N:", e_over_d.round(3).to_dict())
 if al.reproduction.describes(res):
     assert (e_over_d.diff().dropna() > 0).all()  # E/d~ rises with N
-    assert all(0.8 <= v <= 1.2 for v in slopes.values())  # linear with and without the sink
+    # linear with and without the sink
+    assert all(0.8 <= v <= 1.2 for v in slopes.values())
 
 # %% [markdown]
 # - **Reproduced:** the true distance grows linearly in $L$, with or without the attention sink (concentrated

@@ -37,9 +37,11 @@ al.plotting.set_theme()
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
-res = al.experiments.results(model, text, "paper")  # cached under results/ after the first run
+# computed once, then read from the cache under results/
+res = al.experiments.results(model, text, "paper")
 print(res.summary())
-no_sink = al.experiments.results(model, text, "paper", exclude_sink=True)  # token 0 left out
+# the same with token 0 (the attention sink) left out
+no_sink = al.experiments.results(model, text, "paper", exclude_sink=True)
 
 # %% [markdown]
 # ## The test, and an exact critical $N$
@@ -68,8 +70,10 @@ crit.pivot(index="L", columns="ks_level", values=["critical_N", "fraction"]).rou
 
 # %%
 scan = res.critical_scan
-print(f"{len(scan)} (L, N) pairs evaluated; a dense scan of every N < L would need {sum(L - 1 for L in crit.L.unique())}")
-scan.pivot_table(index="N", columns="L", values="p_value").map(lambda v: f"{v:.2g}").replace("nan", "")
+dense = sum(L - 1 for L in crit.L.unique())
+print(f"{len(scan)} (L, N) pairs evaluated; a dense scan of every N < L needs {dense}")
+p_values = scan.pivot_table(index="N", columns="L", values="p_value")
+p_values.map(lambda v: f"{v:.2g}").replace("nan", "")
 
 # %% [markdown]
 # ## Without the attention sink
@@ -78,8 +82,12 @@ scan.pivot_table(index="N", columns="L", values="p_value").map(lambda v: f"{v:.2
 # renormalised):
 
 # %%
-crit_no_sink = no_sink.critical.assign(fraction=lambda t: t.critical_N.astype(float) / t.L)
-both = pd.concat({"all tokens": crit, "token 0 left out": crit_no_sink}, names=["tokens"]).reset_index(level=0)
+crit_no_sink = no_sink.critical.assign(
+    fraction=lambda t: t.critical_N.astype(float) / t.L
+)
+both = pd.concat(
+    {"all tokens": crit, "token 0 left out": crit_no_sink}, names=["tokens"]
+).reset_index(level=0)
 both.pivot_table(index="L", columns=["tokens", "ks_level"], values="fraction").round(3)
 
 # %% [markdown]
@@ -97,18 +105,21 @@ both.pivot_table(index="L", columns=["tokens", "ks_level"], values="fraction").r
 
 # %%
 claims = al.reproduction.claims(res, "2c")
-claims[["paper", "measured", "verdict", "rule"]]
+claims[["paper", "measured", "verdict", "rule"]].style.hide(axis="index")
 
 # %%
-verdict = al.reproduction.expect(res, claims, {"fig2c-critical": "reproduced with a different constant"})
+verdict = al.reproduction.expect(
+    res, claims, {"fig2c-critical": "reproduced with a different constant"}
+)
 al.reproduction.expect(no_sink, al.reproduction.claims(no_sink, "2c"),
                        {"fig2c-critical": "reproduced with a different constant"})
 fraction = crit[crit.ks_level == 0.05].fraction
 print(verdict, f"critical N / L between {fraction.min():.2f} and {fraction.max():.2f}")
 if al.reproduction.describes(res):
     assert fraction.min() > 0.5  # far more than 6 % of the tokens
-    gap = (crit.set_index(["L", "ks_level"]).fraction - crit_no_sink.set_index(["L", "ks_level"]).fraction).abs()
-    print(f"largest change of the critical fraction when token 0 is left out: {gap.max():.3f}")
+    by = ["L", "ks_level"]
+    gap = (crit.set_index(by).fraction - crit_no_sink.set_index(by).fraction).abs()
+    print(f"largest change of the critical fraction without token 0: {gap.max():.3f}")
     assert (crit_no_sink.fraction > 0.5).all() and gap.max() < 0.15
 
 # %% [markdown]

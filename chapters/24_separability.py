@@ -36,9 +36,11 @@ al.plotting.set_theme()
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
-res = al.experiments.results(model, text, "paper")  # cached under results/ after the first run
+# computed once, then read from the cache under results/
+res = al.experiments.results(model, text, "paper")
 print(res.summary())
-no_sink = al.experiments.results(model, text, "paper", exclude_sink=True)  # token 0 left out
+# the same with token 0 (the attention sink) left out
+no_sink = al.experiments.results(model, text, "paper", exclude_sink=True)
 
 # %% [markdown]
 # ## What is measured
@@ -81,7 +83,8 @@ al.figures.separability_figure(no_sink, ax=axes[1])
 axes[0].set_title("all tokens")
 axes[1].set_title("token 0 left out")
 al.plotting.finish(fig, "24_fig3_no_sink")
-no_sink.separability.groupby("N").ns_frac.median().round(3).to_frame("median N_s/N, token 0 left out")
+by_n = no_sink.separability.groupby("N").ns_frac.median()
+by_n.round(3).to_frame("median N_s/N, token 0 left out")
 
 # %% [markdown]
 # The lower bound divides by $R$, which is small when a dropped token sits close to $s$; it is then far below
@@ -110,16 +113,20 @@ print(f"plateau p = {plateau:.2f}: {heads} independent heads reach 99 % coverage
 
 # %%
 claims = al.reproduction.claims(res, "3")
-claims[["paper", "measured", "verdict", "rule"]]
+claims[["paper", "measured", "verdict", "rule"]].style.hide(axis="index")
 
 # %%
-verdict = al.reproduction.expect(res, claims, {"fig3-plateau": "not reproduced", "fig3-bounds": "reproduced"})
+verdict = al.reproduction.expect(
+    res, claims, {"fig3-plateau": "not reproduced", "fig3-bounds": "reproduced"}
+)
 claims_no_sink = al.reproduction.claims(no_sink, "3")
-verdict_no_sink = al.reproduction.expect(no_sink, claims_no_sink, {"fig3-plateau": "reproduced",
-                                                                   "fig3-bounds": "reproduced"})
+verdict_no_sink = al.reproduction.expect(
+    no_sink, claims_no_sink, {"fig3-plateau": "reproduced", "fig3-bounds": "reproduced"}
+)
 print(verdict, "token 0 left out:", verdict_no_sink)
-claims_no_sink[["paper", "measured", "verdict"]]
-assert (sep.lower <= sep.ns_frac + 1e-9).all()  # Theorem 2's lower bound holds in every head
+claims_no_sink[["paper", "measured", "verdict"]].style.hide(axis="index")
+# Theorem 2's lower bound holds in every head
+assert (sep.lower <= sep.ns_frac + 1e-9).all()
 medians = summary.ns_frac_median
 if al.reproduction.describes(res):
     assert medians.is_monotonic_decreasing and medians.loc[64] < 0.6

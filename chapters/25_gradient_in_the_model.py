@@ -37,7 +37,8 @@ al.plotting.set_theme()
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
-res = al.experiments.results(model, text, "paper")  # cached under results/ after the first run
+# computed once, then read from the cache under results/
+res = al.experiments.results(model, text, "paper")
 print(res.summary())
 
 # %% [markdown]
@@ -88,8 +89,9 @@ for (scaling, eps), part in g.groupby(["logit_scaling", "eps"]):
     low, high = curve[curve.index < 0.1], curve[curve.index >= 1]
     slopes[(scaling, eps)] = (al.reproduction.loglog_slope(low.index, low.values),
                               al.reproduction.loglog_slope(high.index, high.values))
-    print(f"{scaling:>5} logits, eps = {eps:<6g}: g ~ T^{slopes[(scaling, eps)][0]:.2f} for T < 0.1, "
-          f"T^{slopes[(scaling, eps)][1]:.2f} for T >= 1")
+    low_slope, high_slope = slopes[(scaling, eps)]
+    print(f"{scaling:>5} logits, eps = {eps:<6g}: g ~ T^{low_slope:.2f} for T < 0.1, "
+          f"T^{high_slope:.2f} for T >= 1")
 
 # %% [markdown]
 # ## Paper reports, we measure
@@ -101,7 +103,7 @@ for (scaling, eps), part in g.groupby(["logit_scaling", "eps"]):
 
 # %%
 claims = al.reproduction.claims(res, "4")
-claims[["paper", "measured", "verdict", "rule"]]
+claims[["paper", "measured", "verdict", "rule"]].style.hide(axis="index")
 
 # %%
 verdict = al.reproduction.expect(res, claims, {
@@ -110,7 +112,8 @@ verdict = al.reproduction.expect(res, claims, {
     "fig4-printed-bound": "not reproduced",
 })
 print(verdict)
-assert (g.g <= 1 / (2 * g["T"]) * (1 + 1e-9)).all()  # the book's sharp bound holds for every head
+# the book's sharp bound holds for every head
+assert (g.g <= 1 / (2 * g["T"]) * (1 + 1e-9)).all()
 assert (g.g <= np.sqrt(2) / g.eps * (1 + 1e-9)).all()
 if al.reproduction.describes(res):
     assert all(-1.3 <= high <= -0.9 and low > -0.8 for low, high in slopes.values())

@@ -87,7 +87,8 @@ print("bounds the book shows to be violated as printed:", violated)
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
-res = al.experiments.results(model, text, "paper")  # cached under results/ after the first run
+# computed once, then read from the cache under results/
+res = al.experiments.results(model, text, "paper")
 print(res.summary())
 experiment_claims = al.reproduction.claims(res)
 experiment_claims[["figure", "paper", "measured", "verdict"]].style.hide(axis="index")
