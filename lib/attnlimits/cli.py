@@ -193,7 +193,7 @@ def _add_analyze(subparsers) -> None:
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model and the work run")
     p.add_argument("--exclude-sink", action="store_true", help="drop token 0 from selection and comparison")
     p.add_argument("--precision", choices=["float32", "float64"], default="float32",
-                   help="arithmetic of Algorithms 1-4 (default float32: agrees with float64 within 1e-5 relative)")
+                   help="arithmetic of Algorithms 1-3 (default float32: agrees with float64 within 1e-5 relative)")
     p.add_argument("--seed", type=_seed, default=0, metavar="S", help="seed of Algorithm 5's directions (default 0)")
     p.set_defaults(func=_run_analyze)
 
