@@ -87,7 +87,7 @@ def separability_figure(res, ax=None):
     ax.set_xticks(range(len(ns)), [str(n) for n in ns])
     ax.set(xlabel="selected tokens $N$", ylabel="$N_s / N$", ylim=(-0.02, 1.02),
            title=f"Distinguishable fraction (L = {int(t.L.iloc[0])})")
-    ax.legend(fontsize="small", loc="lower left")
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)  # below: boxes stay clear
     return fig
 
 
