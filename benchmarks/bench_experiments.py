@@ -33,9 +33,17 @@ import naive_experiments as naive  # noqa: E402
 import attnlimits as al  # noqa: E402
 
 PAPER_SECONDS = {"alg1": 24 * 60, "alg2": 37 * 60, "alg3": 17 * 3600 + 4 * 60, "alg4": 7 * 60, "alg5": 60}
-REDUCED = dict(alg1_N=5, alg1_L=(32, 64, 128, 256), alg2_L=256, alg2_N=(1, 5, 10, 20, 100), alg4_L=256,
-               alg4_N=(1, 2, 4, 8, 16, 32, 64), alg5_L=256, alg5_T=al.experiments.PRESETS["paper"].alg5_T,
-               alg5_eps=(1e-3, 1e-1, 10.0))
+REDUCED = dict(
+    alg1_N=5,
+    alg1_L=(32, 64, 128, 256),
+    alg2_L=256,
+    alg2_N=(1, 5, 10, 20, 100),
+    alg4_L=256,
+    alg4_N=(1, 2, 4, 8, 16, 32, 64),
+    alg5_L=256,
+    alg5_T=al.experiments.PRESETS["paper"].alg5_T,
+    alg5_eps=(1e-3, 1e-1, 10.0),
+)
 LAYERS = [0, 14, 29]
 
 
@@ -83,9 +91,12 @@ def reduced(model, text, windows: int, repeats: int) -> None:
             diff = (f32.ns_frac - ours.ns_frac).abs() / ours.ns_frac.abs().clip(lower=1e-12)
             print(f"  Alg. 4 in float32 would differ from float64 by up to {diff.max():.2g} relative in N_s/N")
 
-    bench("alg1+2", lambda prec: al.experiments.distance_table(caps, grid, precision=prec),
-          lambda: naive.distance_table(caps, grid),
-          lambda o, r, rel: _agree(o, r, ["window", "layer", "head", "L", "N"], ["d_tilde", "d_max", "E"], rel))
+    bench(
+        "alg1+2",
+        lambda prec: al.experiments.distance_table(caps, grid, precision=prec),
+        lambda: naive.distance_table(caps, grid),
+        lambda o, r, rel: _agree(o, r, ["window", "layer", "head", "L", "N"], ["d_tilde", "d_max", "E"], rel),
+    )
 
     def crit_compare(ours, ref, rel):
         (scan, critical), (ref_scan, ref_critical) = ours, ref
@@ -93,30 +104,58 @@ def reduced(model, text, windows: int, repeats: int) -> None:
         worst = float((np.abs(merged.p_value - merged.p_value_ref) / merged.p_value_ref.clip(lower=1e-300)).max())
         both = critical.merge(ref_critical, on=["L", "ks_level"], suffixes=("", "_ref"))
         same = (both.critical_N.astype(float) == both.critical_N_ref.astype(float)).mean()
-        print(f"  Alg. 3: search evaluated {len(scan)} (L, N) pairs, the dense scan {len(ref_scan)}; "
-              f"critical N equal to the dense scan's for {same:.0%} of (L, level)")
+        print(
+            f"  Alg. 3: search evaluated {len(scan)} (L, N) pairs, the dense scan {len(ref_scan)}; "
+            f"critical N equal to the dense scan's for {same:.0%} of (L, level)"
+        )
         if same < 1:
             raise SystemExit("disagreement: the search's critical N differs from the dense scan's")
         return worst
 
-    bench("alg3", lambda prec: al.experiments.critical_n(caps, p["alg1_L"], precision=prec),
-          lambda: naive.critical_scan(caps, p["alg1_L"]), crit_compare)
-    bench("alg4", lambda prec: al.experiments.separability_table(caps, p["alg4_L"], p["alg4_N"], precision=prec),
-          lambda: naive.separability_table(caps, p["alg4_L"], p["alg4_N"]),
-          lambda o, r, rel: _agree(o, r, ["window", "layer", "head", "L", "N"], ["ns_frac", "lower", "upper"], rel),
-          run_path="float64")
-    bench("alg5", lambda prec: al.experiments.gradient_table(caps, p["alg5_L"], p["alg5_T"], p["alg5_eps"]),
-          lambda: naive.gradient_table(caps, p["alg5_L"], p["alg5_T"], p["alg5_eps"]),
-          lambda o, r, rel: _agree(o, r, ["window", "layer", "head", "T", "eps", "logit_scaling"], ["g"], 1e-6),
-          run_path="float64")
-    table = pd.DataFrame(rows, columns=["algorithm", "run_path", "naive_s", "f64_s", "run_s", "ratio_f64",
-                                        "ratio_run", "worst_rel_f64", "worst_rel_run"])
-    print(f"Reduced preset: L <= 256, layers {LAYERS}, {windows} windows (median of {repeats} runs of ours; "
-          "run_path: the arithmetic run() uses for that algorithm)")
+    bench(
+        "alg3",
+        lambda prec: al.experiments.critical_n(caps, p["alg1_L"], precision=prec),
+        lambda: naive.critical_scan(caps, p["alg1_L"]),
+        crit_compare,
+    )
+    bench(
+        "alg4",
+        lambda prec: al.experiments.separability_table(caps, p["alg4_L"], p["alg4_N"], precision=prec),
+        lambda: naive.separability_table(caps, p["alg4_L"], p["alg4_N"]),
+        lambda o, r, rel: _agree(o, r, ["window", "layer", "head", "L", "N"], ["ns_frac", "lower", "upper"], rel),
+        run_path="float64",
+    )
+    bench(
+        "alg5",
+        lambda prec: al.experiments.gradient_table(caps, p["alg5_L"], p["alg5_T"], p["alg5_eps"]),
+        lambda: naive.gradient_table(caps, p["alg5_L"], p["alg5_T"], p["alg5_eps"]),
+        lambda o, r, rel: _agree(o, r, ["window", "layer", "head", "T", "eps", "logit_scaling"], ["g"], 1e-6),
+        run_path="float64",
+    )
+    table = pd.DataFrame(
+        rows,
+        columns=[
+            "algorithm",
+            "run_path",
+            "naive_s",
+            "f64_s",
+            "run_s",
+            "ratio_f64",
+            "ratio_run",
+            "worst_rel_f64",
+            "worst_rel_run",
+        ],
+    )
+    print(
+        f"Reduced preset: L <= 256, layers {LAYERS}, {windows} windows (median of {repeats} runs of ours; "
+        "run_path: the arithmetic run() uses for that algorithm)"
+    )
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print(f"run() path agrees with the literal float64 reference within {table.worst_rel_run.max():.2g} relative")
-    print(f"speed-up: {table.naive_s.sum() / table.run_s.sum():.0f}x "
-          f"(all in float64: {table.naive_s.sum() / table.f64_s.sum():.0f}x)")
+    print(
+        f"speed-up: {table.naive_s.sum() / table.run_s.sum():.0f}x "
+        f"(all in float64: {table.naive_s.sum() / table.f64_s.sum():.0f}x)"
+    )
 
 
 FULL = """
@@ -132,13 +171,16 @@ print(json.dumps({{"wall": time.perf_counter() - t0, "seconds": res.provenance["
 
 
 def full(windows: int) -> None:
-    out = subprocess.run([sys.executable, "-c", FULL.format(windows=windows)], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", FULL.format(windows=windows)], capture_output=True, text=True, check=True
+    )
     rec = json.loads(out.stdout.strip().splitlines()[-1])
     paper = sum(PAPER_SECONDS.values())
-    print(f"Full paper preset on {rec['model']} ({rec['heads']} head-windows), end to end including imports and "
-          f"model load: {rec['wall']:.0f} s ({rec['wall'] / 60:.1f} min), peak RSS {rec['rss_gb']:.2f} GB; "
-          f"the paper: {paper / 3600:.2f} h for 144 heads ({paper / rec['wall']:.0f}x)")
+    print(
+        f"Full paper preset on {rec['model']} ({rec['heads']} head-windows), end to end including imports and "
+        f"model load: {rec['wall']:.0f} s ({rec['wall'] / 60:.1f} min), peak RSS {rec['rss_gb']:.2f} GB; "
+        f"the paper: {paper / 3600:.2f} h for 144 heads ({paper / rec['wall']:.0f}x)"
+    )
     print("  time per part (s):", json.dumps(rec["seconds"]))
 
 

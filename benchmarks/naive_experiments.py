@@ -57,11 +57,15 @@ def distance_table(windows, grid, exclude_sink=False) -> pd.DataFrame:
             for h in range(alpha.shape[0]):
                 for n in sorted(grid):
                     for L in sorted(grid[n]):
-                        stats = [row_stats(alpha[h, t, first : t + 1], x[h, first : t + 1], n)
-                                 for t in range(L) if t + 1 - first > n]
+                        stats = [
+                            row_stats(alpha[h, t, first : t + 1], x[h, first : t + 1], n)
+                            for t in range(L)
+                            if t + 1 - first > n
+                        ]
                         mean = {k: float(np.mean([s[k] for s in stats])) for k in ("d_tilde", "d_max", "E")}
-                        records.append((str(w.index), layer, h, L, n, len(stats), mean["d_tilde"], mean["d_max"],
-                                        mean["E"]))
+                        records.append(
+                            (str(w.index), layer, h, L, n, len(stats), mean["d_tilde"], mean["d_max"], mean["E"])
+                        )
     return pd.DataFrame(records, columns=["window", "layer", "head", "L", "N", "rows", "d_tilde", "d_max", "E"])
 
 
@@ -137,11 +141,24 @@ def separability_table(windows, L, ns, exclude_sink=False) -> pd.DataFrame:
                             s1, s2 = others.sum(), (others**2).sum()
                             xi.append(math.sqrt(max(0.0, s2 + (1 - delta**2 / 2) * (s1 * s1 - s2))))
                         lo.append(1 - sum(xi) / (n * R))
-                        up.append(np.mean([math.exp(-max(0.0, v - R) ** 2 / 2) for v in xi]))
-                    records.append((str(w.index), layer, h, L, n, len(fr), float(np.mean(fr)), float(np.mean(lo)),
-                                    float(np.mean(up)), float(delta)))
-    return pd.DataFrame(records, columns=["window", "layer", "head", "L", "N", "rows", "ns_frac", "lower", "upper",
-                                          "delta"])
+                        up.append(np.mean([math.exp(-(max(0.0, v - R) ** 2) / 2) for v in xi]))
+                    records.append(
+                        (
+                            str(w.index),
+                            layer,
+                            h,
+                            L,
+                            n,
+                            len(fr),
+                            float(np.mean(fr)),
+                            float(np.mean(lo)),
+                            float(np.mean(up)),
+                            float(delta),
+                        )
+                    )
+    return pd.DataFrame(
+        records, columns=["window", "layer", "head", "L", "N", "rows", "ns_frac", "lower", "upper", "delta"]
+    )
 
 
 def _softmax(z):

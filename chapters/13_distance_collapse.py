@@ -33,7 +33,7 @@
 # $$
 #
 # bounds it (Theorem 1), computes its mean when $I_N$ is a random subset, and concludes (Corollary 2) that it grows
-# linearly in $L$ and collapses as $N \to L$. The exact formulas are not available to us; the spec's
+# linearly in $L$ and collapses as $N \to L$. The exact formulas are not available to us; the book's
 # reconstructions are marked *as reconstructed* below. This chapter proves each statement, checks it numerically,
 # and says where the book's own statement differs.
 
@@ -116,7 +116,7 @@ assert all(verdicts[i].violations == 0 for i in ids[:2])
 #
 # and a residual $0 \le \varepsilon \le \frac{L-N}{L} \sum_i \sqrt{\frac{N (L - 1 - N)}{L - 2}\, \sigma_i^2}$,
 # where $\sigma_i^2 = \frac{1}{L-1} \sum_{j \ne i} \lVert y_j - \bar y_{-i} \rVert^2$ is the spread of the other
-# scaled tokens ($\varepsilon = 0$ when $L \le 2$). The spec's claim $\varepsilon \ge 0$ is therefore true; the
+# scaled tokens ($\varepsilon = 0$ when $L \le 2$). The reconstruction's claim $\varepsilon \ge 0$ is therefore true; the
 # book adds the upper bound.
 #
 # ```{admonition} Proof

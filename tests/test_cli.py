@@ -117,8 +117,9 @@ def _records(argv):
 def test_only_runs_the_named_checks_in_registry_order():
     code, records = _records(["check", "--json", "--trials", "8", "--only", "cor3-entry,cor3-printed"])
     assert code == 0 and [r["id"] for r in records] == ["cor3-printed", "cor3-entry"]
-    code, repeated = _records(["check", "--json", "--trials", "8", "--only", "cor3-entry", "--only", "cor3-printed",
-                               "--only", "cor3-entry"])
+    code, repeated = _records(
+        ["check", "--json", "--trials", "8", "--only", "cor3-entry", "--only", "cor3-printed", "--only", "cor3-entry"]
+    )
     assert repeated == records, "repeatable and comma-separated --only select the same checks, once each"
     alone = al.checks.CHECKS["cor3-printed"](trials=8, seed=0)
     assert records[0] == {"id": "cor3-printed", **alone.record()}, "--only runs the same check as the library"
@@ -134,9 +135,20 @@ def test_only_with_an_unknown_id_exits_2_listing_the_valid_ids(capsys, only):
 
 def test_check_ids_are_stable_and_distinct_from_the_display_names():
     assert list(al.checks.CHECKS) == [
-        "cor1", "lem1", "cor3-printed", "cor3-spectral", "cor3-entry", "lem2", "thm1-dmax-reconstructed",
-        "thm1-dmax-sharp", "thm1-residual-sign", "thm1-residual-bound", "thm2-lower", "thm2-upper-reconstructed",
-        "thm2-upper", "multihead",
+        "cor1",
+        "lem1",
+        "cor3-printed",
+        "cor3-spectral",
+        "cor3-entry",
+        "lem2",
+        "thm1-dmax-reconstructed",
+        "thm1-dmax-sharp",
+        "thm1-residual-sign",
+        "thm1-residual-bound",
+        "thm2-lower",
+        "thm2-upper-reconstructed",
+        "thm2-upper",
+        "multihead",
     ]
     assert al.checks.NAMES["thm2-upper-reconstructed"] == "Theorem 2 upper bound (as reconstructed)"
     assert al.checks.id_of("Corollary 3 (as printed)") == "cor3-printed"

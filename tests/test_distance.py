@@ -20,8 +20,14 @@ def _rows(seed, rows, L, d, beta, scale=1.0):
 
 
 @settings(max_examples=80, deadline=None)
-@given(L=st.integers(1, 40), d=st.integers(1, 6), seed=st.integers(0, 2**20), beta=st.floats(0, 10),
-       scale=st.floats(1e-3, 1e3), data=st.data())
+@given(
+    L=st.integers(1, 40),
+    d=st.integers(1, 6),
+    seed=st.integers(0, 2**20),
+    beta=st.floats(0, 10),
+    scale=st.floats(1e-3, 1e3),
+    data=st.data(),
+)
 def test_dmax_bounds_hold(L, d, seed, beta, scale, data):
     n = data.draw(st.integers(1, L))
     alpha, x = _rows(seed, 8, L, d, beta, scale)
@@ -31,9 +37,14 @@ def test_dmax_bounds_hold(L, d, seed, beta, scale, data):
     tol = 1e-12 * (1 + rec.abs())
     assert (dt <= sharp * (1 + 1e-12) + tol).all()
     assert (sharp <= rec + tol).all()
-    torch.testing.assert_close(rec - sharp, 2 * (1 - torch.where(selection.top_n_mask(alpha, n), alpha, 0).sum(-1))
-                               * torch.where(selection.top_n_mask(alpha, n),
-                                             torch.linalg.vector_norm(x, dim=-1), 0).amax(-1), rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(
+        rec - sharp,
+        2
+        * (1 - torch.where(selection.top_n_mask(alpha, n), alpha, 0).sum(-1))
+        * torch.where(selection.top_n_mask(alpha, n), torch.linalg.vector_norm(x, dim=-1), 0).amax(-1),
+        rtol=1e-9,
+        atol=1e-9,
+    )
 
 
 def test_sharp_bound_is_attained():
@@ -101,8 +112,9 @@ def test_float32_preserved():
         assert fn(alpha, x, 2).dtype == torch.float64
 
 
-@pytest.mark.parametrize("name", ["thm1-dmax-reconstructed", "thm1-dmax-sharp", "thm1-residual-sign",
-                                  "thm1-residual-bound"])
+@pytest.mark.parametrize(
+    "name", ["thm1-dmax-reconstructed", "thm1-dmax-sharp", "thm1-residual-sign", "thm1-residual-bound"]
+)
 def test_checks_agree_with_the_book_and_repeat(name):
     v = checks.CHECKS[name](trials=300, seed=3)
     assert v.as_expected and v.violations == 0 and v.expected == "holds"

@@ -135,14 +135,22 @@ def test_search_tries_every_n_up_to_n_max(guess):
 # ---------------------------------------------------------------------------------------------------------------
 def _gpt2():
     torch.manual_seed(0)
-    return GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=3, n_embd=48, n_positions=64, vocab_size=300,
-                                                bos_token_id=0, eos_token_id=0)).eval()
+    return GPT2LMHeadModel(
+        GPT2Config(n_layer=2, n_head=3, n_embd=48, n_positions=64, vocab_size=300, bos_token_id=0, eos_token_id=0)
+    ).eval()
 
 
 def _llama():
     torch.manual_seed(1)
-    config = LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
-                         intermediate_size=96, vocab_size=300, max_position_embeddings=64)
+    config = LlamaConfig(
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        hidden_size=64,
+        intermediate_size=96,
+        vocab_size=300,
+        max_position_embeddings=64,
+    )
     return LlamaForCausalLM(config).eval()
 
 
@@ -247,8 +255,19 @@ def test_sink_weight_is_the_mean_weight_of_token_zero(tiny):
 # ---------------------------------------------------------------------------------------------------------------
 # run(): presets, validation before loading, seeded repeats, merging, the cache, the CLI
 # ---------------------------------------------------------------------------------------------------------------
-TINY_PRESET = experiments.Preset(name="tiny", windows=2, alg1_N=2, alg1_L=(8, 16), alg2_L=16, alg2_N=(1, 2, 4),
-                                 alg4_L=16, alg4_N=(1, 2, 4), alg5_L=16, alg5_T=(0.01, 1.0), alg5_eps=(0.1,))
+TINY_PRESET = experiments.Preset(
+    name="tiny",
+    windows=2,
+    alg1_N=2,
+    alg1_L=(8, 16),
+    alg2_L=16,
+    alg2_N=(1, 2, 4),
+    alg4_L=16,
+    alg4_N=(1, 2, 4),
+    alg5_L=16,
+    alg5_T=(0.01, 1.0),
+    alg5_eps=(0.1,),
+)
 
 
 @pytest.fixture(scope="module")
@@ -258,8 +277,15 @@ def tiny_dir(tmp_path_factory):
         mp.setenv("HF_HUB_OFFLINE", "1")
         tok = models.load("fallback").tokenizer
     torch.manual_seed(2)
-    config = LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
-                         intermediate_size=96, vocab_size=len(tok), max_position_embeddings=128)
+    config = LlamaConfig(
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        hidden_size=64,
+        intermediate_size=96,
+        vocab_size=len(tok),
+        max_position_embeddings=128,
+    )
     folder = tmp_path_factory.mktemp("tiny-llama")
     LlamaForCausalLM(config).eval().save_pretrained(folder)
     tok.save_pretrained(folder)
@@ -283,8 +309,9 @@ def test_seeded_runs_repeat_exactly_and_merge(tiny_dir, text, tmp_path):
     parts = [experiments.run(model, text, TINY_PRESET, windows=1, first_window=i, seed=5) for i in (0, 1)]
     merged = experiments.merge(parts)
     for name in ("distance", "separability", "gradient", "sink"):
-        pd.testing.assert_frame_equal(getattr(merged, name).reset_index(drop=True),
-                                      getattr(whole, name).reset_index(drop=True), check_dtype=False)
+        pd.testing.assert_frame_equal(
+            getattr(merged, name).reset_index(drop=True), getattr(whole, name).reset_index(drop=True), check_dtype=False
+        )
     assert merged.provenance["windows"] == [0, 1]
     assert set(merged.critical.windows) == {"0-0", "1-1"}
     with pytest.raises(ValueError, match="overlap"):
@@ -342,13 +369,31 @@ def test_cli_rejects_bad_arguments_before_loading(monkeypatch, capsys):
 
 def test_cli_analyze_end_to_end(tiny_dir, tmp_path, capsys):
     out = tmp_path / "out"
-    code = cli.main(["analyze", "--model", str(tiny_dir), "--text", "pydoc-topics", "--preset", "quick",
-                     "--windows", "1", "--out", str(out)])
+    code = cli.main(
+        [
+            "analyze",
+            "--model",
+            str(tiny_dir),
+            "--text",
+            "pydoc-topics",
+            "--preset",
+            "quick",
+            "--windows",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     res = experiments.Results.load(out)
     assert res.provenance["preset"]["name"] == "quick" and res.provenance["windows"] == [0]
-    for name in ("fig2a_distance_vs_length", "fig2b_distance_vs_n", "fig2c_critical_n", "fig3_separability",
-                 "fig4_gradient"):
+    for name in (
+        "fig2a_distance_vs_length",
+        "fig2b_distance_vs_n",
+        "fig2c_critical_n",
+        "fig3_separability",
+        "fig4_gradient",
+    ):
         assert (out / f"{name}.png").stat().st_size > 1000 and (out / f"{name}.svg").is_file()
     assert "critical N" in capsys.readouterr().out
 

@@ -183,8 +183,10 @@ def test_finite_difference_g_definition_masks_seed_and_dtype():
         ]
         assert per_head[h, 0, 0].item() == pytest.approx(torch.stack(ratios).mean().item(), rel=1e-10)
     assert sweeps.finite_difference_g(logits, T=[0.5], eps=[1e-2], seed=7).item() == per_head.max().item()
-    assert torch.equal(sweeps.finite_difference_g(logits, T=[0.5, 2], eps=[1e-2], seed=1),
-                       sweeps.finite_difference_g(logits, T=[0.5, 2], eps=[1e-2], seed=1))
+    assert torch.equal(
+        sweeps.finite_difference_g(logits, T=[0.5, 2], eps=[1e-2], seed=1),
+        sweeps.finite_difference_g(logits, T=[0.5, 2], eps=[1e-2], seed=1),
+    )
     assert sweeps.finite_difference_g(logits.float(), T=[0.5], eps=[1e-2]).dtype == torch.float32
 
 

@@ -36,9 +36,13 @@ def _ref_row(a: np.ndarray, x: np.ndarray, n: int, r=None):
     if length == 1:
         main = 0.0
     else:
-        main = (length - n) / length * sum(
-            np.linalg.norm(a[i] * x[i] - n / (length - 1) * sum(a[j] * x[j] for j in range(length) if j != i))
-            for i in range(length)
+        main = (
+            (length - n)
+            / length
+            * sum(
+                np.linalg.norm(a[i] * x[i] - n / (length - 1) * sum(a[j] * x[j] for j in range(length) if j != i))
+                for i in range(length)
+            )
         )
     exact = []
     for subset in itertools.combinations(range(length), n):
@@ -66,14 +70,23 @@ def test_against_per_row_loops(n):
     assert sel.top_n(alpha, n).reshape(-1, n).tolist() == [r["top"] for r in refs]
     mask = sel.top_n_mask(alpha, n).reshape(-1, alpha.shape[-1])
     assert [sorted(torch.nonzero(m).flatten().tolist()) for m in mask] == [sorted(r["top"]) for r in refs]
-    np.testing.assert_allclose(sel.context_vector(alpha, x, n).reshape(-1, x.shape[-1]).numpy(),
-                               np.stack([r["s"] for r in refs]), rtol=1e-12, atol=1e-12)
-    for name, fn in [("dtilde", sel.cumulative_distance), ("main", sel.random_selection_expectation),
-                     ("exact", sel.random_selection_exact), ("frac", sel.distinguishable_fraction)]:
+    np.testing.assert_allclose(
+        sel.context_vector(alpha, x, n).reshape(-1, x.shape[-1]).numpy(),
+        np.stack([r["s"] for r in refs]),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    for name, fn in [
+        ("dtilde", sel.cumulative_distance),
+        ("main", sel.random_selection_expectation),
+        ("exact", sel.random_selection_exact),
+        ("frac", sel.distinguishable_fraction),
+    ]:
         got = fn(alpha, x, n)
         assert got.shape == batch and got.dtype == torch.float64, name
-        np.testing.assert_allclose(got.reshape(-1).numpy(), [r[name] for r in refs], rtol=1e-11, atol=1e-12,
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            got.reshape(-1).numpy(), [r[name] for r in refs], rtol=1e-11, atol=1e-12, err_msg=name
+        )
 
 
 @pytest.mark.parametrize("r", [0.0, 0.3, 1.0, 5.0])
@@ -92,14 +105,20 @@ def test_distinguishable_fraction_tensor_radius_broadcasts():
 
 
 @settings(max_examples=60, deadline=None)
-@given(length=st.integers(1, 8), dim=st.integers(1, 4), seed=st.integers(0, 10_000), beta=st.floats(0.0, 6.0),
-       data=st.data())
+@given(
+    length=st.integers(1, 8),
+    dim=st.integers(1, 4),
+    seed=st.integers(0, 10_000),
+    beta=st.floats(0.0, 6.0),
+    data=st.data(),
+)
 def test_property_matches_loops_and_residual_is_nonnegative(length, dim, seed, beta, data):
     n = data.draw(st.integers(1, length))
     alpha, x = _random(batch=(2,), length=length, dim=dim, seed=seed, beta=beta)
     refs = [_ref_row(a, xx, n) for a, xx in _rows(alpha, x)]
-    np.testing.assert_allclose(sel.cumulative_distance(alpha, x, n).numpy(), [r["dtilde"] for r in refs],
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        sel.cumulative_distance(alpha, x, n).numpy(), [r["dtilde"] for r in refs], rtol=1e-10, atol=1e-12
+    )
     exact = sel.random_selection_exact(alpha, x, n)
     main = sel.random_selection_expectation(alpha, x, n)
     np.testing.assert_allclose(exact.numpy(), [r["exact"] for r in refs], rtol=1e-10, atol=1e-12)
@@ -120,10 +139,12 @@ def test_n_equals_l_and_single_token():
     alpha, x = _random(seed=3)
     length = alpha.shape[-1]
     torch.testing.assert_close(sel.cumulative_distance(alpha, x, length), torch.zeros(alpha.shape[:-1], dtype=x.dtype))
-    torch.testing.assert_close(sel.random_selection_expectation(alpha, x, length),
-                               torch.zeros(alpha.shape[:-1], dtype=x.dtype))
-    torch.testing.assert_close(sel.distinguishable_fraction(alpha, x, length), torch.ones(alpha.shape[:-1],
-                                                                                          dtype=x.dtype))
+    torch.testing.assert_close(
+        sel.random_selection_expectation(alpha, x, length), torch.zeros(alpha.shape[:-1], dtype=x.dtype)
+    )
+    torch.testing.assert_close(
+        sel.distinguishable_fraction(alpha, x, length), torch.ones(alpha.shape[:-1], dtype=x.dtype)
+    )
     one = torch.ones(4, 1, dtype=torch.float64)
     xs = torch.randn(4, 1, 3, dtype=torch.float64)
     assert (sel.random_selection_expectation(one, xs, 1) == 0).all()
@@ -142,8 +163,13 @@ def test_monte_carlo_agrees_with_enumeration_and_is_seeded():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_dtype_preserved(dtype):
     alpha, x = _random(seed=5, dtype=dtype)
-    for fn in (sel.context_vector, sel.cumulative_distance, sel.random_selection_expectation,
-               sel.random_selection_exact, sel.distinguishable_fraction):
+    for fn in (
+        sel.context_vector,
+        sel.cumulative_distance,
+        sel.random_selection_expectation,
+        sel.random_selection_exact,
+        sel.distinguishable_fraction,
+    ):
         assert fn(alpha, x, 2).dtype == dtype
     assert sel.random_selection_monte_carlo(alpha, x, 2, samples=10).dtype == dtype
     d32 = sel.cumulative_distance(*_random(seed=5, dtype=torch.float32), 2)
@@ -173,8 +199,15 @@ def _good():
     return _random(batch=(2,), length=5, dim=3, seed=8)
 
 
-FUNCS = [sel.context_vector, sel.cumulative_distance, sel.random_selection_expectation, sel.random_selection_exact,
-         sel.random_selection_monte_carlo, sel.distinguishable_fraction, sel.token_distances]
+FUNCS = [
+    sel.context_vector,
+    sel.cumulative_distance,
+    sel.random_selection_expectation,
+    sel.random_selection_exact,
+    sel.random_selection_monte_carlo,
+    sel.distinguishable_fraction,
+    sel.token_distances,
+]
 
 
 @pytest.mark.parametrize("fn", FUNCS, ids=lambda f: f.__name__)
@@ -208,8 +241,15 @@ def _bad_alphas():
     unnormalised = alpha * 1.01
     slightly = alpha.clone()
     slightly[0, 0] += 1e-6  # fine for float32, not for float64
-    return {"nan": nan, "inf": inf, "negative": neg, "sum": unnormalised, "sum-float64": slightly,
-            "scalar": torch.tensor(1.0), "empty": torch.zeros(2, 0)}
+    return {
+        "nan": nan,
+        "inf": inf,
+        "negative": neg,
+        "sum": unnormalised,
+        "sum-float64": slightly,
+        "scalar": torch.tensor(1.0),
+        "empty": torch.zeros(2, 0),
+    }
 
 
 @pytest.mark.parametrize("case", list(_bad_alphas()))

@@ -13,8 +13,14 @@ from attnlimits import bounds, checks, selection, synthetic
 
 
 @settings(max_examples=60, deadline=None)
-@given(L=st.integers(2, 40), d=st.integers(2, 64), seed=st.integers(0, 2**20), beta=st.floats(0, 8),
-       M=st.floats(0.1, 10), data=st.data())
+@given(
+    L=st.integers(2, 40),
+    d=st.integers(2, 64),
+    seed=st.integers(0, 2**20),
+    beta=st.floats(0, 8),
+    M=st.floats(0.1, 10),
+    data=st.data(),
+)
 def test_xi_bounds_the_distance_and_the_lower_bound_holds_pathwise(L, d, seed, beta, M, data):
     n = data.draw(st.integers(1, L - 1))
     gen = torch.Generator().manual_seed(seed)

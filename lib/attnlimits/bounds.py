@@ -80,8 +80,9 @@ def corollary1_delta(q, k) -> torch.Tensor:
     """Delta = ||q|| * max_i ||k_i||: the largest possible |logit| for ``q`` (..., d) and keys ``k`` (..., L, d)."""
     q, k = validation.float_tensor("q", q), validation.float_tensor("k", k)
     if q.dim() < 1 or k.dim() < 2:
-        raise ValueError(f"q, k: expected q of shape (..., d) and k of shape (..., L, d), got {tuple(q.shape)}, "
-                         f"{tuple(k.shape)}")
+        raise ValueError(
+            f"q, k: expected q of shape (..., d) and k of shape (..., L, d), got {tuple(q.shape)}, {tuple(k.shape)}"
+        )
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"k: last dimension {k.shape[-1]} must equal q's d = {q.shape[-1]}")
     if k.shape[-2] == 0:
@@ -428,8 +429,9 @@ def theorem2_upper(alpha, n: int, *, r, M=1.0, d=2) -> torch.Tensor:
     M = validation.positive("M", M).to(w.dtype).unsqueeze(-1)
     s2 = (w * w).sum(dim=-1, keepdim=True) - w * w
     gap = (mu - r).clamp_min(0)
-    term = torch.where(s2 > 0, torch.exp(-(gap**2) / (2 * M**2 * s2.clamp_min(torch.finfo(w.dtype).tiny))),
-                       torch.ones_like(s2))
+    term = torch.where(
+        s2 > 0, torch.exp(-(gap**2) / (2 * M**2 * s2.clamp_min(torch.finfo(w.dtype).tiny))), torch.ones_like(s2)
+    )
     return term.clamp(max=1).mean(dim=-1)
 
 

@@ -136,12 +136,21 @@ def _add_check(subparsers) -> None:
         "Exit status 0 when every bound behaves as the book claims, 1 otherwise.",
     )
     p.add_argument("--json", action="store_true", help="print a JSON list of records instead of a table")
-    p.add_argument("--trials", type=_positive_int, default=2000, metavar="N",
-                   help="random trials per check (integer >= 1; default 2000)")
+    p.add_argument(
+        "--trials",
+        type=_positive_int,
+        default=2000,
+        metavar="N",
+        help="random trials per check (integer >= 1; default 2000)",
+    )
     p.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed (default 0)")
-    p.add_argument("--only", action="append", metavar="ID",
-                   help="run only the check with this id (repeatable, or comma-separated: "
-                   "--only cor3-printed,thm2-upper); an unknown id lists the valid ones")
+    p.add_argument(
+        "--only",
+        action="append",
+        metavar="ID",
+        help="run only the check with this id (repeatable, or comma-separated: "
+        "--only cor3-printed,thm2-upper); an unknown id lists the valid ones",
+    )
     p.set_defaults(func=_run_check)
 
 
@@ -156,15 +165,26 @@ def _run_analyze(args) -> int:
         return 2
     model = models.load(args.model, device=args.device)
     text = texts.load(args.text)
-    res = experiments.run(model, text, preset, windows=args.windows, first_window=args.first_window,
-                          exclude_sink=args.exclude_sink, precision=args.precision, seed=args.seed, progress=None)
+    res = experiments.run(
+        model,
+        text,
+        preset,
+        windows=args.windows,
+        first_window=args.first_window,
+        exclude_sink=args.exclude_sink,
+        precision=args.precision,
+        seed=args.seed,
+        progress=None,
+    )
     folder = res.save(args.out)
     figures.save_all(res, folder)
     crit = res.critical.dropna(subset=["critical_N"])
-    lines = [f"wrote {folder}: {', '.join(f'{t}.csv' for t in experiments.TABLES)}, provenance.json, figures",
-             "critical N (KS level 0.05): " + ", ".join(
-                 f"L={r.L}: {r.critical_N}" for r in crit[crit.ks_level == 0.05].itertuples()),
-             f"wall time {res.provenance['seconds']['total']:.1f} s"]
+    lines = [
+        f"wrote {folder}: {', '.join(f'{t}.csv' for t in experiments.TABLES)}, provenance.json, figures",
+        "critical N (KS level 0.05): "
+        + ", ".join(f"L={r.L}: {r.critical_N}" for r in crit[crit.ks_level == 0.05].itertuples()),
+        f"wall time {res.provenance['seconds']['total']:.1f} s",
+    ]
     _print("\n".join(lines))
     return 0
 
@@ -179,21 +199,39 @@ def _add_analyze(subparsers) -> None:
         "the CSV tables, provenance.json and the figures (PNG, SVG) into --out.",
     )
     p.add_argument("--out", required=True, metavar="DIR", help="folder for the tables and figures (created)")
-    p.add_argument("--model", default=None, metavar="NAME_OR_PATH",
-                   help="Hugging Face id, local directory, .gguf file or 'fallback' (default: $ATTNLIMITS_MODEL, "
-                   "else gpt2, else the offline fallback)")
-    p.add_argument("--text", default=None, metavar="NAME_OR_PATH",
-                   help="'war-and-peace', 'pydoc-topics' or a UTF-8 file (default: $ATTNLIMITS_TEXT, else War and "
-                   "Peace, else the offline fallback)")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME_OR_PATH",
+        help="Hugging Face id, local directory, .gguf file or 'fallback' (default: $ATTNLIMITS_MODEL, "
+        "else gpt2, else the offline fallback)",
+    )
+    p.add_argument(
+        "--text",
+        default=None,
+        metavar="NAME_OR_PATH",
+        help="'war-and-peace', 'pydoc-topics' or a UTF-8 file (default: $ATTNLIMITS_TEXT, else War and "
+        "Peace, else the offline fallback)",
+    )
     p.add_argument("--preset", choices=sorted(PRESETS), default="paper", help="the grids (default: paper)")
-    p.add_argument("--windows", type=_positive_int, default=None, metavar="K",
-                   help="number of windows (default: the preset's)")
-    p.add_argument("--first-window", type=_non_negative_int, default=0, metavar="I",
-                   help="index of the first window (default 0); disjoint ranges merge into one result")
+    p.add_argument(
+        "--windows", type=_positive_int, default=None, metavar="K", help="number of windows (default: the preset's)"
+    )
+    p.add_argument(
+        "--first-window",
+        type=_non_negative_int,
+        default=0,
+        metavar="I",
+        help="index of the first window (default 0); disjoint ranges merge into one result",
+    )
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model and the work run")
     p.add_argument("--exclude-sink", action="store_true", help="drop token 0 from selection and comparison")
-    p.add_argument("--precision", choices=["float32", "float64"], default="float32",
-                   help="arithmetic of Algorithms 1-3 (default float32: agrees with float64 within 1e-5 relative)")
+    p.add_argument(
+        "--precision",
+        choices=["float32", "float64"],
+        default="float32",
+        help="arithmetic of Algorithms 1-3 (default float32: agrees with float64 within 1e-5 relative)",
+    )
     p.add_argument("--seed", type=_seed, default=0, metavar="S", help="seed of Algorithm 5's directions (default 0)")
     p.set_defaults(func=_run_analyze)
 

@@ -13,11 +13,22 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-__all__ = ["FIGURES", "critical_figure", "distance_vs_length", "distance_vs_n", "gradient_figure", "save_all",
-           "separability_figure", "spread"]
+__all__ = [
+    "FIGURES",
+    "critical_figure",
+    "distance_vs_length",
+    "distance_vs_n",
+    "gradient_figure",
+    "save_all",
+    "separability_figure",
+    "spread",
+]
 
-_SERIES = {"d_tilde": ("true distance $\\tilde d$", "C0"), "E": ("expectation $E$ (random $I_N$)", "C2"),
-           "d_max": ("bound $d_{\\max}$ (Theorem 1)", "C3")}
+_SERIES = {
+    "d_tilde": ("true distance $\\tilde d$", "C0"),
+    "E": ("expectation $E$ (random $I_N$)", "C2"),
+    "d_max": ("bound $d_{\\max}$ (Theorem 1)", "C3"),
+}
 
 
 def spread(table: pd.DataFrame, by: str, column: str, lo: float = 0.1, hi: float = 0.9) -> pd.DataFrame:
@@ -46,8 +57,7 @@ def distance_vs_length(res, ax=None):
     """Figure 2a: d~, E and d_max against L at the preset's fixed N (median, 10-90 % band over heads x windows)."""
     p = res.provenance["preset"]
     t = res.distance[(res.distance.N == p["alg1_N"]) & res.distance.L.isin(p["alg1_L"])]
-    return _distance_figure(t, "L", p["alg1_L"], "sequence length $L$", f"Distance vs length (N = {p['alg1_N']})",
-                            ax)
+    return _distance_figure(t, "L", p["alg1_L"], "sequence length $L$", f"Distance vs length (N = {p['alg1_N']})", ax)
 
 
 def distance_vs_n(res, ax=None):
@@ -66,8 +76,13 @@ def critical_figure(res, ax=None):
     lengths = np.array(sorted(res.critical.L.unique()), dtype=float)
     ax.plot(lengths, 0.06 * lengths, "k--", label="paper: 0.06 L")
     ax.plot(lengths, lengths - 1, ":", color="gray", label="N = L - 1 (largest possible)")
-    ax.set(xscale="log", yscale="log", xlabel="sequence length $L$", ylabel="critical $N$",
-           title="Critical N: KS cannot tell $\\tilde d$ from $E$")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="sequence length $L$",
+        ylabel="critical $N$",
+        title="Critical N: KS cannot tell $\\tilde d$ from $E$",
+    )
     ax.set_xticks(lengths, [str(int(v)) for v in lengths])
     ax.legend(fontsize="small")
     return fig
@@ -81,12 +96,21 @@ def separability_figure(res, ax=None):
     ax.boxplot([t[t.N == n].ns_frac for n in ns], positions=range(len(ns)), widths=0.5, showfliers=False)
     med = t.groupby("N")[["lower", "upper"]].median()
     ax.plot(range(len(ns)), med.loc[ns, "upper"], "v--", color="C3", label="upper bound (as reconstructed), median")
-    ax.plot(range(len(ns)), med.loc[ns, "lower"].clip(lower=0), "^--", color="C2",
-            label="lower bound (Theorem 2, clipped at 0), median")
+    ax.plot(
+        range(len(ns)),
+        med.loc[ns, "lower"].clip(lower=0),
+        "^--",
+        color="C2",
+        label="lower bound (Theorem 2, clipped at 0), median",
+    )
     ax.axhspan(0.70, 0.85, color="gray", alpha=0.15, label="paper: plateau 0.70-0.85")
     ax.set_xticks(range(len(ns)), [str(n) for n in ns])
-    ax.set(xlabel="selected tokens $N$", ylabel="$N_s / N$", ylim=(-0.02, 1.02),
-           title=f"Distinguishable fraction (L = {int(t.L.iloc[0])})")
+    ax.set(
+        xlabel="selected tokens $N$",
+        ylabel="$N_s / N$",
+        ylim=(-0.02, 1.02),
+        title=f"Distinguishable fraction (L = {int(t.L.iloc[0])})",
+    )
     ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)  # below: boxes stay clear
     return fig
 
@@ -102,11 +126,17 @@ def gradient_figure(res, scaling: str = "model", ax=None):
         med = e.groupby("T").g.median()
         ax.plot(top.index, top.values, "o-", ms=3, color=f"C{i}", label=f"g, eps = {eps:g} (max over heads)")
         ax.plot(med.index, med.values, "--", lw=1, color=f"C{i}", label=f"median head, eps = {eps:g}")
-    ax.plot(temps, np.minimum(1 / (4 * temps), np.sqrt(2)), "k-", lw=2, alpha=0.6,
-            label="paper: min{1/(4T), $\\sqrt{2}$}")
+    ax.plot(
+        temps, np.minimum(1 / (4 * temps), np.sqrt(2)), "k-", lw=2, alpha=0.6, label="paper: min{1/(4T), $\\sqrt{2}$}"
+    )
     ax.plot(temps, 1 / (2 * temps), ":", color="gray", label="book: 1/(2T) (sharp, every eps)")
-    ax.set(xscale="log", yscale="log", xlabel="temperature $T$", ylabel="$g(T, \\varepsilon)$",
-           title=f"Sensitivity vs temperature (logits: {'model-scaled' if scaling == 'model' else 'raw q.k'})")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="temperature $T$",
+        ylabel="$g(T, \\varepsilon)$",
+        title=f"Sensitivity vs temperature (logits: {'model-scaled' if scaling == 'model' else 'raw q.k'})",
+    )
     ax.legend(fontsize="x-small", ncol=2)
     return fig
 

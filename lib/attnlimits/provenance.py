@@ -67,7 +67,6 @@ class Provenance:
         return dataclasses.asdict(self)
 
 
-
 def config_facts(config) -> dict:
     """Shape facts of a transformers config: architecture, layers, heads, key/value heads, head dim, positions."""
     n_heads = int(getattr(config, "num_attention_heads", None) or config.n_head)
@@ -97,7 +96,6 @@ def config_facts(config) -> dict:
         "max_positions": None if max_pos is None else int(max_pos),
         "positional": positional,
     }
-
 
 
 def facts(model) -> dict:

@@ -49,10 +49,15 @@ def _fig2a(res, column, key, name):
     med = t.groupby("L")[column].median()
     slope = loglog_slope(med.index, med.values)
     verdict = REPRODUCED if 0.8 <= slope <= 1.2 else NOT
-    return Claim(key, "2a", f"at N = {p['alg1_N']}, the {name} grows about linearly with L",
-                 f"median over heads grows as L^{slope:.2f} (L = {min(p['alg1_L'])}..{max(p['alg1_L'])}; "
-                 f"x{med.iloc[-1] / med.iloc[0]:.1f} over a x{max(p['alg1_L']) // min(p['alg1_L'])} longer context)",
-                 verdict, "reproduced when the log-log slope of the median lies in [0.8, 1.2]")
+    return Claim(
+        key,
+        "2a",
+        f"at N = {p['alg1_N']}, the {name} grows about linearly with L",
+        f"median over heads grows as L^{slope:.2f} (L = {min(p['alg1_L'])}..{max(p['alg1_L'])}; "
+        f"x{med.iloc[-1] / med.iloc[0]:.1f} over a x{max(p['alg1_L']) // min(p['alg1_L'])} longer context)",
+        verdict,
+        "reproduced when the log-log slope of the median lies in [0.8, 1.2]",
+    )
 
 
 def fig2a_distance(res) -> Claim:
@@ -71,9 +76,14 @@ def fig2a_bound(res) -> Claim:
     valid = float((t.d_tilde <= t.d_max * (1 + 1e-9)).mean())
     ratio = float((t.d_tilde / t.d_max).median())
     verdict = REPRODUCED if valid == 1.0 and ratio < 1 else NOT
-    return Claim("fig2a-bound", "2a", "the bound d_max is valid and conservative",
-                 f"d~ <= d_max in {valid:.1%} of {len(t):,} (head, window, L, N) means; median d~/d_max = {ratio:.3f}",
-                 verdict, "reproduced when every mean respects the bound and the median ratio is below 1")
+    return Claim(
+        "fig2a-bound",
+        "2a",
+        "the bound d_max is valid and conservative",
+        f"d~ <= d_max in {valid:.1%} of {len(t):,} (head, window, L, N) means; median d~/d_max = {ratio:.3f}",
+        verdict,
+        "reproduced when every mean respects the bound and the median ratio is below 1",
+    )
 
 
 def fig2b_plateau(res) -> Claim:
@@ -85,9 +95,14 @@ def fig2b_plateau(res) -> Claim:
     ns = ns if len(ns) >= 2 else sorted(p["alg2_N"])[-2:]  # a small preset: its two largest N
     ratio = float(med.loc[ns[-1]] / med.loc[ns[0]])
     verdict = REPRODUCED if 0.8 <= ratio <= 1.25 else NOT
-    return Claim("fig2b-plateau", "2b", f"at L = {p['alg2_L']}, the distance plateaus beyond N = 20",
-                 f"median d~ changes by x{ratio:.2f} from N = {ns[0]} to N = {ns[-1]}", verdict,
-                 "reproduced when the median changes by a factor in [0.8, 1.25] from N = 20 to the largest N")
+    return Claim(
+        "fig2b-plateau",
+        "2b",
+        f"at L = {p['alg2_L']}, the distance plateaus beyond N = 20",
+        f"median d~ changes by x{ratio:.2f} from N = {ns[0]} to N = {ns[-1]}",
+        verdict,
+        "reproduced when the median changes by a factor in [0.8, 1.25] from N = 20 to the largest N",
+    )
 
 
 def fig2b_convergence(res) -> Claim:
@@ -98,9 +113,14 @@ def fig2b_convergence(res) -> Claim:
     lo, hi = min(p["alg2_N"]), max(p["alg2_N"])
     closer = abs(np.log(ratio.loc[hi])) < abs(np.log(ratio.loc[lo]))
     verdict = REPRODUCED if closer and 2 / 3 <= ratio.loc[hi] <= 1.5 else NOT
-    return Claim("fig2b-convergence", "2b", f"true and expected distances converge as N grows to {hi}",
-                 f"median E/d~ = {ratio.loc[lo]:.3f} at N = {lo} and {ratio.loc[hi]:.3f} at N = {hi}", verdict,
-                 f"reproduced when E/d~ at N = {hi} is closer to 1 than at N = {lo} and within [2/3, 3/2]")
+    return Claim(
+        "fig2b-convergence",
+        "2b",
+        f"true and expected distances converge as N grows to {hi}",
+        f"median E/d~ = {ratio.loc[lo]:.3f} at N = {lo} and {ratio.loc[hi]:.3f} at N = {hi}",
+        verdict,
+        f"reproduced when E/d~ at N = {hi} is closer to 1 than at N = {lo} and within [2/3, 3/2]",
+    )
 
 
 def fig2c_critical(res) -> Claim:
@@ -108,9 +128,14 @@ def fig2c_critical(res) -> Claim:
     crit = res.critical[(res.critical.ks_level == 0.05) & (res.critical.windows == res.critical.windows.iloc[0])]
     found = crit.dropna(subset=["critical_N"])
     if found.empty:
-        return Claim("fig2c-critical", "2c", "critical N is about 0.06 L (fewer than 6 % of the tokens)",
-                     "the KS test tells d~ from E at every N < L", NOT, "reproduced when the median of N/L lies in "
-                     "[0.03, 0.12]")
+        return Claim(
+            "fig2c-critical",
+            "2c",
+            "critical N is about 0.06 L (fewer than 6 % of the tokens)",
+            "the KS test tells d~ from E at every N < L",
+            NOT,
+            "reproduced when the median of N/L lies in [0.03, 0.12]",
+        )
     frac = found.critical_N.astype(float) / found.L
     median = float(frac.median())
     if 0.03 <= median <= 0.12:
@@ -120,11 +145,16 @@ def fig2c_critical(res) -> Claim:
     else:
         verdict = NOT
     per_l = ", ".join(f"{int(r.L)}: {int(r.critical_N)}" for r in found.itertuples())
-    return Claim("fig2c-critical", "2c", "critical N is about 0.06 L (fewer than 6 % of the tokens)",
-                 f"critical N / L from {frac.min():.2f} to {frac.max():.2f}, median {median:.2f} (KS level 0.05; "
-                 f"L: N = {per_l})", verdict,
-                 "reproduced when the median of N/L lies in [0.03, 0.12]; a different constant when N/L is roughly "
-                 "constant in L (coefficient of variation below 0.5) elsewhere")
+    return Claim(
+        "fig2c-critical",
+        "2c",
+        "critical N is about 0.06 L (fewer than 6 % of the tokens)",
+        f"critical N / L from {frac.min():.2f} to {frac.max():.2f}, median {median:.2f} (KS level 0.05; "
+        f"L: N = {per_l})",
+        verdict,
+        "reproduced when the median of N/L lies in [0.03, 0.12]; a different constant when N/L is roughly "
+        "constant in L (coefficient of variation below 0.5) elsewhere",
+    )
 
 
 def fig3_plateau(res) -> Claim:
@@ -142,10 +172,15 @@ def fig3_plateau(res) -> Claim:
     else:
         verdict = NOT
     series = ", ".join(f"{n}: {v:.2f}" for n, v in med.items())
-    return Claim("fig3-plateau", "3", "N_s/N falls until N = 16, then saturates at 0.70-0.85",
-                 f"median N_s/N by N: {series}; level for N >= {tail.index[0]}: {level:.2f}", verdict,
-                 "reproduced when the median falls to N = 16, varies by at most 0.1 for N >= 16 and averages "
-                 "0.70-0.85 there; a different constant when it saturates elsewhere")
+    return Claim(
+        "fig3-plateau",
+        "3",
+        "N_s/N falls until N = 16, then saturates at 0.70-0.85",
+        f"median N_s/N by N: {series}; level for N >= {tail.index[0]}: {level:.2f}",
+        verdict,
+        "reproduced when the median falls to N = 16, varies by at most 0.1 for N >= 16 and averages "
+        "0.70-0.85 there; a different constant when it saturates elsewhere",
+    )
 
 
 def fig3_bounds(res) -> Claim:
@@ -155,11 +190,16 @@ def fig3_bounds(res) -> Claim:
     upper_ok = float((t.upper >= t.ns_frac - 1e-12).mean())
     gap = float((t.groupby("N").upper.median() - t.groupby("N").ns_frac.max()).abs().max())
     verdict = REPRODUCED if lower_ok == 1.0 and upper_ok == 1.0 and gap <= 0.05 else NOT
-    return Claim("fig3-bounds", "3", "the lower bound is conservative and the upper bound tracks the maxima",
-                 f"lower bound <= N_s/N for {lower_ok:.1%} of head means; the reconstructed upper bound >= N_s/N for "
-                 f"{upper_ok:.1%}; its median is within {gap:.3f} of the largest N_s/N at every N > 1", verdict,
-                 "reproduced when both bounds hold for every head's mean and the median upper bound is within 0.05 "
-                 "of the largest head's N_s/N at every N")
+    return Claim(
+        "fig3-bounds",
+        "3",
+        "the lower bound is conservative and the upper bound tracks the maxima",
+        f"lower bound <= N_s/N for {lower_ok:.1%} of head means; the reconstructed upper bound >= N_s/N for "
+        f"{upper_ok:.1%}; its median is within {gap:.3f} of the largest N_s/N at every N > 1",
+        verdict,
+        "reproduced when both bounds hold for every head's mean and the median upper bound is within 0.05 "
+        "of the largest head's N_s/N at every N",
+    )
 
 
 def _g_top(res, eps):
@@ -174,9 +214,14 @@ def fig4_slope(res) -> Claim:
     low = top[top.index < 0.1]
     slope = loglog_slope(low.index, low.values)
     verdict = REPRODUCED if -1.2 <= slope <= -0.8 else NOT
-    return Claim("fig4-slope", "4", "g(T, eps) follows 1/T for T < 0.1",
-                 f"max over heads of g at eps = {eps:g} grows as T^{slope:.2f} for T < 0.1", verdict,
-                 "reproduced when the log-log slope lies in [-1.2, -0.8]")
+    return Claim(
+        "fig4-slope",
+        "4",
+        "g(T, eps) follows 1/T for T < 0.1",
+        f"max over heads of g at eps = {eps:g} grows as T^{slope:.2f} for T < 0.1",
+        verdict,
+        "reproduced when the log-log slope lies in [-1.2, -0.8]",
+    )
 
 
 def fig4_drop(res) -> Claim:
@@ -186,9 +231,14 @@ def fig4_drop(res) -> Claim:
     at_one = float(top[top.index >= 1].iloc[0])
     drop = float(top.max() / at_one)
     verdict = REPRODUCED if 30 <= drop <= 300 else NOT
-    return Claim("fig4-drop", "4", "g drops by about two orders of magnitude once T >= 1",
-                 f"largest g / g at T = {top[top.index >= 1].index[0]:.3g}: x{drop:.0f} (eps = {eps:g})", verdict,
-                 "reproduced when the drop from the largest g to g at the first T >= 1 is x30..x300")
+    return Claim(
+        "fig4-drop",
+        "4",
+        "g drops by about two orders of magnitude once T >= 1",
+        f"largest g / g at T = {top[top.index >= 1].index[0]:.3g}: x{drop:.0f} (eps = {eps:g})",
+        verdict,
+        "reproduced when the drop from the largest g to g at the first T >= 1 is x30..x300",
+    )
 
 
 def fig4_printed_bound(res) -> Claim:
@@ -198,13 +248,30 @@ def fig4_printed_bound(res) -> Claim:
     over = float((t.g / printed).max())
     corrected = float((t.g * 2 * t["T"]).max())
     verdict = REPRODUCED if over <= 1 else NOT
-    return Claim("fig4-printed-bound", "4", "the measured g stays under the printed min{1/(4T), sqrt 2}",
-                 f"largest g / printed bound = {over:.3f}; largest g / (1/(2T)) = {corrected:.3f} (the book's sharp "
-                 "bound, never above 1)", verdict, "reproduced when no head's g exceeds the printed curve")
+    return Claim(
+        "fig4-printed-bound",
+        "4",
+        "the measured g stays under the printed min{1/(4T), sqrt 2}",
+        f"largest g / printed bound = {over:.3f}; largest g / (1/(2T)) = {corrected:.3f} (the book's sharp "
+        "bound, never above 1)",
+        verdict,
+        "reproduced when no head's g exceeds the printed curve",
+    )
 
 
-CLAIMS = (fig2a_distance, fig2a_expectation, fig2a_bound, fig2b_plateau, fig2b_convergence, fig2c_critical,
-          fig3_plateau, fig3_bounds, fig4_slope, fig4_drop, fig4_printed_bound)
+CLAIMS = (
+    fig2a_distance,
+    fig2a_expectation,
+    fig2a_bound,
+    fig2b_plateau,
+    fig2b_convergence,
+    fig2c_critical,
+    fig3_plateau,
+    fig3_bounds,
+    fig4_slope,
+    fig4_drop,
+    fig4_printed_bound,
+)
 
 
 def claims(res, figure: str | None = None) -> pd.DataFrame:
@@ -223,8 +290,11 @@ DESCRIBED = {"model": "HuggingFaceTB/SmolLM2-135M-Instruct", "text": "pydoc-topi
 def describes(res) -> bool:
     """Whether ``res`` comes from the model, text and preset the chapters' prose was written from."""
     p = res.provenance
-    return (p["model"].get("model_id") == DESCRIBED["model"] and p["text"].get("name") == DESCRIBED["text"]
-            and p["preset"]["name"] == DESCRIBED["preset"])
+    return (
+        p["model"].get("model_id") == DESCRIBED["model"]
+        and p["text"].get("name") == DESCRIBED["text"]
+        and p["preset"]["name"] == DESCRIBED["preset"]
+    )
 
 
 def expect(res, table: pd.DataFrame, expected: dict[str, str]) -> dict[str, str]:
@@ -238,6 +308,8 @@ def expect(res, table: pd.DataFrame, expected: dict[str, str]) -> dict[str, str]
     if describes(res):
         assert not differ, f"verdicts no longer match the text (expected, measured): {differ}"
     elif differ:
-        print(f"note: the text describes {DESCRIBED['model']} on {DESCRIBED['text']}; on this model and text "
-              f"{len(differ)} verdict(s) differ: {differ}")
+        print(
+            f"note: the text describes {DESCRIBED['model']} on {DESCRIBED['text']}; on this model and text "
+            f"{len(differ)} verdict(s) differ: {differ}"
+        )
     return verdicts

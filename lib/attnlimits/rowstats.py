@@ -102,8 +102,9 @@ def distances(alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0, bound
             keep = (visible & ~selected).to(x.dtype)
             d_tilde[j, :, r0:r1] = _pair_norms(a, xb, xx[:, :r1], s, (s * s).sum(-1), keep).sum(-1)
             if bound:
-                d_max[j, :, r0:r1] = _dmax_block(pair, farthest, xx.sqrt(), val.clamp_min(0), idx, selected, visible,
-                                                 r0)
+                d_max[j, :, r0:r1] = _dmax_block(
+                    pair, farthest, xx.sqrt(), val.clamp_min(0), idx, selected, visible, r0
+                )
     return d_tilde, d_max
 
 

@@ -135,8 +135,9 @@ def _exact_jacobian_norm(name: str, logits: torch.Tensor, alpha: torch.Tensor):
     return None
 
 
-def vanishing_sweep(lengths, names=None, *, rho: float = 2.0, d: int = 4, rows: int = 8, seed: int = 0,
-                    jacobian: bool = True) -> pd.DataFrame:
+def vanishing_sweep(
+    lengths, names=None, *, rho: float = 2.0, d: int = 4, rows: int = 8, seed: int = 0, jacobian: bool = True
+) -> pd.DataFrame:
     """Who escapes Theta(1/L), and at what price.
 
     Keys uniform on the unit sphere in R^d (one draw of max(lengths) keys; each L uses the first L), ``rows`` random
@@ -202,9 +203,17 @@ def corollary1_tightness(lengths, rhos, *, T: float = 1.0) -> pd.DataFrame:
             alpha = torch.softmax((k @ q) / T, dim=-1)
             _, upper = bounds.corollary1_band(L, bounds.corollary1_delta(q, k), T=T)
             _, sharp = bounds.corollary1_band_sharp(L, delta, T=T)
-            out.append({"rho": rho, "L": L, "alpha_max": alpha[0].item(), "paper_upper": upper.item(),
-                        "sharp_upper": sharp.item(), "ratio_paper": (alpha[0] / upper).item(),
-                        "ratio_sharp": (alpha[0] / sharp).item()})
+            out.append(
+                {
+                    "rho": rho,
+                    "L": L,
+                    "alpha_max": alpha[0].item(),
+                    "paper_upper": upper.item(),
+                    "sharp_upper": sharp.item(),
+                    "ratio_paper": (alpha[0] / upper).item(),
+                    "ratio_sharp": (alpha[0] / sharp).item(),
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -214,13 +223,15 @@ def jacobian_sample(trials: int = 2000, seed: int = 0) -> pd.DataFrame:
     from attnlimits import checks
 
     s = checks.jacobian_norm_study(int(trials), int(seed))
-    return pd.DataFrame({
-        "L": s["lengths"].numpy(),
-        "T": s["T"].numpy(),
-        "max_alpha": s["max_alpha"].numpy(),
-        "T_norm": (s["norm"] * s["T"]).numpy(),
-        "T_entry": (s["entry"] * s["T"]).numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "L": s["lengths"].numpy(),
+            "T": s["T"].numpy(),
+            "max_alpha": s["max_alpha"].numpy(),
+            "T_norm": (s["norm"] * s["T"]).numpy(),
+            "T_entry": (s["entry"] * s["T"]).numpy(),
+        }
+    )
 
 
 def swap_example(eps, *, T: float = 1.0, rest: float = -math.inf) -> pd.DataFrame:
@@ -243,14 +254,16 @@ def swap_example(eps, *, T: float = 1.0, rest: float = -math.inf) -> pd.DataFram
     a1, a2 = softmax(l1, T=T), softmax(l2, T=T)
     dist = torch.linalg.vector_norm((l1 - l2)[:, :2], dim=-1)
     change = torch.linalg.vector_norm(a1 - a2, dim=-1)
-    return pd.DataFrame({
-        "eps": eps.numpy(),
-        "distance": dist.numpy(),
-        "change": change.numpy(),
-        "T_change_per_distance": (T * change / dist).numpy(),
-        "corrected_ceiling": torch.minimum(dist / (2 * T), torch.full_like(dist, math.sqrt(2))).numpy(),
-        "printed_ceiling": torch.clamp(dist * bounds.corollary3_printed(T=T), max=math.sqrt(2)).numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "eps": eps.numpy(),
+            "distance": dist.numpy(),
+            "change": change.numpy(),
+            "T_change_per_distance": (T * change / dist).numpy(),
+            "corrected_ceiling": torch.minimum(dist / (2 * T), torch.full_like(dist, math.sqrt(2))).numpy(),
+            "printed_ceiling": torch.clamp(dist * bounds.corollary3_printed(T=T), max=math.sqrt(2)).numpy(),
+        }
+    )
 
 
 def synthetic_heads(L: int = 64, scales=(0.5, 1.0, 2.0, 4.0), seed: int = 0) -> tuple[torch.Tensor, list[str]]:
@@ -288,9 +301,16 @@ def g_synthetic(T_grid, eps_grid=(1e-3, 1e-1, 10.0), *, L: int = 64, seed: int =
     out = []
     for i, T in enumerate(T_grid.tolist()):
         for j, e in enumerate(eps_grid.tolist()):
-            out.append({"T": T, "eps": e, "g": g[i, j].item(), "head": labels[int(arg[i, j])],
-                        "paper": paper[i].item(),
-                        "corrected": bounds.finite_difference_bound(T=T, eps=e).item()})
+            out.append(
+                {
+                    "T": T,
+                    "eps": e,
+                    "g": g[i, j].item(),
+                    "head": labels[int(arg[i, j])],
+                    "paper": paper[i].item(),
+                    "corrected": bounds.finite_difference_bound(T=T, eps=e).item(),
+                }
+            )
     return pd.DataFrame(out)
 
 

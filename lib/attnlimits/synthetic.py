@@ -78,8 +78,17 @@ def attention_rows(L: int, d: int, rows: int, *, regime: str = "bounded", rho: f
     return torch.softmax(logits, dim=-1), x
 
 
-def distance_sweep(lengths, ns, *, d: int = 16, rows: int = 64, regime: str = "bounded", rho: float = 2.0,
-                   seed: int = 0, mc_samples: int = 200) -> pd.DataFrame:
+def distance_sweep(
+    lengths,
+    ns,
+    *,
+    d: int = 16,
+    rows: int = 64,
+    regime: str = "bounded",
+    rho: float = 2.0,
+    seed: int = 0,
+    mc_samples: int = 200,
+) -> pd.DataFrame:
     """Corollary 2 on synthetic rows: for each (L, N), the row means of d~, the random-selection expectation E
     (Monte Carlo), its closed-form main term E_0 and upper bound E_0 + eps_bound (E lies between them), the
     reconstructed and the sharp d_max, ||s|| and d~ / d_max (mean and max over rows)."""
@@ -93,21 +102,32 @@ def distance_sweep(lengths, ns, *, d: int = 16, rows: int = 64, regime: str = "b
             dmax = bounds.theorem1_dmax(alpha, x, n)
             sharp = bounds.theorem1_dmax_sharp(alpha, x, n)
             ratio = torch.where(dmax > 0, dt / dmax, torch.zeros_like(dt))
-            out.append(dict(
-                L=L, N=n, regime=regime, dtilde=dt.mean().item(),
-                E_mc=selection.random_selection_monte_carlo(alpha, x, n, mc_samples, seed).mean().item(),
-                E_main=selection.random_selection_expectation(alpha, x, n).mean().item(),
-                E_upper=(selection.random_selection_expectation(alpha, x, n)
-                         + bounds.jensen_residual_bound(alpha, x, n)).mean().item(),
-                dmax=dmax.mean().item(), dmax_sharp=sharp.mean().item(),
-                s_norm=torch.linalg.vector_norm(selection.context_vector(alpha, x, n), dim=-1).mean().item(),
-                ratio=ratio.mean().item(), ratio_max=ratio.max().item(),
-            ))
+            out.append(
+                dict(
+                    L=L,
+                    N=n,
+                    regime=regime,
+                    dtilde=dt.mean().item(),
+                    E_mc=selection.random_selection_monte_carlo(alpha, x, n, mc_samples, seed).mean().item(),
+                    E_main=selection.random_selection_expectation(alpha, x, n).mean().item(),
+                    E_upper=(
+                        selection.random_selection_expectation(alpha, x, n) + bounds.jensen_residual_bound(alpha, x, n)
+                    )
+                    .mean()
+                    .item(),
+                    dmax=dmax.mean().item(),
+                    dmax_sharp=sharp.mean().item(),
+                    s_norm=torch.linalg.vector_norm(selection.context_vector(alpha, x, n), dim=-1).mean().item(),
+                    ratio=ratio.mean().item(),
+                    ratio_max=ratio.max().item(),
+                )
+            )
     return pd.DataFrame(out)
 
 
-def residual_study(lengths, *, d: int = 4, rows: int = 256, beta: float = 2.0, seed: int = 0,
-                   mc_samples: int = 4000) -> pd.DataFrame:
+def residual_study(
+    lengths, *, d: int = 4, rows: int = 256, beta: float = 2.0, seed: int = 0, mc_samples: int = 4000
+) -> pd.DataFrame:
     """The Jensen residual eps = E - main term per (L, N): exact enumeration when C(L, N) <= 5000, Monte Carlo
     beyond; rows with alpha = softmax(beta g) and Gaussian tokens. Columns: mean E, main term, eps, eps / main,
     the book's upper bound on eps, min eps (its sign) and whether E is exact."""
@@ -118,14 +138,26 @@ def residual_study(lengths, *, d: int = 4, rows: int = 256, beta: float = 2.0, s
         x = torch.randn(rows, L, d, generator=gen, dtype=DTYPE)
         for n in sorted({1, max(1, L // 4), max(1, L // 2), L - 1}):
             exact = math.comb(L, n) <= 5000
-            E = (selection.random_selection_exact(alpha, x, n) if exact
-                 else selection.random_selection_monte_carlo(alpha, x, n, mc_samples, seed))
+            E = (
+                selection.random_selection_exact(alpha, x, n)
+                if exact
+                else selection.random_selection_monte_carlo(alpha, x, n, mc_samples, seed)
+            )
             main = selection.random_selection_expectation(alpha, x, n)
             eps = E - main
-            out.append(dict(L=L, N=n, exact=exact, E=E.mean().item(), main=main.mean().item(),
-                            eps=eps.mean().item(), eps_min=eps.min().item(),
-                            eps_rel=(eps / main).mean().item(),
-                            eps_bound=bounds.jensen_residual_bound(alpha, x, n).mean().item()))
+            out.append(
+                dict(
+                    L=L,
+                    N=n,
+                    exact=exact,
+                    E=E.mean().item(),
+                    main=main.mean().item(),
+                    eps=eps.mean().item(),
+                    eps_min=eps.min().item(),
+                    eps_rel=(eps / main).mean().item(),
+                    eps_bound=bounds.jensen_residual_bound(alpha, x, n).mean().item(),
+                )
+            )
     return pd.DataFrame(out)
 
 
@@ -136,8 +168,17 @@ def min_separation(x: torch.Tensor) -> torch.Tensor:
     return pair.flatten(-2).amin(dim=-1)
 
 
-def separability_samples(alpha: torch.Tensor, n: int, d: int, samples: int, *, M: float = 1.0, r=None,
-                         seed: int = 0, delta: str = "empirical") -> dict[str, torch.Tensor]:
+def separability_samples(
+    alpha: torch.Tensor,
+    n: int,
+    d: int,
+    samples: int,
+    *,
+    M: float = 1.0,
+    r=None,
+    seed: int = 0,
+    delta: str = "empirical",
+) -> dict[str, torch.Tensor]:
     """Theorem 2's probability space: alpha (..., L) fixed, tokens iid uniform on the sphere of radius M in R^d,
     ``samples`` draws. Returns per draw (shape (samples, ...)): N_s / N, the radius used (default: the nearest
     non-selected token), delta (``"empirical"``: the realised min separation, or ``"zero"``) and the lower and
@@ -155,17 +196,22 @@ def separability_samples(alpha: torch.Tensor, n: int, d: int, samples: int, *, M
         radius = torch.broadcast_to(torch.as_tensor(r, dtype=DTYPE), frac.shape)
     dl = min_separation(x) if delta == "empirical" else torch.zeros_like(frac)
     safe = radius.clamp_min(torch.finfo(DTYPE).tiny)
-    out = dict(frac=frac, r=radius, delta=dl,
-               lower=bounds.theorem2_lower(a, n, r=safe, M=M, delta=dl),
-               lower_sharp=bounds.theorem2_lower(a, n, r=safe, M=M, delta=dl, sharp=True),
-               upper_rec=bounds.theorem2_upper_reconstructed(a, n, r=radius, M=M, delta=dl))
+    out = dict(
+        frac=frac,
+        r=radius,
+        delta=dl,
+        lower=bounds.theorem2_lower(a, n, r=safe, M=M, delta=dl),
+        lower_sharp=bounds.theorem2_lower(a, n, r=safe, M=M, delta=dl, sharp=True),
+        upper_rec=bounds.theorem2_upper_reconstructed(a, n, r=radius, M=M, delta=dl),
+    )
     if r is not None:
         out["upper_book"] = bounds.theorem2_upper(a, n, r=radius, M=M, d=d)
     return out
 
 
-def separability_sweep(ns, *, L: int = 64, d: int = 16, betas=(0.0, 1.0, 2.0, 4.0), samples: int = 200,
-                       M: float = 1.0, seed: int = 0) -> pd.DataFrame:
+def separability_sweep(
+    ns, *, L: int = 64, d: int = 16, betas=(0.0, 1.0, 2.0, 4.0), samples: int = 200, M: float = 1.0, seed: int = 0
+) -> pd.DataFrame:
     """E[N_s] / N against the Theorem 2 bounds over N and weight concentration beta (one alpha per beta)."""
     out = []
     gen = torch.Generator().manual_seed(seed)
@@ -180,8 +226,9 @@ def separability_sweep(ns, *, L: int = 64, d: int = 16, betas=(0.0, 1.0, 2.0, 4.
     return pd.DataFrame(out)
 
 
-def multihead_simulation(alpha: torch.Tensor, n: int, d: int, heads, *, samples: int = 400, M: float = 1.0,
-                         seed: int = 0) -> pd.DataFrame:
+def multihead_simulation(
+    alpha: torch.Tensor, n: int, d: int, heads, *, samples: int = 400, M: float = 1.0, seed: int = 0
+) -> pd.DataFrame:
     """H heads that see the same weights alpha (L,) and independent token draws (independent heads). For each H:
     the simulated mean coverage (fraction of selected tokens distinguishable in at least one head), the paper's
     1 - (1 - p)^H with p = E[N_s] / N, and the per-token form mean_i 1 - (1 - p_i)^H (p_i estimated on separate
@@ -196,10 +243,16 @@ def multihead_simulation(alpha: torch.Tensor, n: int, d: int, heads, *, samples:
     out = []
     for H in heads:
         covered = per_head[:H].any(dim=0).to(DTYPE)  # (samples, n)
-        out.append(dict(H=H, simulated=covered.mean().item(),
-                        sd=covered.mean(dim=1).std().item() / math.sqrt(samples),
-                        paper=bounds.multihead_coverage(p, H).item(),
-                        per_token=bounds.multihead_coverage(p_i, H).mean().item(), p=p.item()))
+        out.append(
+            dict(
+                H=H,
+                simulated=covered.mean().item(),
+                sd=covered.mean(dim=1).std().item() / math.sqrt(samples),
+                paper=bounds.multihead_coverage(p, H).item(),
+                per_token=bounds.multihead_coverage(p_i, H).mean().item(),
+                p=p.item(),
+            )
+        )
     return pd.DataFrame(out)
 
 

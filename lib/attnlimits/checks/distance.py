@@ -35,7 +35,6 @@ def _ratio_max(measured: torch.Tensor, bound: torch.Tensor) -> float:
     return float((measured[ok] / bound[ok]).max()) if ok.any() else 0.0
 
 
-
 def _theorem1_constructions() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
     """Selected tokens all equal to u, the others on the ray -c u: the sharp bound is attained exactly."""
     from attnlimits import synthetic
@@ -105,10 +104,16 @@ def _theorem1_verdict(trials: int, seed: int, which: int, bound: str, statement:
     rnd = study["random"]
     ok = rnd[which] > 0
     return Verdict(
-        bound=bound, statement=statement, trials=len(dt), violations=violations, worst_ratio=worst,
-        verdict=tightness_text(worst) if violations == 0 else f"violated ({violations} trials)", expected="holds",
+        bound=bound,
+        statement=statement,
+        trials=len(dt),
+        violations=violations,
+        worst_ratio=worst,
+        verdict=tightness_text(worst) if violations == 0 else f"violated ({violations} trials)",
+        expected="holds",
         details={
-            "random_trials": len(rnd[0]), "adversarial_trials": len(study["adversarial"][0]),
+            "random_trials": len(rnd[0]),
+            "adversarial_trials": len(study["adversarial"][0]),
             "worst_ratio_random": _ratio_max(rnd[0], rnd[which]),
             "median_ratio_random": float((rnd[0][ok] / rnd[which][ok]).median()),
             "ranges": "(L, N, d) in " + str(DISTANCE_GRID) + "; alpha = softmax(beta g), beta ~ U[0, 8]; "
@@ -119,18 +124,26 @@ def _theorem1_verdict(trials: int, seed: int, which: int, bound: str, statement:
 
 @register("thm1-dmax-reconstructed", "Theorem 1 d_max (as reconstructed)")
 def check_theorem1_dmax(trials: int = 2000, seed: int = 0) -> Verdict:
-    """Theorem 1 with fixed I_N, in the reconstructed form of the spec."""
+    """Theorem 1 with fixed I_N, in the book's reconstructed form."""
     return _theorem1_verdict(
-        trials, seed, 1, "Theorem 1 d_max (as reconstructed)",
-        "d~ <= (1 - abar_N) d1 + [(1 - abar_N) + (L - N) abar_N] max_{j in I_N} ||x_j||")
+        trials,
+        seed,
+        1,
+        "Theorem 1 d_max (as reconstructed)",
+        "d~ <= (1 - abar_N) d1 + [(1 - abar_N) + (L - N) abar_N] max_{j in I_N} ||x_j||",
+    )
 
 
 @register("thm1-dmax-sharp", "Theorem 1 d_max sharp (book)")
 def check_theorem1_dmax_sharp(trials: int = 2000, seed: int = 0) -> Verdict:
     """The book's sharp Theorem 1 (smaller by 2 (1 - abar_N) max ||x_j||)."""
     return _theorem1_verdict(
-        trials, seed, 2, "Theorem 1 d_max sharp (book)",
-        "d~ <= (1 - abar_N) d1 + [(L - N) abar_N - (1 - abar_N)] max_{j in I_N} ||x_j||")
+        trials,
+        seed,
+        2,
+        "Theorem 1 d_max sharp (book)",
+        "d~ <= (1 - abar_N) d1 + [(L - N) abar_N - (1 - abar_N)] max_{j in I_N} ||x_j||",
+    )
 
 
 @lru_cache(maxsize=4)
@@ -173,13 +186,19 @@ def check_jensen_residual_sign(trials: int = 2000, seed: int = 0) -> Verdict:
     return Verdict(
         bound="Theorem 1 residual eps >= 0",
         statement="E_{I_N uniform}[d~] = ((L-N)/L) sum_i ||a_i x_i - (N/(L-1)) sum_{j!=i} a_j x_j|| + eps, eps >= 0",
-        trials=len(E), violations=violations, worst_ratio=worst,
+        trials=len(E),
+        violations=violations,
+        worst_ratio=worst,
         verdict=(tightness_text(worst) + "; eps = 0 exactly when every subset gives the same s")
-        if violations == 0 else f"violated ({violations} trials)",
+        if violations == 0
+        else f"violated ({violations} trials)",
         expected="holds",
-        details={"random_trials": st["n_random"], "min_eps": float(eps.min()),
-                 "median_eps_over_main": float((eps / main.clamp_min(1e-300)).median()),
-                 "ranges": f"exact enumeration, L in {RESIDUAL_LENGTHS}, N in 1..L-1, d in 1..5, beta ~ U[0, 8]"},
+        details={
+            "random_trials": st["n_random"],
+            "min_eps": float(eps.min()),
+            "median_eps_over_main": float((eps / main.clamp_min(1e-300)).median()),
+            "ranges": f"exact enumeration, L in {RESIDUAL_LENGTHS}, N in 1..L-1, d in 1..5, beta ~ U[0, 8]",
+        },
     )
 
 
@@ -193,10 +212,13 @@ def check_jensen_residual_bound(trials: int = 2000, seed: int = 0) -> Verdict:
     return Verdict(
         bound="Theorem 1 residual bound (book)",
         statement="eps <= ((L-N)/L) sum_i sqrt(N (L-1-N)/(L-2) sigma_i^2), sigma_i^2 = variance of {a_j x_j}_{j!=i}",
-        trials=len(eps), violations=violations, worst_ratio=worst,
+        trials=len(eps),
+        violations=violations,
+        worst_ratio=worst,
         verdict=tightness_text(worst) if violations == 0 else f"violated ({violations} trials)",
         expected="holds",
-        details={"random_trials": st["n_random"],
-                 "ranges": f"exact enumeration, L in {RESIDUAL_LENGTHS}, N in 1..L-1, d in 1..5, beta ~ U[0, 8]"},
+        details={
+            "random_trials": st["n_random"],
+            "ranges": f"exact enumeration, L in {RESIDUAL_LENGTHS}, N in 1..L-1, d in 1..5, beta ~ U[0, 8]",
+        },
     )
-

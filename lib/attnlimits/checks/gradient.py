@@ -84,9 +84,7 @@ def jacobian_norm_study(trials: int, seed: int):
     Lmax = max(JACOBIAN_LENGTHS)
     with one_thread():
         ascents = [_rayleigh_ascent(L, 16, gen) for L in (2, 3, 8, 32)]
-    adv_z = torch.cat([
-        torch.nn.functional.pad(z, (0, Lmax - z.shape[-1]), value=-math.inf) for z in ascents
-    ])
+    adv_z = torch.cat([torch.nn.functional.pad(z, (0, Lmax - z.shape[-1]), value=-math.inf) for z in ascents])
     T_grid = torch.tensor([0.01, 0.1, 0.25, 1.0, 4.0, 100.0], dtype=torch.float64)
     adv_T = T_grid.repeat_interleave(len(adv_z) // len(T_grid) + 1)[: len(adv_z)]
     adv_norm = bounds.softmax_jacobian_norm(adv_z * adv_T[:, None], T=adv_T)
@@ -97,15 +95,25 @@ def jacobian_norm_study(trials: int, seed: int):
     half_alpha = torch.softmax(half, dim=-1)
     half_entry = (half_alpha * (1 - half_alpha)).amax(-1) / T_grid
     return {
-        "T": T, "norm": norm, "entry": entry, "max_alpha": alpha.amax(-1), "lengths": lengths,
-        "adv_T": torch.cat([adv_T, T_grid]), "adv_norm": torch.cat([adv_norm, tied_norm]),
-        "adv_entry_T": T_grid, "adv_entry": half_entry, "T_grid": T_grid, "tied_norm": tied_norm,
+        "T": T,
+        "norm": norm,
+        "entry": entry,
+        "max_alpha": alpha.amax(-1),
+        "lengths": lengths,
+        "adv_T": torch.cat([adv_T, T_grid]),
+        "adv_norm": torch.cat([adv_norm, tied_norm]),
+        "adv_entry_T": T_grid,
+        "adv_entry": half_entry,
+        "T_grid": T_grid,
+        "tied_norm": tied_norm,
     }
 
 
-_JACOBIAN_RANGES = ("L in {2,...,64}, T 0.01..100 (log-uniform), logit spread / T 0.01..20 (log-uniform), "
-                    "25% rows with tied top two; adversarial: Adam ascent of the Rayleigh quotient, "
-                    "two tied top logits, alpha_1 = 1/2")
+_JACOBIAN_RANGES = (
+    "L in {2,...,64}, T 0.01..100 (log-uniform), logit spread / T 0.01..20 (log-uniform), "
+    "25% rows with tied top two; adversarial: Adam ascent of the Rayleigh quotient, "
+    "two tied top logits, alpha_1 = 1/2"
+)
 
 
 def _ratio_summary(measured: torch.Tensor, bound: torch.Tensor):
@@ -138,12 +146,17 @@ def check_corollary3_printed(trials: int = 2000, seed: int = 0) -> Verdict:
         trials=len(s["norm"]) + len(s["adv_norm"]) + 1,
         violations=violations,
         worst_ratio=worst,
-        verdict=(f"violated: two tied top logits, others -inf give ||J||_2 = 1/(2T) = {measured:.4g} > "
-                 f"{printed:.4g} at T = 1 (worst ratio {worst:.3g} at T = {s['adv_T'][i].item():g})")
-        if violations else "no violation found",
+        verdict=(
+            f"violated: two tied top logits, others -inf give ||J||_2 = 1/(2T) = {measured:.4g} > "
+            f"{printed:.4g} at T = 1 (worst ratio {worst:.3g} at T = {s['adv_T'][i].item():g})"
+        )
+        if violations
+        else "no violation found",
         expected="violated",
         details={
-            "random_violations": v1, "worst_ratio_random": w1, "adversarial_violations": v2,
+            "random_violations": v1,
+            "worst_ratio_random": w1,
+            "adversarial_violations": v2,
             "counterexample": {"logits": logits.tolist(), "T": T_c, "spectral_norm": measured, "printed": printed},
             "ranges": _JACOBIAN_RANGES,
         },
@@ -174,8 +187,13 @@ def check_softmax_spectral(trials: int = 2000, seed: int = 0) -> Verdict:
     from attnlimits import bounds
 
     return _sharp_softmax_check(
-        "Corollary 3 corrected: spectral 1/(2T)", "softmax: ||d alpha / d l||_2 <= 1/(2T)", "norm",
-        bounds.softmax_spectral_bound, "adv_T", trials, seed,
+        "Corollary 3 corrected: spectral 1/(2T)",
+        "softmax: ||d alpha / d l||_2 <= 1/(2T)",
+        "norm",
+        bounds.softmax_spectral_bound,
+        "adv_T",
+        trials,
+        seed,
     )
 
 
@@ -185,8 +203,13 @@ def check_softmax_entry(trials: int = 2000, seed: int = 0) -> Verdict:
     from attnlimits import bounds
 
     return _sharp_softmax_check(
-        "Corollary 3 corrected: entry 1/(4T)", "softmax: max_ij |d alpha_i / d l_j| <= 1/(4T)", "entry",
-        bounds.softmax_entry_bound, "adv_entry_T", trials, seed,
+        "Corollary 3 corrected: entry 1/(4T)",
+        "softmax: max_ij |d alpha_i / d l_j| <= 1/(4T)",
+        "entry",
+        bounds.softmax_entry_bound,
+        "adv_entry_T",
+        trials,
+        seed,
     )
 
 
@@ -285,8 +308,11 @@ def check_lemma2(trials: int = 2000, seed: int = 0) -> Verdict:
         verdict=tightness_text(worst) if violations == 0 else f"violated ({violations} trials)",
         expected="holds",
         details={
-            "random_trials": n_random, "adversarial_trials": n_adv, "worst_ratio_random": worst_random,
-            "worst_case": worst_case, "families": [name for name, _ in families],
+            "random_trials": n_random,
+            "adversarial_trials": n_adv,
+            "worst_ratio_random": worst_random,
+            "worst_case": worst_case,
+            "families": [name for name, _ in families],
             "ranges": "L 2..32, p or T 0.05..20, logit spread 0.01..20; adversarial: ties and Adam ascent at L = 4",
         },
     )

@@ -52,7 +52,6 @@ class Verdict:
         return d
 
 
-
 #: Check id -> check function ``(trials: int, seed: int) -> Verdict``, in registration order.
 CHECKS: dict[str, Callable[..., Verdict]] = {}
 #: Check id -> display name (the ``bound`` of its verdicts).

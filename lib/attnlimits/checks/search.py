@@ -65,7 +65,6 @@ class Adam:
             p.sub_(step)
 
 
-
 def log_uniform(gen: torch.Generator, n: int, lo: float, hi: float) -> torch.Tensor:
     """``n`` float64 draws log-uniform in [lo, hi]."""
     u = torch.rand(n, generator=gen, dtype=torch.float64)
@@ -79,4 +78,3 @@ def tightness_text(worst: float) -> str:
     if worst >= 0.99:
         return f"holds, tight (worst measured/bound {worst:.4f}; attained only in a limit)"
     return f"holds but conservative by a factor {1 / worst:.3g} (worst measured/bound {worst:.3g})"
-

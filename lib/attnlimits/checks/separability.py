@@ -75,13 +75,19 @@ def check_theorem2_lower(trials: int = 2000, seed: int = 0) -> Verdict:
     return Verdict(
         bound="Theorem 2 lower bound",
         statement="N_s/N >= (1/N) #{i: xi_i <= r} >= 1 - (1/(N r)) sum_i xi_i, r = min_{j not in I_N} ||s - a_j x_j||",
-        trials=len(frac), violations=violations, worst_ratio=worst,
-        verdict=tightness_text(worst) if violations == 0 else f"violated ({violations} trials)", expected="holds",
-        details={"random_trials": n_random, "sharp_form_violations": int((frac < sharp - 1e-12).sum()),
-                 "worst_ratio_random": float((low[:n_random][pos[:n_random]] / frac[:n_random][pos[:n_random]]).max()),
-                 "fraction_vacuous": float((low <= 0).double().mean()),
-                 "ranges": "(L, d, N) in " + str(SEPARABILITY_GRID) + ", M in {0.5, 1, 3}, beta ~ U[0, 6], "
-                 "delta = realised min separation; pathwise"},
+        trials=len(frac),
+        violations=violations,
+        worst_ratio=worst,
+        verdict=tightness_text(worst) if violations == 0 else f"violated ({violations} trials)",
+        expected="holds",
+        details={
+            "random_trials": n_random,
+            "sharp_form_violations": int((frac < sharp - 1e-12).sum()),
+            "worst_ratio_random": float((low[:n_random][pos[:n_random]] / frac[:n_random][pos[:n_random]]).max()),
+            "fraction_vacuous": float((low <= 0).double().mean()),
+            "ranges": "(L, d, N) in " + str(SEPARABILITY_GRID) + ", M in {0.5, 1, 3}, beta ~ U[0, 6], "
+            "delta = realised min separation; pathwise",
+        },
     )
 
 
@@ -121,18 +127,35 @@ def check_theorem2_upper_reconstructed(trials: int = 2000, seed: int = 0) -> Ver
         violations += int(bad)
         worst = max(worst, ratio)
         if bad:
-            cases.append({"L": alpha.shape[-1], "d": d, "N": N, "kind": kind, "E[N_s]/N": float(res["frac"].mean()),
-                          "bound": float(res["upper_rec"].mean())})
+            cases.append(
+                {
+                    "L": alpha.shape[-1],
+                    "d": d,
+                    "N": N,
+                    "kind": kind,
+                    "E[N_s]/N": float(res["frac"].mean()),
+                    "bound": float(res["upper_rec"].mean()),
+                }
+            )
     return Verdict(
         bound="Theorem 2 upper bound (as reconstructed)",
         statement="E[N_s]/N <= (1/N) sum_i exp(-(xi_i - r)_+^2 / (2 M^2)), r = min_{j not in I_N} ||s - a_j x_j||",
-        trials=trials, violations=violations, worst_ratio=worst,
-        verdict=(f"violated: E[N_s]/N = {cases[0]['E[N_s]/N']:.4f} > bound {cases[0]['bound']:.4f} "
-                 f"(L={cases[0]['L']}, d={cases[0]['d']}, N={cases[0]['N']}, uniform weights on I_N)")
-        if cases else tightness_text(worst),
+        trials=trials,
+        violations=violations,
+        worst_ratio=worst,
+        verdict=(
+            f"violated: E[N_s]/N = {cases[0]['E[N_s]/N']:.4f} > bound {cases[0]['bound']:.4f} "
+            f"(L={cases[0]['L']}, d={cases[0]['d']}, N={cases[0]['N']}, uniform weights on I_N)"
+        )
+        if cases
+        else tightness_text(worst),
         expected="violated",
-        details={"configurations": len(configs), "violating": cases, "z": Z_MC,
-                 "ranges": "grid " + str(SEPARABILITY_GRID) + " with one alpha each + 2 targeted; M = 1"},
+        details={
+            "configurations": len(configs),
+            "violating": cases,
+            "z": Z_MC,
+            "ranges": "grid " + str(SEPARABILITY_GRID) + " with one alpha each + 2 targeted; M = 1",
+        },
     )
 
 
@@ -147,8 +170,9 @@ def check_theorem2_upper(trials: int = 2000, seed: int = 0) -> Verdict:
     groups = [(c, f) for c in configs for f in (0.7, 1.0)]
     for ((alpha, d, N, _), factor), count in zip(groups, split(trials, len(groups)), strict=True):
         r = factor * float(bounds.theorem2_mean_lower(alpha, N, M=1.0, d=d).mean().clamp_min(1e-3))
-        res = synthetic.separability_samples(alpha, N, d, max(count, 2), M=1.0, r=r,
-                                             seed=int(torch.randint(2**31 - 1, (1,), generator=gen)))
+        res = synthetic.separability_samples(
+            alpha, N, d, max(count, 2), M=1.0, r=r, seed=int(torch.randint(2**31 - 1, (1,), generator=gen))
+        )
         bad, ratio = _mc_exceeds(res["frac"], res["upper_book"])
         violations += int(bad)
         worst = max(worst, ratio)
@@ -156,11 +180,16 @@ def check_theorem2_upper(trials: int = 2000, seed: int = 0) -> Verdict:
     return Verdict(
         bound="Theorem 2 upper bound (book, fixed r)",
         statement="E[N_s(r)]/N <= (1/N) sum_i min(1, exp(-(mu_i - r)_+^2/(2 M^2 S2_i))), x iid uniform on the sphere",
-        trials=n, violations=violations, worst_ratio=worst,
+        trials=n,
+        violations=violations,
+        worst_ratio=worst,
         verdict=tightness_text(worst) if violations == 0 else f"violated ({violations} configurations)",
         expected="holds",
-        details={"configurations": len(groups), "z": Z_MC,
-                 "ranges": "the reconstructed-bound configurations at r = 0.7, 1.0 x mean mu_i; M = 1"},
+        details={
+            "configurations": len(groups),
+            "z": Z_MC,
+            "ranges": "the reconstructed-bound configurations at r = 0.7, 1.0 x mean mu_i; M = 1",
+        },
     )
 
 
@@ -176,8 +205,9 @@ def check_multihead(trials: int = 2000, seed: int = 0) -> Verdict:
     for (L, d, N, beta), count in zip(grid, split(trials, len(grid)), strict=True):
         samples = max(count // (1 + max(heads)), 8)
         alpha = synthetic.concentrated_weights((), L, beta, gen=gen)
-        df = synthetic.multihead_simulation(alpha, N, d, heads, samples=samples, seed=int(torch.randint(2**31 - 1, (1,),
-                                                                                                    generator=gen)))
+        df = synthetic.multihead_simulation(
+            alpha, N, d, heads, samples=samples, seed=int(torch.randint(2**31 - 1, (1,), generator=gen))
+        )
         p_se = math.sqrt(max(df.p[0] * (1 - df.p[0]), 1e-12) / (samples * N))
         for row in df.itertuples():
             slack = Z_MC * (row.sd + row.H * (1 - row.p) ** (row.H - 1) * p_se)
@@ -187,11 +217,20 @@ def check_multihead(trials: int = 2000, seed: int = 0) -> Verdict:
     return Verdict(
         bound="Multi-head coverage",
         statement="H independent heads cover a selected token w.p. 1 - (1 - p_i)^H; on average <= 1 - (1 - p)^H",
-        trials=rows, violations=violations, worst_ratio=worst,
-        verdict=("holds within Monte Carlo error (equality at H = 1 and when all p_i are equal); "
-                 f"p = 0.8 needs H = {int(bounds.heads_needed(0.8, 0.99))} for 99 %")
-        if violations == 0 else f"violated ({violations} configurations)",
+        trials=rows,
+        violations=violations,
+        worst_ratio=worst,
+        verdict=(
+            "holds within Monte Carlo error (equality at H = 1 and when all p_i are equal); "
+            f"p = 0.8 needs H = {int(bounds.heads_needed(0.8, 0.99))} for 99 %"
+        )
+        if violations == 0
+        else f"violated ({violations} configurations)",
         expected="holds",
-        details={"grid (L, d, N, beta)": grid, "heads": heads, "z": Z_MC,
-                 "worst_ratio": "simulated / (1 - (1 - p)^H + Z_MC standard errors of both estimates)"},
+        details={
+            "grid (L, d, N, beta)": grid,
+            "heads": heads,
+            "z": Z_MC,
+            "worst_ratio": "simulated / (1 - (1 - p)^H + Z_MC standard errors of both estimates)",
+        },
     )

@@ -129,8 +129,11 @@ def check_corollary1(trials: int = 2000, seed: int = 0) -> Verdict:
         construction[rho] = ratios
         if max(ratios) > worst:
             worst = max(ratios)
-            worst_case = {"construction": "one key parallel, L-1 antiparallel", "delta_over_T": rho,
-                          "L": VANISHING_LENGTHS[ratios.index(max(ratios))]}
+            worst_case = {
+                "construction": "one key parallel, L-1 antiparallel",
+                "delta_over_T": rho,
+                "L": VANISHING_LENGTHS[ratios.index(max(ratios))],
+            }
 
     # Adam ascent over (q, k) for small L: can the band be beaten anywhere?
     n_ascent = 0
@@ -153,14 +156,21 @@ def check_corollary1(trials: int = 2000, seed: int = 0) -> Verdict:
         trials=n_random + n_construction + n_ascent,
         violations=violations,
         worst_ratio=worst,
-        verdict=(f"holds; approached only as L -> inf or Delta -> 0 (worst measured/bound {worst:.9f} at "
-                 f"L = {worst_case.get('L')}); at finite L the sharp band 1/(1 + (L-1) e^(+-2 Delta/T)) is attained")
-        if violations == 0 else f"violated ({violations} trials)",
+        verdict=(
+            f"holds; approached only as L -> inf or Delta -> 0 (worst measured/bound {worst:.9f} at "
+            f"L = {worst_case.get('L')}); at finite L the sharp band 1/(1 + (L-1) e^(+-2 Delta/T)) is attained"
+        )
+        if violations == 0
+        else f"violated ({violations} trials)",
         expected="holds",
         details={
-            "random_trials": n_random, "construction_trials": n_construction, "ascent_trials": n_ascent,
-            "worst_ratio_random": worst_random, "worst_case": worst_case,
-            "lengths": list(VANISHING_LENGTHS), "worst_ratio_random_by_L": per_length,
+            "random_trials": n_random,
+            "construction_trials": n_construction,
+            "ascent_trials": n_ascent,
+            "worst_ratio_random": worst_random,
+            "worst_case": worst_case,
+            "lengths": list(VANISHING_LENGTHS),
+            "worst_ratio_random_by_L": per_length,
             "construction_ratio_by_rho": construction,
             "ranges": "L 2..1e5 (log grid), d 1..64, T 0.1..10, Delta/T 1e-3..8, ||k|| in [0, 1]",
         },
@@ -236,16 +246,19 @@ def check_lemma1(trials: int = 2000, seed: int = 0) -> Verdict:
         trials=n_random + n_construction,
         violations=violations,
         worst_ratio=worst,
-        verdict=(f"holds; approached only as L -> inf (worst measured/bound {worst:.9f} at L = "
-                 f"{worst_case.get('L')}); at finite L the sharp band f_min/(f_min + (L-1) f_max) ... is attained")
-        if violations == 0 else f"violated ({violations} trials)",
+        verdict=(
+            f"holds; approached only as L -> inf (worst measured/bound {worst:.9f} at L = "
+            f"{worst_case.get('L')}); at finite L the sharp band f_min/(f_min + (L-1) f_max) ... is attained"
+        )
+        if violations == 0
+        else f"violated ({violations} trials)",
         expected="holds",
         details={
-            "random_trials": n_random, "construction_trials": n_construction,
-            "worst_ratio_random": worst_random, "worst_case": worst_case,
+            "random_trials": n_random,
+            "construction_trials": n_construction,
+            "worst_ratio_random": worst_random,
+            "worst_case": worst_case,
             "families": [name for name, _ in families],
             "ranges": "L 2..1e5 (log grid), a 0.1..5, p 0.1..5, logits uniform in [-a, a]",
         },
     )
-
-

@@ -18,8 +18,15 @@ __all__ = ["critical_n", "critical_search", "distance_table", "gradient_table", 
 # ----------------------------------------------------------------------------------------------------------------
 # Algorithms 1 and 2: d~, d_max and E vs L (N fixed) and vs N (L fixed)
 # ----------------------------------------------------------------------------------------------------------------
-def distance_table(windows, grid: dict[int, Sequence[int]], *, exclude_sink: bool = False, tokens: str = "value",
-                   precision: str = "float64", progress: bool | None = None) -> pd.DataFrame:
+def distance_table(
+    windows,
+    grid: dict[int, Sequence[int]],
+    *,
+    exclude_sink: bool = False,
+    tokens: str = "value",
+    precision: str = "float64",
+    progress: bool | None = None,
+) -> pd.DataFrame:
     """Per-head means of d~, d_max (Theorem 1 as reconstructed) and E for every N and its lengths in ``grid``.
 
     ``grid`` maps N to the lengths L it is wanted at (Alg. 1: {5: [32, ..., 1024]}; Alg. 2: {N: [1024]}). One pass
@@ -112,9 +119,16 @@ def critical_search(L: int, level: float, guess: int | None = None, n_max: int |
     return hi
 
 
-def critical_n(windows, lengths: Sequence[int], levels: Sequence[float] = (0.05, 0.01), *,
-               exclude_sink: bool = False, tokens: str = "value", precision: str = "float64",
-               progress: bool | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def critical_n(
+    windows,
+    lengths: Sequence[int],
+    levels: Sequence[float] = (0.05, 0.01),
+    *,
+    exclude_sink: bool = False,
+    tokens: str = "value",
+    precision: str = "float64",
+    progress: bool | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Algorithm 3: for each L, the smallest N at which a two-sample KS test cannot tell apart the per-head means
     of d~ and of E (p >= level), at every level.
 
@@ -215,8 +229,16 @@ def _theorem2(weights: torch.Tensor, r: torch.Tensor, delta: torch.Tensor):
     return lower, upper
 
 
-def separability_table(windows, L: int, ns: Sequence[int], *, exclude_sink: bool = False, tokens: str = "value",
-                       precision: str = "float64", progress: bool | None = None) -> pd.DataFrame:
+def separability_table(
+    windows,
+    L: int,
+    ns: Sequence[int],
+    *,
+    exclude_sink: bool = False,
+    tokens: str = "value",
+    precision: str = "float64",
+    progress: bool | None = None,
+) -> pd.DataFrame:
     """Algorithm 4: per-head mean of N_s / N at the radius R (tokens on the unit sphere) with Theorem 2's bounds.
 
     delta is the window's smallest distance between two of the head's (normalised) tokens. Columns: ``window,
@@ -241,15 +263,17 @@ def separability_table(windows, L: int, ns: Sequence[int], *, exclude_sink: bool
             means = [t.double().mean(-1).cpu() for t in (frac[:, keep], lower, upper)]
             for h in range(alpha.shape[0]):
                 records.append((str(w.index), layer, h, L, n, rows, *(float(m[h]) for m in means), float(delta[h])))
-    return pd.DataFrame(records, columns=["window", "layer", "head", "L", "N", "rows", "ns_frac", "lower", "upper",
-                                          "delta"])
+    return pd.DataFrame(
+        records, columns=["window", "layer", "head", "L", "N", "rows", "ns_frac", "lower", "upper", "delta"]
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Algorithm 5: g(T, eps) on the captured logits; the attention sink
 # ----------------------------------------------------------------------------------------------------------------
-def gradient_table(windows, L: int, T: Sequence[float], eps: Sequence[float], *, seed: int = 0,
-                   progress: bool | None = None) -> pd.DataFrame:
+def gradient_table(
+    windows, L: int, T: Sequence[float], eps: Sequence[float], *, seed: int = 0, progress: bool | None = None
+) -> pd.DataFrame:
     """Algorithm 5: per head, g(T, eps) = mean over rows of ||softmax((l + eps v)/T) - softmax(l/T)|| / eps.
 
     Computed on the logits as the model feeds them to its softmax (``logit_scaling = "model"``: q.k times the
@@ -264,8 +288,7 @@ def gradient_table(windows, L: int, T: Sequence[float], eps: Sequence[float], *,
         logits = w.logits(layer, L).double()
         scale = w.layer(layer).scaling
         for label, values in (("model", logits), ("none", logits / scale)):
-            g = sweeps.finite_difference_g(values, T=T, eps=eps, seed=seed + 1_000_003 * w.index + layer,
-                                           reduce=False)
+            g = sweeps.finite_difference_g(values, T=T, eps=eps, seed=seed + 1_000_003 * w.index + layer, reduce=False)
             g = g.cpu().numpy()
             for h in range(g.shape[0]):
                 for i, t in enumerate(T):

@@ -87,17 +87,33 @@ def get_preset(preset: str | Preset) -> Preset:
 def validate_grid(preset: Preset, *, max_positions: int | None = None, windows: int | None = None) -> None:
     """Raise ValueError naming the grid when a preset cannot run: empty grids, N >= L, L above the context."""
     p = preset
-    grids = {"alg1_L": p.alg1_L, "alg2_N": p.alg2_N, "alg4_N": p.alg4_N, "alg5_T": p.alg5_T, "alg5_eps": p.alg5_eps,
-             "ks_levels": p.ks_levels}
+    grids = {
+        "alg1_L": p.alg1_L,
+        "alg2_N": p.alg2_N,
+        "alg4_N": p.alg4_N,
+        "alg5_T": p.alg5_T,
+        "alg5_eps": p.alg5_eps,
+        "ks_levels": p.ks_levels,
+    }
     for name, grid in grids.items():
         if len(grid) == 0:
             raise ValueError(f"{name}: the grid is empty")
-    for name, values in {"alg1_L": p.alg1_L, "alg2_L": (p.alg2_L,), "alg4_L": (p.alg4_L,), "alg5_L": (p.alg5_L,),
-                         "alg1_N": (p.alg1_N,), "alg2_N": p.alg2_N, "alg4_N": p.alg4_N}.items():
+    for name, values in {
+        "alg1_L": p.alg1_L,
+        "alg2_L": (p.alg2_L,),
+        "alg4_L": (p.alg4_L,),
+        "alg5_L": (p.alg5_L,),
+        "alg1_N": (p.alg1_N,),
+        "alg2_N": p.alg2_N,
+        "alg4_N": p.alg4_N,
+    }.items():
         if any(isinstance(v, bool) or int(v) != v or v < 1 for v in values):
             raise ValueError(f"{name}: must hold integers >= 1, got {values}")
-    for name, n_grid, lengths in (("alg1_N", (p.alg1_N,), p.alg1_L), ("alg2_N", p.alg2_N, (p.alg2_L,)),
-                                  ("alg4_N", p.alg4_N, (p.alg4_L,))):
+    for name, n_grid, lengths in (
+        ("alg1_N", (p.alg1_N,), p.alg1_L),
+        ("alg2_N", p.alg2_N, (p.alg2_L,)),
+        ("alg4_N", p.alg4_N, (p.alg4_L,)),
+    ):
         bad = [(n, L) for n in n_grid for L in lengths if n >= L]
         if bad:
             raise ValueError(f"{name}: every N must be < L (some row must drop a token); got N >= L for {bad}")

@@ -66,13 +66,15 @@ class Results:
         p = self.provenance
         heads = self.sink.groupby("window").size()
         seconds = ", ".join(f"{k} {v:.0f} s" for k, v in p["seconds"].items())
-        return "\n".join([
-            f"model {p['model'].get('model_id')}, text {p['text'].get('name')}, preset {p['preset']['name']}, "
-            f"windows {p['windows']} ({int(heads.iloc[0])} heads each, {int(heads.sum())} head-windows)",
-            f"Algorithms 1-3 in {p['precision']}, 4-5 in float64; exclude_sink={p['exclude_sink']}, "
-            f"tokens={p['tokens']}, seed {p['seed']}",
-            f"computed in {p['seconds']['total']:.0f} s ({seconds})",
-        ])
+        return "\n".join(
+            [
+                f"model {p['model'].get('model_id')}, text {p['text'].get('name')}, preset {p['preset']['name']}, "
+                f"windows {p['windows']} ({int(heads.iloc[0])} heads each, {int(heads.sum())} head-windows)",
+                f"Algorithms 1-3 in {p['precision']}, 4-5 in float64; exclude_sink={p['exclude_sink']}, "
+                f"tokens={p['tokens']}, seed {p['seed']}",
+                f"computed in {p['seconds']['total']:.0f} s ({seconds})",
+            ]
+        )
 
     @classmethod
     def load(cls, folder) -> Results:
@@ -94,8 +96,16 @@ def merge(parts: Sequence[Results]) -> Results:
     """
     if not parts:
         raise ValueError("parts: nothing to merge")
-    keys = {(p.provenance["model"]["sha256"], p.provenance["text"]["sha256"], json.dumps(p.provenance["preset"]),
-             p.provenance["exclude_sink"], p.provenance["tokens"]) for p in parts}
+    keys = {
+        (
+            p.provenance["model"]["sha256"],
+            p.provenance["text"]["sha256"],
+            json.dumps(p.provenance["preset"]),
+            p.provenance["exclude_sink"],
+            p.provenance["tokens"],
+        )
+        for p in parts
+    }
     if len(keys) > 1:
         raise ValueError("parts: runs of different models, texts, presets or options cannot be merged")
     seen = [w for p in parts for w in p.provenance["windows"]]
@@ -113,9 +123,15 @@ def _versions() -> dict:
 
     import attnlimits
 
-    return {"attnlimits": attnlimits.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "numpy": np.__version__, "scipy": scipy.__version__, "pandas": pd.__version__,
-            "python": sys.version.split()[0]}
+    return {
+        "attnlimits": attnlimits.__version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "pandas": pd.__version__,
+        "python": sys.version.split()[0],
+    }
 
 
 def _code_hash() -> str:
@@ -130,9 +146,19 @@ def _code_hash() -> str:
     return digest.hexdigest()
 
 
-def run(model, text, preset: str | Preset = "paper", *, windows: int | None = None, first_window: int = 0,
-        exclude_sink: bool = False, tokens: str = "value", precision: str = "float32", seed: int = 0,
-        progress: bool | None = None) -> Results:
+def run(
+    model,
+    text,
+    preset: str | Preset = "paper",
+    *,
+    windows: int | None = None,
+    first_window: int = 0,
+    exclude_sink: bool = False,
+    tokens: str = "value",
+    precision: str = "float32",
+    seed: int = 0,
+    progress: bool | None = None,
+) -> Results:
     """Algorithms 1-5 (and the sink weights) on ``windows`` windows of ``text`` (the preset's count by default).
 
     ``precision`` applies to Algorithms 1-3: ``"float32"`` reads the model's own float32 weights and values (it
@@ -150,8 +176,9 @@ def run(model, text, preset: str | Preset = "paper", *, windows: int | None = No
         raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
     seconds = {}
     started = time.perf_counter()
-    caps = capture_windows(model, text, length=p.max_length, count=count, first_window=first_window, tokens=tokens,
-                           progress=progress)
+    caps = capture_windows(
+        model, text, length=p.max_length, count=count, first_window=first_window, tokens=tokens, progress=progress
+    )
     seconds["capture"] = time.perf_counter() - started
     opts = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision, "progress": progress}
 
@@ -207,8 +234,16 @@ def _sha(text: str) -> str:
     return hashlib.sha256(str(text).encode()).hexdigest()
 
 
-def results_folder(model, text, preset: str | Preset = "paper", *, exclude_sink: bool = False,
-                   tokens: str = "value", precision: str = "float32", root=None) -> Path:
+def results_folder(
+    model,
+    text,
+    preset: str | Preset = "paper",
+    *,
+    exclude_sink: bool = False,
+    tokens: str = "value",
+    precision: str = "float32",
+    root=None,
+) -> Path:
     """Where :func:`results` caches a run: ``<root>/<model>/<text>/<preset>[-options]``.
 
     ``root``: ``$ATTNLIMITS_RESULTS``, else the ``results`` folder of the book's checkout (git-ignored), else the
@@ -217,8 +252,14 @@ def results_folder(model, text, preset: str | Preset = "paper", *, exclude_sink:
     if root is None:
         root = os.environ.get("ATTNLIMITS_RESULTS")
     if root is None:
-        checkout = next((d for d in Path(__file__).resolve().parents
-                         if (d / "pyproject.toml").is_file() and (d / "_toc.yml").is_file()), None)
+        checkout = next(
+            (
+                d
+                for d in Path(__file__).resolve().parents
+                if (d / "pyproject.toml").is_file() and (d / "_toc.yml").is_file()
+            ),
+            None,
+        )
         if checkout is not None:
             root = checkout / "results"
         else:
@@ -232,12 +273,23 @@ def results_folder(model, text, preset: str | Preset = "paper", *, exclude_sink:
     return Path(root) / model_name / text_name / name
 
 
-def results(model, text, preset: str | Preset = "paper", *, exclude_sink: bool = False, tokens: str = "value",
-            precision: str = "float32", seed: int = 0, root=None, progress: bool | None = None) -> Results:
+def results(
+    model,
+    text,
+    preset: str | Preset = "paper",
+    *,
+    exclude_sink: bool = False,
+    tokens: str = "value",
+    precision: str = "float32",
+    seed: int = 0,
+    root=None,
+    progress: bool | None = None,
+) -> Results:
     """The results of :func:`run` from the cache when the same model, text, preset, options and code produced
     them, else computed now and cached (so a test run computes once and the book build reuses the numbers)."""
-    folder = results_folder(model, text, preset, exclude_sink=exclude_sink, tokens=tokens, precision=precision,
-                            root=root)
+    folder = results_folder(
+        model, text, preset, exclude_sink=exclude_sink, tokens=tokens, precision=precision, root=root
+    )
     p = get_preset(preset)
     try:
         cached = Results.load(folder)
@@ -245,14 +297,19 @@ def results(model, text, preset: str | Preset = "paper", *, exclude_sink: bool =
         cached = None
     if cached is not None:
         prov = cached.provenance
-        same = (prov.get("model", {}).get("sha256") == _model_provenance(model).get("sha256")
-                and prov.get("text", {}).get("sha256") == (text.provenance.sha256 if hasattr(text, "provenance")
-                                                             else _sha(text))
-                and prov.get("preset") == json.loads(json.dumps(p.as_dict())) and prov.get("seed") == seed
-                and prov.get("code_sha256") == _code_hash() and prov.get("windows") == list(range(p.windows)))
+        same = (
+            prov.get("model", {}).get("sha256") == _model_provenance(model).get("sha256")
+            and prov.get("text", {}).get("sha256")
+            == (text.provenance.sha256 if hasattr(text, "provenance") else _sha(text))
+            and prov.get("preset") == json.loads(json.dumps(p.as_dict()))
+            and prov.get("seed") == seed
+            and prov.get("code_sha256") == _code_hash()
+            and prov.get("windows") == list(range(p.windows))
+        )
         if same:
             return cached
-    res = run(model, text, p, exclude_sink=exclude_sink, tokens=tokens, precision=precision, seed=seed,
-              progress=progress)
+    res = run(
+        model, text, p, exclude_sink=exclude_sink, tokens=tokens, precision=precision, seed=seed, progress=progress
+    )
     res.save(folder)
     return res

@@ -10,8 +10,17 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["PRECISIONS", "TOKENS", "WindowCapture", "capture_windows", "check_windows", "dtype_of", "layer_items",
-           "progress_bar", "row_means"]
+__all__ = [
+    "PRECISIONS",
+    "TOKENS",
+    "WindowCapture",
+    "capture_windows",
+    "check_windows",
+    "dtype_of",
+    "layer_items",
+    "progress_bar",
+    "row_means",
+]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -55,8 +64,9 @@ class WindowCapture:
         logits = torch.matmul(q, k.transpose(-1, -2)).mul_(lc.scaling)
         return logits.masked_fill_(lc.masked[0, 0, :L, :L], float("-inf"))
 
-    def inputs(self, layer: int, L: int, *, exclude_sink: bool = False, tokens: str = "value",
-               precision: str = "float64"):
+    def inputs(
+        self, layer: int, L: int, *, exclude_sink: bool = False, tokens: str = "value", precision: str = "float64"
+    ):
         """(alpha, x) of one layer over the first L tokens: alpha ``(H, L, L)``, x ``(H, L, d)``.
 
         ``precision="float64"``: alpha is the float64 softmax of the model's logits (rows sum to 1 within 1e-15);
@@ -85,8 +95,17 @@ def dtype_of(precision: str) -> torch.dtype:
     return PRECISIONS[precision]
 
 
-def capture_windows(model, text, *, length: int, count: int, first_window: int = 0, tokens: str = "value",
-                    layers=None, progress: bool | None = None) -> list[WindowCapture]:
+def capture_windows(
+    model,
+    text,
+    *,
+    length: int,
+    count: int,
+    first_window: int = 0,
+    tokens: str = "value",
+    layers=None,
+    progress: bool | None = None,
+) -> list[WindowCapture]:
     """Capture ``count`` consecutive windows of ``length`` tokens (from window ``first_window`` on), one pass each;
     ``layers``: the layer numbers to keep (all by default)."""
     from attnlimits import models, texts
@@ -109,8 +128,9 @@ def _residual_stream(model, ids, layer_ids) -> dict:
     hf = getattr(model, "model", model)
     body = getattr(hf, hf.base_model_prefix, hf)
     with torch.inference_mode():
-        hidden = body(input_ids=ids.unsqueeze(0).to(next(hf.parameters()).device), output_hidden_states=True,
-                      use_cache=False).hidden_states
+        hidden = body(
+            input_ids=ids.unsqueeze(0).to(next(hf.parameters()).device), output_hidden_states=True, use_cache=False
+        ).hidden_states
     return {layer: hidden[layer].detach() for layer in layer_ids}  # hidden_states[l] is the input of layer l
 
 

@@ -398,4 +398,3 @@ def _finite_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     if not torch.equal(masked, torch.isneginf(b)):
         return float("inf")
     return (a - b).masked_fill_(masked, 0).abs().max().item()
-
