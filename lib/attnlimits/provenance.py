@@ -42,7 +42,7 @@ class Provenance:
 
     model_id: str
     requested: str
-    source: str  # "local", "cache", "hub" or "fallback"
+    source: str  # "local", "cache", "hub", "package" (Gemma-3-270M's wheels) or "fallback"
     reason: str
     weight_file: str
     sha256: str
@@ -77,7 +77,10 @@ def config_facts(config) -> dict:
     max_pos = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
     rope = getattr(config, "rope_parameters", None) or {}
     theta = rope.get("rope_theta", getattr(config, "rope_theta", None)) if isinstance(rope, dict) else None
-    if theta is not None:
+    by_layer_type = isinstance(rope, dict) and rope and all(isinstance(v, dict) for v in rope.values())
+    if by_layer_type:  # Gemma 3: one RoPE per layer type (sliding-window and full-attention layers)
+        positional = "RoPE (" + "; ".join(_rope_of_layer_type(config, k, v) for k, v in rope.items()) + ")"
+    elif theta is not None:
         kind = rope.get("rope_type", "default") if isinstance(rope, dict) else "default"
         positional = f"RoPE (theta={theta:g}, {kind})"
     elif config.model_type == "gpt2":
@@ -96,6 +99,17 @@ def config_facts(config) -> dict:
         "max_positions": None if max_pos is None else int(max_pos),
         "positional": positional,
     }
+
+
+def _rope_of_layer_type(config, layer_type: str, rope: dict) -> str:
+    """One layer type's RoPE, e.g. ``theta=1e+06 on the 3 full-attention layers 5, 11, 17``."""
+    layers = [i for i, t in enumerate(getattr(config, "layer_types", None) or []) if t == layer_type]
+    what = layer_type.replace("_", "-")
+    if layer_type == "sliding_attention":
+        what = f"sliding-window (window {config.sliding_window})"
+    where = f"the {len(layers)} {what} layers" + (" " + ", ".join(map(str, layers)) if len(layers) <= 6 else "")
+    kind = rope.get("rope_type", "default")
+    return f"theta={rope.get('rope_theta', float('nan')):g} on {where}" + ("" if kind == "default" else f", {kind}")
 
 
 def facts(model) -> dict:

@@ -12,7 +12,9 @@ matmul ``s = (alpha masked to its top N) @ x``, and every distance follows from 
 of rows ``[r0, r1)`` only reads columns ``[0, r1)`` (the causal triangle), which halves the work.
 
 ``first`` (0 or 1) is the first token that counts: ``first=1`` drops token 0 (the attention sink) from selection and
-comparison, after the caller has renormalised the remaining weights.
+comparison, after the caller has renormalised the remaining weights. ``window`` (None or w >= 1) is a layer's
+sliding window: row ``t``'s tokens are then the last w positions ``t - w < n <= t`` (Gemma 3's local layers), the
+only ones its softmax sees; None is the plain causal mask.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ __all__ = ["ROW_BLOCK", "distances", "expectation", "row_blocks", "row_lengths",
 ROW_BLOCK = 256
 
 
-def row_lengths(L: int, first: int = 0, device=None) -> torch.Tensor:
-    """Number of tokens of each row, ``t + 1 - first`` for ``t = 0..L-1`` (int64, shape ``(L,)``)."""
-    return (torch.arange(L, device=device) + 1 - first).clamp_min(0)
+def row_lengths(L: int, first: int = 0, device=None, window: int | None = None) -> torch.Tensor:
+    """Number of tokens of each row, ``t + 1 - max(first, t - window + 1)`` for ``t = 0..L-1`` (int64, ``(L,)``)."""
+    t = torch.arange(L, device=device)
+    start = torch.full_like(t, first) if window is None else (t - window + 1).clamp_min(first)
+    return (t + 1 - start).clamp_min(0)
 
 
 def row_blocks(L: int):
@@ -36,11 +40,12 @@ def row_blocks(L: int):
         yield r0, min(L, r0 + ROW_BLOCK)
 
 
-def _visible(r0: int, r1: int, first: int, device) -> torch.Tensor:
-    """(r1 - r0, r1) boolean: column n is a token of row t (first <= n <= t)."""
+def _visible(r0: int, r1: int, first: int, device, window: int | None = None) -> torch.Tensor:
+    """(r1 - r0, r1) boolean: column n is a token of row t (first <= n <= t, and t - window < n)."""
     t = torch.arange(r0, r1, device=device).unsqueeze(-1)
     n = torch.arange(r1, device=device)
-    return (n <= t) & (n >= first)
+    visible = (n <= t) & (n >= first)
+    return visible if window is None else visible & (n > t - window)
 
 
 def _top(a: torch.Tensor, visible: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,7 +76,9 @@ def _pair_norms(a, x, xx, s, ss, tokens) -> torch.Tensor:
     return d2.clamp_min_(0).sqrt_().mul_(tokens)
 
 
-def distances(alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0, bound: bool = False):
+def distances(
+    alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0, bound: bool = False, window: int | None = None
+):
     """Cumulative distance d~ per row for every n in ``ns`` (Theorem 1), and with ``bound=True`` also the
     reconstructed d_max.
 
@@ -88,7 +95,7 @@ def distances(alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0, bound
     farthest = _farthest(pair, _WALK) if bound else None
     for r0, r1 in row_blocks(L):
         a, xb = alpha[:, r0:r1, :r1], x[:, :r1]
-        visible = _visible(r0, r1, first, x.device)
+        visible = _visible(r0, r1, first, x.device, window)
         by_complement = not bound and max(ns) > r1 // 2
         if not by_complement:
             top_val, top_idx = _top(a, visible, max(ns))  # sorted: the first n columns are the top n
@@ -162,7 +169,7 @@ def _dmax_block(pair, farthest, norms, val, idx, selected, visible, r0):
     return out_mass * d1 + (out_mass + (length - N) * (1 - out_mass)) * m
 
 
-def expectation(alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0) -> torch.Tensor:
+def expectation(alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0, window: int | None = None) -> torch.Tensor:
     """Closed-form random-selection expectation E per row for every n in ``ns``: shape ``(len(ns), H, L)``.
 
     E = ((l - n) / l) sum_i ||(1 + c) y_i - c Y||, c = n / (l - 1), y_i = alpha_i x_i, Y = sum_i y_i, l the row's
@@ -175,7 +182,7 @@ def expectation(alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0) -> 
     out = x.new_zeros(len(ns), H, L)
     for r0, r1 in row_blocks(L):
         a, xb = alpha[:, r0:r1, :r1], x[:, :r1]
-        visible = _visible(r0, r1, first, x.device)
+        visible = _visible(r0, r1, first, x.device, window)
         tokens = visible.to(x.dtype)
         Y = torch.bmm(a, xb)
         g = torch.bmm(Y, xb.transpose(1, 2))
@@ -190,7 +197,7 @@ def expectation(alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0) -> 
     return out
 
 
-def separability(alpha: torch.Tensor, x: torch.Tensor, n: int, *, first: int = 0):
+def separability(alpha: torch.Tensor, x: torch.Tensor, n: int, *, first: int = 0, window: int | None = None):
     """N_s / N per row at the radius R = min over dropped tokens of ||alpha_j x_j - s|| (Theorem 2), with the
     selected weights (largest first) and R that the bounds need.
 
@@ -201,7 +208,7 @@ def separability(alpha: torch.Tensor, x: torch.Tensor, n: int, *, first: int = 0
     frac, radius, weights = x.new_zeros(H, L), x.new_zeros(H, L), x.new_zeros(H, L, n)
     for r0, r1 in row_blocks(L):
         a, xb = alpha[:, r0:r1, :r1], x[:, :r1]
-        visible = _visible(r0, r1, first, x.device)
+        visible = _visible(r0, r1, first, x.device, window)
         val, idx = _top(a, visible, n)
         selected = torch.zeros_like(a, dtype=torch.bool).scatter_(-1, idx, True) & visible
         s = torch.bmm(torch.where(selected, a, 0.0), xb)

@@ -40,9 +40,10 @@ def distance_table(
     records = []
     for w, layer in layer_items(windows, progress, "Alg. 1-2"):
         alpha, x = w.inputs(layer, top, exclude_sink=exclude_sink, tokens=tokens, precision=precision)
-        lengths = rowstats.row_lengths(top, first, alpha.device)
-        expected = rowstats.expectation(alpha, x, ns, first=first)
-        d_tilde, d_max = rowstats.distances(alpha, x, ns, first=first, bound=True)
+        window = w.window(layer, top)
+        lengths = rowstats.row_lengths(top, first, alpha.device, window)
+        expected = rowstats.expectation(alpha, x, ns, first=first, window=window)
+        d_tilde, d_max = rowstats.distances(alpha, x, ns, first=first, bound=True, window=window)
         for j, n in enumerate(ns):
             for L in sorted(grid[n]):
                 d_mean, rows = row_means(d_tilde[j], lengths, n, L)
@@ -186,24 +187,28 @@ def _evaluate_ks(windows, todo, first, exclude_sink, tokens, precision, progress
     e_parts: dict[tuple[int, int], list] = {key: [] for key in todo}
     for w, layer in layer_items(windows, progress, f"Alg. 3 ({len(todo)} N)"):
         alpha_full, x_full = w.inputs(layer, top, exclude_sink=exclude_sink, tokens=tokens, precision=precision)
+        window = w.window(layer, top)
         for n, Ls in by_n.items():
             Lmax = max(Ls)
             alpha, x = alpha_full[:, :Lmax, :Lmax], x_full[:, :Lmax]
-            lengths = rowstats.row_lengths(Lmax, first, alpha.device)
-            d_tilde = rowstats.distances(alpha, x, [n], first=first)[0][0]
-            expected = rowstats.expectation(alpha, x, [n], first=first)[0]
+            lengths = rowstats.row_lengths(Lmax, first, alpha.device, window)
+            d_tilde = rowstats.distances(alpha, x, [n], first=first, window=window)[0][0]
+            expected = rowstats.expectation(alpha, x, [n], first=first, window=window)[0]
             for L in Ls:
                 keep = lengths[:L] > n
-                d_parts[(n, L)].append((d_tilde[:, :L][:, keep].double().sum(-1).cpu().numpy(), int(keep.sum())))
-                e_parts[(n, L)].append(expected[:, :L][:, keep].double().sum(-1).cpu().numpy())
+                rows = np.full(alpha.shape[0], int(keep.sum()))
+                d_parts[(n, L)].append((d_tilde[:, :L][:, keep].double().sum(-1).cpu().numpy(), rows))
+                e_parts[(n, L)].append((expected[:, :L][:, keep].double().sum(-1).cpu().numpy(), rows))
     out = {}
     for key in todo:
-        rows = d_parts[key][0][1] * len(windows)  # rows per head over every window
-        if rows == 0:
+        # rows per head over every window (a sliding-window layer has none with more tokens than its window)
+        rows = _pool([r for _, r in d_parts[key]], windows)
+        heads = rows > 0
+        if not heads.any():
             out[key] = (math.nan, math.nan)
             continue
-        d_heads = _pool(d_parts[key], windows) / rows
-        e_heads = _pool([(e, 0) for e in e_parts[key]], windows) / rows
+        d_heads = _pool([d for d, _ in d_parts[key]], windows)[heads] / rows[heads]
+        e_heads = _pool([e for e, _ in e_parts[key]], windows)[heads] / rows[heads]
         out[key] = _ks(d_heads, e_heads)
     return out
 
@@ -211,7 +216,7 @@ def _evaluate_ks(windows, todo, first, exclude_sink, tokens, precision, progress
 def _pool(parts, windows) -> np.ndarray:
     """Sum the per-(window, layer) head vectors of every window into one vector per (layer, head)."""
     per_window = len(windows[0].layer_ids)
-    stacked = np.stack([p for p, _ in parts]).reshape(len(windows), per_window, -1)
+    stacked = np.stack(parts).reshape(len(windows), per_window, -1)
     return stacked.sum(0).reshape(-1)
 
 
@@ -253,9 +258,10 @@ def separability_table(
         pair = torch.cdist(x[:, first:], x[:, first:])
         pair.diagonal(dim1=-2, dim2=-1).fill_(math.inf)
         delta = pair.flatten(1).amin(-1)  # (H,)
-        lengths = rowstats.row_lengths(L, first, alpha.device)
+        window = w.window(layer, L)
+        lengths = rowstats.row_lengths(L, first, alpha.device, window)
         for n in ns:
-            frac, weights, radius = rowstats.separability(alpha, x, n, first=first)
+            frac, weights, radius = rowstats.separability(alpha, x, n, first=first, window=window)
             keep = (lengths > n) & (radius > 0).all(0)
             d = delta.view(-1, 1).expand(-1, int(keep.sum()))
             lower, upper = _theorem2(weights[:, keep], radius[:, keep], d)
@@ -298,13 +304,14 @@ def gradient_table(
 
 
 def sink_table(windows, L: int) -> pd.DataFrame:
-    """Mean weight of token 0 (the attention sink) per head over rows 1..L-1. Columns ``window, layer, head,
-    sink_weight``."""
+    """Mean weight of token 0 (the attention sink) per head over rows 1..L-1 that see it (a sliding-window layer's
+    rows t < w). Columns ``window, layer, head, sink_weight``."""
     check_windows(windows)
     records = []
     for w in windows:
         for layer in w.layer_ids:
             alpha, _ = w.inputs(layer, L)
-            sink = alpha[:, 1:, 0].mean(-1).cpu().numpy()
+            seen = L if w.window(layer, L) is None else min(L, w.window(layer, L))
+            sink = alpha[:, 1:seen, 0].mean(-1).cpu().numpy()
             records += [(str(w.index), layer, h, float(sink[h])) for h in range(len(sink))]
     return pd.DataFrame(records, columns=["window", "layer", "head", "sink_weight"])

@@ -57,6 +57,22 @@ class WindowCapture:
             raise KeyError(f"layer: {layer} was not captured; captured layers are {self.layer_ids}")
         return self._by_layer[layer]
 
+    def window(self, layer: int, L: int) -> int | None:
+        """The sliding window w of a layer over the first L tokens (row t sees ``t - w < n <= t``), read from the
+        mask the model itself applied; None when that mask is the plain causal one (always for L <= w)."""
+        visible = ~self.layer(layer).masked[0, 0, :L, :L]
+        t = torch.arange(L, device=visible.device).unsqueeze(-1)
+        n = torch.arange(L, device=visible.device)
+        if torch.equal(visible, n <= t):
+            return None
+        w = int(visible.sum(-1).max())
+        if not torch.equal(visible, (n <= t) & (n > t - w)):
+            raise ValueError(
+                f"layer: {layer}'s attention mask is neither causal nor a causal sliding window; the experiments "
+                "support those two"
+            )
+        return w
+
     def logits(self, layer: int, L: int) -> torch.Tensor:
         """The model's own float32 logits of the first L tokens, ``(H, L, L)``, masked entries -inf."""
         lc = self.layer(layer)

