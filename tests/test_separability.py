@@ -119,7 +119,8 @@ def test_float32_preserved():
 
 
 @pytest.mark.parametrize("name", ["thm2-lower", "thm2-upper-reconstructed", "thm2-upper", "multihead"])
-def test_checks_agree_with_the_book_and_repeat(name):
+def test_checks_agree_with_the_book_and_repeat(name, uncached):
     v = checks.CHECKS[name](trials=400, seed=5)
     assert v.as_expected, v
+    uncached()  # no study is memoised here today; a future cache must not make this compare v with itself
     assert checks.CHECKS[name](trials=400, seed=5) == v
