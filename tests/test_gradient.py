@@ -165,6 +165,32 @@ def test_finite_difference_g_respects_the_corrected_ceiling(seed, spread):
     assert (g <= B.finite_difference_bound(T=T[:, None], eps=eps[None, :]) * (1 + 1e-6)).all()
 
 
+def test_finite_difference_g_reaches_the_corrected_ceiling_and_never_exceeds_it():
+    """The ceiling min{1/(2T), sqrt2/eps} is the supremum: constructions that approach each branch."""
+    # Small eps, Lipschitz branch 1/(2T): two equal logits (alpha = 1/2, 1/2), where the softmax Jacobian has norm
+    # 1/(2T) along (1, -1)/sqrt2. Each of 4096 one-row heads draws its own direction; g takes the max over heads,
+    # and the best of 4096 random directions is within about 1e-3 rad of (1, -1)/sqrt2.
+    T = torch.tensor([0.05, 1.0, 20.0], dtype=torch.float64)
+    eps = torch.tensor([1e-7], dtype=torch.float64)
+    g = sweeps.finite_difference_g(torch.zeros(4096, 1, 2, dtype=torch.float64), T=T, eps=eps, seed=3)
+    ratio = g / B.finite_difference_bound(T=T[:, None], eps=eps[None, :])
+    assert (ratio <= 1 + 1e-9).all() and (ratio > 1 - 1e-6).all(), ratio
+    # Large eps, diameter branch sqrt2/eps: every row puts its weight on the token that v pushes down; the step
+    # eps v moves all of it to the other token, a change of sqrt2 (the simplex's diameter). v is the library's own
+    # seeded draw, reproduced here.
+    seed, shape = 2, (3, 5, 2)
+    v = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    v = v / v.norm(dim=-1, keepdim=True)
+    gap = (v[..., 0] - v[..., 1]).abs()
+    assert gap.min() > 0.1  # so that eps |v_1 - v_2| - 0.5 >> T below
+    logits = torch.where(v == v.amin(-1, keepdim=True), 0.0, -0.5).to(torch.float64)
+    T, eps = torch.tensor([0.01], dtype=torch.float64), torch.tensor([10.0, 100.0], dtype=torch.float64)
+    ceiling = B.finite_difference_bound(T=T[:, None], eps=eps[None, :])
+    assert torch.equal(ceiling, math.sqrt(2) / eps[None, :])
+    g = sweeps.finite_difference_g(logits, T=T, eps=eps, seed=seed, reduce=False)
+    assert (g <= ceiling * (1 + 1e-12)).all() and (g >= ceiling * (1 - 1e-12)).all(), g / ceiling
+
+
 def test_finite_difference_g_definition_masks_seed_and_dtype():
     gen = torch.Generator().manual_seed(5)
     logits = torch.randn(2, 4, 5, generator=gen, dtype=torch.float64)
@@ -186,6 +212,10 @@ def test_finite_difference_g_definition_masks_seed_and_dtype():
     assert torch.equal(
         sweeps.finite_difference_g(logits, T=[0.5, 2], eps=[1e-2], seed=1),
         sweeps.finite_difference_g(logits, T=[0.5, 2], eps=[1e-2], seed=1),
+    )
+    assert not torch.equal(
+        sweeps.finite_difference_g(logits, T=[0.5, 2], eps=[1e-2], seed=1),
+        sweeps.finite_difference_g(logits, T=[0.5, 2], eps=[1e-2], seed=2),
     )
     assert sweeps.finite_difference_g(logits.float(), T=[0.5], eps=[1e-2]).dtype == torch.float32
 

@@ -350,9 +350,17 @@ def test_hub_that_never_answers_gives_up_in_time(monkeypatch):
         listener.close()
 
 
-def test_offline_flag_means_no_request():
-    assert models.hub_status("gpt2") == ("unreachable", models.hub_status("gpt2")[1])
-    assert "offline mode" in models.hub_status("gpt2")[1]
+@pytest.mark.parametrize("flag", ["HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"])
+def test_offline_flag_means_no_request(monkeypatch, flag):
+    requests = []
+    monkeypatch.setattr(loading.urllib.request, "urlopen", lambda *a, **k: requests.append(a))
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv(flag, "1")
+    status, reason = models.hub_status("gpt2")
+    assert status == "unreachable" and reason.startswith("offline mode is set") and requests == []
+    monkeypatch.delenv(flag)  # the same call without the flag does reach urlopen (here: the stand-in)
+    models.hub_status("gpt2")
+    assert len(requests) == 1
 
 
 def test_banner_names_model_and_text(fallback, capsys):

@@ -264,7 +264,15 @@ def test_float32_tolerance_is_looser():
     alpha, x = _good()
     slightly = alpha.clone()
     slightly[0, 0] += 1e-6
-    sel.cumulative_distance(slightly.float(), x.float(), 2)  # within 1e-4: accepted
+    got = sel.cumulative_distance(slightly.float(), x.float(), 2)  # within float32's 1e-4: accepted
+    assert got.dtype == torch.float32
+    assert torch.allclose(got.double(), sel.cumulative_distance(alpha, x, 2), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"^alpha: .*float64"):
+        sel.cumulative_distance(slightly, x, 2)  # the same rows in float64: rejected
+    off = alpha.clone()
+    off[0, 0] += 1e-3
+    with pytest.raises(ValueError, match=r"^alpha: .*float32"):
+        sel.cumulative_distance(off.float(), x.float(), 2)  # beyond float32's tolerance: rejected
 
 
 @pytest.mark.parametrize("fn", FUNCS, ids=lambda f: f.__name__)
