@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test test-lib test-chapters results book lint sync clean
+.PHONY: setup test test-lib test-chapters results book check-book lint sync clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,7 @@ $(STAMP): requirements.txt pyproject.toml
 ## The library's tests, then every chapter notebook under nbmake (pytest exits 5 if it collects nothing).
 test: setup
 	$(BIN)/ruff check lib tests chapters
+	$(BIN)/ruff format --check lib tests
 	$(BIN)/python -m pytest
 	$(MAKE) results
 	$(BIN)/python -m pytest --nbmake chapters
@@ -35,6 +36,12 @@ results: setup
 ## The HTML book in _build/html, executing every chapter; warnings are errors.
 book: setup
 	$(BIN)/jupyter-book build . -W -n --keep-going
+
+## The built book in a headless Chromium (offline, from file://): formulas typeset, no raw TeX, images load,
+## figures described, no error output, each page's Contents lists its ## headings, internal links resolve.
+## Screenshots of every page go to _build/browser/. Needs `make book` first and Chromium (apt-get install chromium).
+check-book: setup
+	$(BIN)/python -m pytest -m browser tests/browser
 
 lint: setup
 	$(BIN)/ruff check lib tests chapters
