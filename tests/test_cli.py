@@ -171,3 +171,16 @@ def test_module_entry_point_runs():
         [sys.executable, "-m", "attnlimits.cli", "--version"], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0 and result.stdout.startswith("attnlimits ")
+
+
+def test_analyze_with_a_model_that_cannot_be_found_is_an_error(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("ATTNLIMITS_MODEL", raising=False)
+    out = tmp_path / "run"
+    code = cli.main(["analyze", "--model", "no-such-model", "--preset", "quick", "--windows", "1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    assert err.startswith("attnlimits analyze: error: model 'no-such-model' could not be loaded")
+    assert "--allow-fallback" in err
+    help_text = cli.build_parser()._subparsers._group_actions[0].choices["analyze"].format_help()
+    assert "--allow-fallback" in help_text

@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -226,11 +227,59 @@ def test_offline_gpt2_resolves_to_the_fallback_quickly(fallback, capsys):
         models.load("gpt2", allow_fallback=False)
 
 
+def test_a_named_model_that_cannot_be_found_is_an_error_not_the_fallback(monkeypatch):
+    started = time.perf_counter()
+    for call in (lambda: models.load("no-such-model"), lambda: models.load("no-such-org/gpt2")):
+        with pytest.raises(models.ModelUnavailableError) as err:
+            call()
+        message = str(err.value)
+        assert "could not be loaded" in message and "Hugging Face cache" in message and "offline mode" in message
+        assert "allow_fallback=True" in message and "--allow-fallback" in message
+    assert "'no-such-org/gpt2'" in message
+    monkeypatch.setenv("ATTNLIMITS_MODEL", "no-such-model")  # a model named through the environment, likewise
+    with pytest.raises(models.ModelUnavailableError, match="'no-such-model' could not be loaded"):
+        models.load()
+    with pytest.raises(models.ModelUnavailableError, match="allow_fallback=False forbids"):
+        models.load("no-such-model", allow_fallback=False)
+    assert time.perf_counter() - started < 30  # offline: no request, no wait
+    with pytest.raises(ValueError, match="^allow_fallback must be None, True or False"):
+        models.load("no-such-model", allow_fallback="yes")
+
+
+def test_a_named_model_falls_back_only_when_allowed(fallback, capsys):
+    loaded = models.load("no-such-model", allow_fallback=True)
+    assert loaded.provenance.source == "fallback" and loaded.provenance.requested == "no-such-model"
+    assert loaded.provenance.model_id == models.FALLBACK["model_id"]
+    assert "OFFLINE FALLBACK" in capsys.readouterr().out
+    assert models.load("openai-community/gpt2").provenance.source == "fallback"  # the paper's model, by its long id
+
+
+def test_local_directory_without_tokenizer_warns_at_load_and_fails_clearly_on_text(tmp_path, fallback):
+    import attnlimits.texts as texts
+
+    _gpt2().save_pretrained(tmp_path)
+    with pytest.warns(models.MissingTokenizerWarning, match="has no tokenizer files") as record:
+        loaded = models.load(tmp_path)
+    message = str(record[0].message)
+    assert str(tmp_path.resolve()) in message and "tokenizer.save_pretrained(" in message
+    assert loaded.tokenizer is None
+    assert len(models.capture(loaded.model, torch.tensor([[1, 2, 3]]))) == 3  # token ids still work
+    with pytest.raises(ValueError, match=r"^tokenizer: the model was loaded without one.*save_pretrained"):
+        texts.windows(loaded, "Some text to cut into windows.", 4)
+    with pytest.raises(ValueError, match="without a tokenizer.*save_pretrained"):
+        loaded.encode("text")
+    fallback.tokenizer.save_pretrained(tmp_path)  # the fix the messages name
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", models.MissingTokenizerWarning)
+        assert models.load(tmp_path).tokenizer is not None
+
+
 def test_environment_variable_overrides_the_default(tmp_path, monkeypatch):
     model = _gpt2()
     model.save_pretrained(tmp_path)
     monkeypatch.setenv("ATTNLIMITS_MODEL", str(tmp_path))
-    loaded = models.load()
+    with pytest.warns(models.MissingTokenizerWarning):
+        loaded = models.load()
     assert loaded.provenance.source == "local" and loaded.tokenizer is None
     assert loaded.provenance.sha256 == models.sha256_file(tmp_path / "model.safetensors")
     assert loaded.provenance.positional == "learned absolute position embeddings"
@@ -343,7 +392,7 @@ def test_hub_that_never_answers_gives_up_in_time(monkeypatch):
         started = time.perf_counter()
         status, reason = models.hub_status("some/model")
         assert status == "unreachable" and time.perf_counter() - started < 3
-        with pytest.raises(models.ModelUnavailableError, match="cannot be downloaded"):
+        with pytest.raises(models.ModelUnavailableError, match="could not be loaded.*(did not answer|unreachable)"):
             models.load("some/model", allow_fallback=False)
         assert time.perf_counter() - started < 10
     finally:

@@ -163,7 +163,11 @@ def _run_analyze(args) -> int:
     except ValueError as err:
         print(f"attnlimits analyze: error: {err}", file=sys.stderr)
         return 2
-    model = models.load(args.model, device=args.device)
+    try:
+        model = models.load(args.model, device=args.device, allow_fallback=True if args.allow_fallback else None)
+    except (models.ModelUnavailableError, FileNotFoundError, ValueError) as err:
+        print(f"attnlimits analyze: error: {err}", file=sys.stderr)
+        return 2
     text = texts.load(args.text)
     res = experiments.run(
         model,
@@ -204,7 +208,12 @@ def _add_analyze(subparsers) -> None:
         default=None,
         metavar="NAME_OR_PATH",
         help="Hugging Face id, local directory, .gguf file or 'fallback' (default: $ATTNLIMITS_MODEL, "
-        "else gpt2, else the offline fallback)",
+        "else gpt2, else the offline fallback); a named model that cannot be loaded is an error",
+    )
+    p.add_argument(
+        "--allow-fallback",
+        action="store_true",
+        help="run on the offline fallback when --model cannot be loaded (by default only gpt2 falls back)",
     )
     p.add_argument(
         "--text",

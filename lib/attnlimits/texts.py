@@ -391,6 +391,11 @@ def windows(tokenizer, text: Text | str, length: int, count: int = 1) -> torch.T
     break, minus a safety margin of tokens at the cut, so the windows equal those of tokenising the whole text).
     """
     if hasattr(tokenizer, "tokenizer") and hasattr(tokenizer, "provenance"):
+        if tokenizer.tokenizer is None:
+            raise ValueError(
+                f"tokenizer: the model was loaded without one, so text cannot be cut into windows; "
+                f"{tokenizer.no_tokenizer}"
+            )
         tokenizer = tokenizer.tokenizer
     if tokenizer is None or not callable(tokenizer):
         raise ValueError("tokenizer must be a Hugging Face tokenizer (or a LoadedModel that has one)")

