@@ -26,6 +26,33 @@ def chromium() -> str | None:
     return None
 
 
+def missing(needs_book: bool) -> str | None:
+    """What the browser tests lack on this machine (None: nothing)."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the Python package playwright (make setup)"
+    if chromium() is None:
+        return "Chromium"
+    if needs_book and not (HTML / "index.html").is_file():
+        return f"the built book ({HTML.relative_to(ROOT)}/index.html is missing)"
+    return None
+
+
+def pytest_collection_finish(session):
+    """Say once, before any test runs, why the selected browser tests cannot run: a skip (exit 0) for a reader,
+    a failure under CI=true."""
+    selected = [item for item in session.items if item.get_closest_marker("browser")]
+    if not selected:
+        return
+    reason = missing(needs_book=any(item.path.name == "test_book_pages.py" for item in selected))
+    if reason is None:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.exit(f"browser tests cannot run without {reason} (CI=true makes this a failure): {ENABLE}", 1)
+    pytest.exit(f"browser tests skipped, they need {reason}: {ENABLE}", 0)
+
+
 def _unavailable(reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"browser tests cannot run: {reason} (CI=true makes this a failure; {ENABLE})", pytrace=False)
