@@ -80,14 +80,21 @@ al.plotting.set_theme()
 
 # %%
 L_demo = 32
-logits = 2.0 * torch.randn(L_demo, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+logits = 2.0 * torch.randn(
+    L_demo, generator=torch.Generator().manual_seed(11), dtype=torch.float64
+)
 weights = {name: fn(logits) for name, fn in al.normalizers.NORMALIZERS.items()}
 
 fig, axes = plt.subplots(1, len(weights), figsize=(16, 3.2), sharey=True)
 order = torch.argsort(logits, descending=True)
 for ax, (name, w) in zip(axes, weights.items(), strict=True):
-    ax.bar(np.arange(L_demo), w[order].numpy(), color=al.plotting.NORMALIZER_COLORS[name])
-    ax.set_title(f"{name}\nzeros: {(w == 0).sum().item()}, max: {w.max().item():.2f}", fontsize=10)
+    ax.bar(
+        np.arange(L_demo), w[order].numpy(), color=al.plotting.NORMALIZER_COLORS[name]
+    )
+    ax.set_title(
+        f"{name}\nzeros: {(w == 0).sum().item()}, max: {w.max().item():.2f}",
+        fontsize=10,
+    )
     ax.set_xlabel("token, by decreasing logit")
 axes[0].set_ylabel(r"weight $\alpha_n$")
 al.plotting.finish(fig, "normalisers_same_logits")
@@ -102,15 +109,27 @@ al.plotting.finish(fig, "normalisers_same_logits")
 # %%
 lengths = np.unique(np.logspace(0.3, 5, 12).astype(int))
 sweeps = {
-    gap: al.sweeps.max_weight_sweep(lengths, logit_bound=2.0, gap=gap, draws=16, seed=0) for gap in (0.0, 1.5)
+    gap: al.sweeps.max_weight_sweep(lengths, logit_bound=2.0, gap=gap, draws=16, seed=0)
+    for gap in (0.0, 1.5)
 }
 
 fig, axes = plt.subplots(1, 2, figsize=(13, 4.4), sharey=True)
 for ax, (gap, sweep) in zip(axes, sweeps.items(), strict=True):
     for name, part in sweep.groupby("normalizer", sort=False):
-        ax.plot(part["L"], part["max_weight"], "o-", label=name, color=al.plotting.NORMALIZER_COLORS[name])
+        ax.plot(
+            part["L"],
+            part["max_weight"],
+            "o-",
+            label=name,
+            color=al.plotting.NORMALIZER_COLORS[name],
+        )
     ax.plot(lengths, 1 / lengths, "k:", label="$1/L$")
-    ax.set(xscale="log", yscale="log", xlabel="sequence length $L$", title=f"logit gap of the top token: {gap}")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="sequence length $L$",
+        title=f"logit gap of the top token: {gap}",
+    )
 axes[0].set_ylabel(r"largest weight $\max_n \alpha_n$")
 axes[1].legend(fontsize=9)
 al.plotting.finish(fig, "max_weight_vs_length")
@@ -122,7 +141,11 @@ al.plotting.finish(fig, "max_weight_vs_length")
 # %%
 slopes = {
     f"gap {gap}": {
-        name: np.polyfit(np.log(part["L"][part["L"] >= 100]), np.log(part["max_weight"][part["L"] >= 100]), 1)[0]
+        name: np.polyfit(
+            np.log(part["L"][part["L"] >= 100]),
+            np.log(part["max_weight"][part["L"] >= 100]),
+            1,
+        )[0]
         for name, part in sweep.groupby("normalizer", sort=False)
     }
     for gap, sweep in sweeps.items()
@@ -132,8 +155,12 @@ slopes
 
 # %%
 assert (slopes.loc[["softmax", "adaptive-temperature"]] < -0.9).all().all()
-assert (slopes.loc[["sparsemax", "1.5-entmax", "scalable-softmax"], "gap 1.5"] > -0.1).all()
-assert (slopes.loc[["sparsemax", "1.5-entmax", "scalable-softmax"], "gap 0.0"] < -0.4).all()
+assert (
+    slopes.loc[["sparsemax", "1.5-entmax", "scalable-softmax"], "gap 1.5"] > -0.1
+).all()
+assert (
+    slopes.loc[["sparsemax", "1.5-entmax", "scalable-softmax"], "gap 0.0"] < -0.4
+).all()
 
 # %% [markdown]
 # Softmax falls like $1/L$ in both settings (fitted slopes near $-1$), and so does the adaptive temperature at long contexts: its
@@ -164,15 +191,24 @@ assert (slopes.loc[["sparsemax", "1.5-entmax", "scalable-softmax"], "gap 0.0"] <
 # paper's Figure 1: (a) the tokens and the selected set; (b) the weighted tokens $\alpha_n x_n$, the context
 # vector $s$ and the ball $B_r(s)$ for $L = 16$, $N = 4$; (c) the same for $L = 64$, $N = 16$.
 
+
 # %%
 def circle_tokens(L: int, seed: int) -> torch.Tensor:
     """L points at uniform random angles on the unit circle."""
-    angles = 2 * torch.pi * torch.rand(L, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    angles = (
+        2
+        * torch.pi
+        * torch.rand(
+            L, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+        )
+    )
     return torch.stack([torch.cos(angles), torch.sin(angles)], dim=-1)
 
 
 def random_weights(L: int, seed: int) -> torch.Tensor:
-    logits = 1.5 * torch.randn(L, generator=torch.Generator().manual_seed(100 + seed), dtype=torch.float64)
+    logits = 1.5 * torch.randn(
+        L, generator=torch.Generator().manual_seed(100 + seed), dtype=torch.float64
+    )
     return al.normalizers.softmax(logits)
 
 
@@ -185,14 +221,32 @@ fractions = {
 
 fig, axes = plt.subplots(1, 3, figsize=(15, 4.9))
 chosen = al.selection.top_n_mask(alpha16, 4)
-axes[0].scatter(*x16[~chosen].T, facecolors="none", edgecolors="0.45", label="tokens $x_j$")
-axes[0].scatter(*x16[chosen].T, color=al.plotting.NORMALIZER_COLORS["softmax"], label="selected $I_N$")
+axes[0].scatter(
+    *x16[~chosen].T, facecolors="none", edgecolors="0.45", label="tokens $x_j$"
+)
+axes[0].scatter(
+    *x16[chosen].T,
+    color=al.plotting.NORMALIZER_COLORS["softmax"],
+    label="selected $I_N$",
+)
 axes[0].add_patch(plt.Circle((0, 0), 1.0, fill=False, color="0.8"))
 axes[0].set_aspect("equal")
 axes[0].set_title("(a) tokens on the circle, $L=16$, $N=4$")
 axes[0].legend(loc="lower left", fontsize=8)
-al.plotting.draw_selection(axes[1], x16, alpha16, 4, title=f"(b) $L=16$, $N=4$: $N_s/N = {fractions['L=16, N=4']:.2f}$")
-al.plotting.draw_selection(axes[2], x64, alpha64, 16, title=f"(c) $L=64$, $N=16$: $N_s/N = {fractions['L=64, N=16']:.2f}$")
+al.plotting.draw_selection(
+    axes[1],
+    x16,
+    alpha16,
+    4,
+    title=f"(b) $L=16$, $N=4$: $N_s/N = {fractions['L=16, N=4']:.2f}$",
+)
+al.plotting.draw_selection(
+    axes[2],
+    x64,
+    alpha64,
+    16,
+    title=f"(c) $L=64$, $N=16$: $N_s/N = {fractions['L=64, N=16']:.2f}$",
+)
 axes[1].legend(loc="lower left", fontsize=8)
 al.plotting.finish(fig, "figure1_selection_geometry")
 

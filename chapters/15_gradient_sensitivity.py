@@ -73,7 +73,12 @@ gen = torch.Generator().manual_seed(0)
 logits = 3 * torch.randn(4, 7, generator=gen, dtype=torch.float64)
 T = 0.7
 J = B.softmax_jacobian(logits, T=T)
-J_auto = torch.stack([torch.autograd.functional.jacobian(lambda z: torch.softmax(z / T, -1), row) for row in logits])
+J_auto = torch.stack(
+    [
+        torch.autograd.functional.jacobian(lambda z: torch.softmax(z / T, -1), row)
+        for row in logits
+    ]
+)
 
 
 def F(z):
@@ -81,9 +86,19 @@ def F(z):
 
 
 Jg = B.general_jacobian(logits, F)  # F' by autograd
-Jg_auto = torch.stack([torch.autograd.functional.jacobian(lambda z: F(z) / F(z).sum(), row) for row in logits])
-print(f"softmax Jacobian vs autograd: max |difference| = {(J - J_auto).abs().max().item():.2e}")
-print(f"softplus normaliser Jacobian vs autograd: max |difference| = {(Jg - Jg_auto).abs().max().item():.2e}")
+Jg_auto = torch.stack(
+    [
+        torch.autograd.functional.jacobian(lambda z: F(z) / F(z).sum(), row)
+        for row in logits
+    ]
+)
+err_softmax = (J - J_auto).abs().max().item()
+err_general = (Jg - Jg_auto).abs().max().item()
+print(f"softmax Jacobian vs autograd: max |difference| = {err_softmax:.2e}")
+print(f"softplus normaliser Jacobian vs autograd: max |difference| = {err_general:.2e}")
+assert (
+    err_softmax < 1e-14 and err_general < 1e-14
+)  # float64 rounding, entries of order 1
 
 # %% [markdown]
 # ## Corollary 3 as printed, and a counterexample
@@ -103,12 +118,23 @@ print(f"softplus normaliser Jacobian vs autograd: max |difference| = {(Jg - Jg_a
 # %%
 rows = []
 for T in [0.01, 0.1, 0.25, 1.0, 10.0]:
-    for name, l in [("L = 2, logits (0, 0)", [0.0, 0.0]), ("L = 6, others 60 T below", [0, 0] + [-60 * T] * 4)]:
+    for name, l in [
+        ("L = 2, logits (0, 0)", [0.0, 0.0]),
+        ("L = 6, others 60 T below", [0, 0] + [-60 * T] * 4),
+    ]:
         l = torch.tensor(l, dtype=torch.float64)
         measured = B.softmax_jacobian_norm(l, T=T).item()
         printed = B.corollary3_printed(T=T).item()
-        rows.append({"T": T, "case": name, "spectral norm": measured, "1/(2T)": B.softmax_spectral_bound(T=T).item(),
-                     "printed min{1/(4T), sqrt2}": printed, "measured / printed": measured / printed})
+        rows.append(
+            {
+                "T": T,
+                "case": name,
+                "spectral norm": measured,
+                "1/(2T)": B.softmax_spectral_bound(T=T).item(),
+                "printed min{1/(4T), sqrt2}": printed,
+                "measured / printed": measured / printed,
+            }
+        )
 counter = pd.DataFrame(rows)
 assert (counter["measured / printed"] > 1.99).all()
 assert (counter["spectral norm"] / counter["1/(2T)"] - 1).abs().max() < 1e-12
@@ -165,6 +191,58 @@ counter
 # This is the corrected ceiling for the paper's finite-difference experiment below; the printed curve
 # $\min\{1/(4T), \sqrt2\}$ confuses the two.
 #
+# ### Which reading of $\lVert \nabla_l \alpha \rVert_2$?
+#
+# The notation leaves room for more than one reading. Under each, two tied top logits give the value shown, and
+# only the last is within the printed $1/(4T)$:
+#
+# - the spectral norm of the Jacobian: $1/(2T)$, proved sharp above;
+# - the gradient of one weight, $\max_i \lVert \nabla_l \alpha_i \rVert_2$: row $i$ of the Jacobian is
+#   $\alpha_i (e_i - \alpha)/T$, so $T^2 \lVert \nabla_l \alpha_i \rVert^2 = \alpha_i^2 \big((1 - \alpha_i)^2 +
+#   \sum_{j \ne i} \alpha_j^2\big) \le 2 \alpha_i^2 (1 - \alpha_i)^2 \le \tfrac{2}{16}$ (the other weights sum to
+#   $1 - \alpha_i$, so their squares sum to at most $(1 - \alpha_i)^2$): the sharp bound is $\sqrt2/(4T)$, attained
+#   by two tied weights $\tfrac12$;
+# - the largest single entry $|\partial \alpha_i / \partial l_j|$: $1/(4T)$, which holds.
+#
+# So the correction stands under every reading except "largest single entry". Computed at $T = 1$ for the tied
+# pair, and as the maximum over 4000 random rows ($L = 8$, logits $3\,\mathcal N(0, 1)$, a quarter with their two
+# top logits tied):
+
+# %%
+tied = torch.tensor([0.0, 0.0], dtype=torch.float64)
+gen = torch.Generator().manual_seed(1)
+rand = 3 * torch.randn(4000, 8, generator=gen, dtype=torch.float64)
+rand[::4, 1] = rand[::4, 0]
+readings = pd.DataFrame(
+    [
+        (
+            "spectral norm",
+            B.softmax_jacobian_norm(tied).item(),
+            B.softmax_jacobian_norm(rand).max().item(),
+            float(B.softmax_spectral_bound(T=1.0)),
+        ),
+        (
+            "gradient of one weight",
+            B.softmax_weight_gradient_norm(tied).item(),
+            B.softmax_weight_gradient_norm(rand).max().item(),
+            float(B.softmax_weight_gradient_bound(T=1.0)),
+        ),
+        (
+            "largest entry",
+            B.softmax_jacobian(tied).abs().max().item(),
+            B.softmax_jacobian(rand).abs().amax(dim=(-2, -1)).max().item(),
+            float(B.softmax_entry_bound(T=1.0)),
+        ),
+    ],
+    columns=["reading", "tied pair", "max over random rows", "sharp bound"],
+)
+readings["printed 1/(4T)"] = 0.25
+assert ((readings["tied pair"] - readings["sharp bound"]).abs() < 1e-12).all()
+assert (readings["max over random rows"] <= readings["sharp bound"] * (1 + 1e-12)).all()
+assert (readings["tied pair"] > 0.25).tolist() == [True, True, False]
+readings
+
+# %% [markdown]
 # ## Lemma 2: a bound for the general normaliser
 #
 # The paper's Lemma 2 bounds the Jacobian of the general normaliser by an expression that blows up as
@@ -209,7 +287,10 @@ table
 
 # %%
 for v in verdicts:
-    print(f"{v.bound}: {v.trials} trials, {v.violations} violations, worst ratio {v.worst_ratio:.6g}\n  {v.verdict}")
+    print(
+        f"{v.bound}: {v.trials} trials, {v.violations} violations, "
+        f"worst ratio {v.worst_ratio:.6g}\n  {v.verdict}"
+    )
 print("counterexample:", verdicts[0].details["counterexample"])
 
 # %% [markdown]
@@ -219,15 +300,34 @@ print("counterexample:", verdicts[0].details["counterexample"])
 # %%
 sample = sweeps.jacobian_sample(trials=2000, seed=0)
 fig, ax = plt.subplots(figsize=(7, 4.2))
-ax.scatter(sample["max_alpha"], sample["T_norm"], s=6, alpha=0.5, label=r"$T\,\|\partial\alpha/\partial l\|_2$")
-ax.scatter(sample["max_alpha"], sample["T_entry"], s=6, alpha=0.5, label=r"$T \max_{ij} |\partial\alpha_i/\partial l_j|$")
+ax.scatter(
+    sample["max_alpha"],
+    sample["T_norm"],
+    s=6,
+    alpha=0.5,
+    label=r"$T\,\|\partial\alpha/\partial l\|_2$",
+)
+ax.scatter(
+    sample["max_alpha"],
+    sample["T_entry"],
+    s=6,
+    alpha=0.5,
+    label=r"$T \max_{ij} |\partial\alpha_i/\partial l_j|$",
+)
 ax.axhline(0.5, color="k", lw=1.2, label="sharp bound $1/(2T)$ (times $T$)")
 ax.axhline(0.25, color="C3", ls="--", lw=1.2, label=r"printed $1/(4T)$ (times $T$)")
-ax.set(xlabel=r"largest weight $\max_i \alpha_i$", ylabel="times $T$", title="Softmax Jacobian: measured vs bounds")
+ax.set(
+    xlabel=r"largest weight $\max_i \alpha_i$",
+    ylabel="times $T$",
+    title="Softmax Jacobian: measured vs bounds",
+)
 ax.legend(fontsize=8, loc="lower center")
 al.plotting.finish(fig, "gradient_jacobian_scatter")
 share = (sample["T_norm"] > 0.25).mean()
-print(f"{share:.1%} of the random cases exceed the printed 1/(4T); max T*||J|| = {sample['T_norm'].max():.12f}")
+print(
+    f"{share:.1%} of the random cases exceed the printed 1/(4T); "
+    f"max T*||J|| = {sample['T_norm'].max():.12f}"
+)
 assert 0.3 < share < 0.7 and sample["T_norm"].max() <= 0.5 * (1 + 1e-9)
 
 # %% [markdown]
@@ -239,8 +339,9 @@ assert 0.3 < share < 0.7 and sample["T_norm"].max() <= 0.5 * (1 + 1e-9)
 # $(2\varepsilon, -\varepsilon)$, i.e. by $\sqrt5\,\varepsilon$, and the top two swap. With only two live logits,
 # $\lVert \alpha - \alpha' \rVert = \sqrt2\,|\sigma(\varepsilon/T) - \sigma(-2\varepsilon/T)|
 # \approx \tfrac{3\sqrt2}{4}\,\varepsilon/T$ for small $\varepsilon/T$, so the change per unit distance is
-# $\tfrac{3\sqrt2}{4\sqrt5}/T \approx 0.474/T$: inside the sharp $1/(2T)$ but **above** the printed $1/(4T)$ — the
-# paper's own example violates its printed constant. For large $\varepsilon/T$ the change saturates at $\sqrt2$.
+# $\tfrac{3\sqrt2}{4\sqrt5}/T \approx 0.474/T$: inside the sharp $1/(2T)$ but **above** the printed $1/(4T)$ — an
+# instance built from the paper's description of its example exceeds the printed constant. For large
+# $\varepsilon/T$ the change saturates at $\sqrt2$.
 
 # %%
 swap = sweeps.swap_example([1e-4, 1e-2, 0.1, 1.0, 10.0], T=1.0)
@@ -267,23 +368,53 @@ T_grid = torch.logspace(-3, 2, 26, dtype=torch.float64)
 g = sweeps.g_synthetic(T_grid, eps_grid=(1e-3, 1e-1, 10.0), seed=0)
 fig, ax = plt.subplots(figsize=(7.5, 4.5))
 for k, (eps, part) in enumerate(g.groupby("eps")):
-    ax.plot(part["T"], part["g"], marker="o", ms=3, color=f"C{k}", label=rf"$g(T, \varepsilon = {eps:g})$")
-    ax.plot(part["T"], part["corrected"], color=f"C{k}", lw=1, alpha=0.7,
-            label=rf"corrected $\min\{{1/(2T), \sqrt{{2}}/\varepsilon\}}$, $\varepsilon = {eps:g}$")
+    ax.plot(
+        part["T"],
+        part["g"],
+        marker="o",
+        ms=3,
+        color=f"C{k}",
+        label=rf"$g(T, \varepsilon = {eps:g})$",
+    )
+    ax.plot(
+        part["T"],
+        part["corrected"],
+        color=f"C{k}",
+        lw=1,
+        alpha=0.7,
+        label=rf"corrected $\min\{{1/(2T), \sqrt{{2}}/\varepsilon\}}$, "
+        rf"$\varepsilon = {eps:g}$",
+    )
 paper = g.drop_duplicates("T")
-ax.plot(paper["T"], paper["paper"], "k--", lw=1.5, label=r"paper $\min\{1/(4T), \sqrt{2}\}$")
-ax.set(xscale="log", yscale="log", xlabel="temperature $T$", ylabel=r"$g(T, \varepsilon)$",
-       title="Algorithm 5 on synthetic heads")
+ax.plot(
+    paper["T"], paper["paper"], "k--", lw=1.5, label=r"paper $\min\{1/(4T), \sqrt{2}\}$"
+)
+ax.set(
+    xscale="log",
+    yscale="log",
+    xlabel="temperature $T$",
+    ylabel=r"$g(T, \varepsilon)$",
+    title="Algorithm 5 on synthetic heads",
+)
 ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
 al.plotting.finish(fig, "gradient_g_vs_T")
 
 # %%
 small = g[g["eps"] == 1e-3]
 over = small[small["g"] > small["paper"]]
-print(f"g <= corrected ceiling everywhere: {bool((g['g'] <= g['corrected'] * (1 + 1e-9)).all())}")
-print(f"eps = 1e-3: g exceeds the paper's curve at {len(over)}/{len(small)} temperatures, "
-      f"attained by head(s) {sorted(set(over['head']))}")
-print(f"eps = 1e-3, T = 1: g = {small.loc[small['T'].sub(1).abs().idxmin(), 'g']:.4f}, 1/pi = {1 / math.pi:.4f}")
+print(
+    "g <= corrected ceiling everywhere: "
+    f"{bool((g['g'] <= g['corrected'] * (1 + 1e-9)).all())}"
+)
+print(
+    f"eps = 1e-3: g exceeds the paper's curve at {len(over)}/{len(small)} "
+    "temperatures, "
+    f"attained by head(s) {sorted(set(over['head']))}"
+)
+print(
+    f"eps = 1e-3, T = 1: g = {small.loc[small['T'].sub(1).abs().idxmin(), 'g']:.4f}, "
+    f"1/pi = {1 / math.pi:.4f}"
+)
 assert (g["g"] <= g["corrected"] * (1 + 1e-9)).all()
 assert len(over) == len(small) and set(over["head"]) == {"tied top two"}
 
@@ -303,8 +434,8 @@ assert verdicts[0].violations > 0 and all(v.violations == 0 for v in verdicts[1:
 # %% [markdown]
 # - **Corollary 3 as printed is violated**: two tied top logits give $\lVert\nabla_l\alpha\rVert_2 = 1/(2T)$, twice
 #   $1/(4T)$ (and above $\sqrt2$ when $T < 1/(2\sqrt2)$); a large share of the random cases exceed it too.
-# - **Corrected**: $\lVert\nabla_l\alpha\rVert_2 \le 1/(2T)$ holds and is sharp; $1/(4T)$ holds, sharply, for the
-#   largest entry; $\sqrt2$ bounds $\lVert\alpha - \alpha'\rVert$, so the finite-difference curve is
+# - **Corrected**: $\lVert\nabla_l\alpha\rVert_2 \le 1/(2T)$ holds and is sharp; the gradient of one weight is at
+#   most $\sqrt2/(4T)$, also above the printed constant; $1/(4T)$ holds, sharply, for the largest entry; $\sqrt2$ bounds $\lVert\alpha - \alpha'\rVert$, so the finite-difference curve is
 #   $\min\{1/(2T), \sqrt2/\varepsilon\}$.
 # - **Lemma 2** (book's version) holds and is sharp.
 #

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jupytext
@@ -73,3 +74,92 @@ def test_config_executes_with_a_long_enough_timeout():
     assert cfg["only_build_toc_files"] is True
     assert {"amsmath", "dollarmath"} <= set(cfg["parse"]["myst_enable_extensions"])
     assert cfg["bibtex_bibfiles"] == ["references.bib"]
+
+
+# --- what a reader sees: code that fits the page, markdown that renders as written ---------------------------
+
+#: The rendered page column holds about 88 characters of code.
+CODE_WIDTH = 88
+#: A comment line in a code cell that reads like markdown (a heading, bold text, display math) was meant to be a
+#: markdown cell: jupytext needs a ``# %% [markdown]`` marker above it.
+STRANDED_MARKDOWN = re.compile(r"^#\s*(#{1,6}\s|\*\*|\$\$|\|.*\|\s*$)")
+#: A line that Markdown reads as a list item or a numbered item (which ends any math the paragraph had open).
+LIST_MARKER = re.compile(r"^\s{0,3}([-+*]|\d+[.)])(\s|$)")
+MARKDOWN_PAGES = sorted(CHAPTERS.glob("*.md"))
+
+
+def stranded_markdown(source: str) -> list[str]:
+    """Comment lines of a code cell that look like markdown (headings, bold, display math, table rows)."""
+    return [line for line in source.splitlines() if STRANDED_MARKDOWN.match(line.strip())]
+
+
+def list_markers_in_math(markdown: str) -> list[str]:
+    """Lines that start with a Markdown list marker while a ``$...$`` or ``$$...$$`` formula is open.
+
+    Markdown reads such a line as a list item: the formula is cut in two and renders as raw TeX. Fenced code
+    blocks are skipped; the inline-math state ends with its paragraph (a blank line), display math does not.
+    """
+    bad, display, inline, fenced = [], False, False, False
+    for line in markdown.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")) and not display:
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        if not stripped:
+            inline = False
+            continue
+        if (display or inline) and LIST_MARKER.match(line):
+            bad.append(line)
+        tokens = re.findall(r"\$\$|\$", line.replace(r"\$", ""))
+        for tok in tokens:
+            if tok == "$$":
+                display = not display
+            elif not display:
+                inline = not inline
+    return bad
+
+
+def _markdown_of(path: Path) -> list[str]:
+    if path.suffix == ".md":
+        return [path.read_text()]
+    return [c.source for c in jupytext.read(path).cells if c.cell_type == "markdown"]
+
+
+@pytest.mark.parametrize("py", PY_CHAPTERS, ids=lambda p: p.stem)
+def test_code_fits_the_page_column(py: Path):
+    cells = [c for c in jupytext.read(py).cells if c.cell_type == "code"]
+    wide = [line for c in cells for line in c.source.splitlines() if len(line) > CODE_WIDTH]
+    assert not wide, f"{py.name}: {len(wide)} code line(s) wider than {CODE_WIDTH} characters, e.g. {wide[0]!r}"
+
+
+@pytest.mark.parametrize("py", PY_CHAPTERS, ids=lambda p: p.stem)
+def test_no_markdown_stranded_in_code_cells(py: Path):
+    cells = [c for c in jupytext.read(py).cells if c.cell_type == "code"]
+    stranded = [line for c in cells for line in stranded_markdown(c.source)]
+    assert not stranded, f"{py.name}: markdown inside a code cell (missing '# %% [markdown]'?): {stranded[:3]}"
+
+
+@pytest.mark.parametrize("page", PY_CHAPTERS + MARKDOWN_PAGES, ids=lambda p: p.name)
+def test_no_list_marker_inside_a_formula(page: Path):
+    bad = [line for md in _markdown_of(page) for line in list_markers_in_math(md)]
+    assert not bad, f"{page.name}: a formula line starts with a list marker (Markdown cuts the formula): {bad[:3]}"
+
+
+def test_the_markdown_detectors_catch_what_they_are_for():
+    # the defect chapter 13 once had: an inline formula continued on a line starting with '+'
+    assert list_markers_in_math("**Theorem.** $a \\le b\n+ c$.") == ["+ c$."]
+    assert list_markers_in_math("$$\na\n- b\n$$") == ["- b"]
+    assert list_markers_in_math("$$\na\n1. b\n$$") == ["1. b"]
+    # fine: a list after a closed formula, math inside list items, a '$' in code, escaped dollars
+    assert list_markers_in_math("$a$ and\n- item $b$\n- item") == []
+    assert list_markers_in_math("costs \\$5\n- item") == []
+    assert list_markers_in_math("```\n$\n```\n- item") == []
+    assert list_markers_in_math("$a\n\n- item") == []  # a paragraph break ends an unclosed inline formula
+    assert stranded_markdown("x = 1\n# ## Corollary 2\n# **Proof.**\n# $$\n# plain comment") == [
+        "# ## Corollary 2",
+        "# **Proof.**",
+        "# $$",
+    ]
+    assert stranded_markdown("# compute it\nx = 1  # ## not at the start") == []

@@ -30,6 +30,8 @@ __all__ = [
     "softmax_jacobian",
     "softmax_jacobian_norm",
     "softmax_spectral_bound",
+    "softmax_weight_gradient_bound",
+    "softmax_weight_gradient_norm",
     "softmax_weights",
     "theorem1_dmax",
     "theorem1_dmax_sharp",
@@ -209,6 +211,35 @@ def softmax_entry_bound(*, T) -> torch.Tensor:
     return 1 / (4 * T)
 
 
+def softmax_weight_gradient_norm(logits, *, T=1.0) -> torch.Tensor:
+    """The largest gradient of one weight, max_i ||grad_l alpha_i||_2 for alpha = softmax(l / T), shape (...,).
+
+    Row i of the Jacobian is alpha_i (e_i - alpha) / T, so ||grad_l alpha_i||^2 = alpha_i^2 ((1 - alpha_i)^2 +
+    ||alpha||^2 - alpha_i^2) / T^2: O(L) per slice, no L x L matrix. -inf logits are masked (weight 0).
+    """
+    T = validation.positive("T", T)
+    alpha = softmax_weights(logits, T=T)
+    sq = (alpha * alpha).sum(dim=-1, keepdim=True)
+    # the top weight may be 1 - 1e-12: its 1 - alpha_i and sum_{j != i} alpha_j^2 are summed from the other
+    # weights (no cancellation); every other weight is at most 1/2, where the differences are accurate
+    top = torch.zeros_like(alpha, dtype=torch.bool).scatter_(-1, alpha.argmax(dim=-1, keepdim=True), True)
+    rest = alpha.masked_fill(top, 0)
+    one_minus = torch.where(top, rest.sum(dim=-1, keepdim=True), 1 - alpha)
+    others_sq = torch.where(top, (rest * rest).sum(dim=-1, keepdim=True), sq - alpha * alpha)
+    row = alpha * (one_minus**2 + others_sq.clamp_min(0)).sqrt()
+    return row.amax(dim=-1) / T.to(alpha.dtype)
+
+
+def softmax_weight_gradient_bound(*, T) -> torch.Tensor:
+    """The sharp bound on the gradient of one softmax weight: ||grad_l alpha_i||_2 <= sqrt(2)/(4T).
+
+    ||grad_l alpha_i||^2 T^2 = alpha_i^2 ((1 - alpha_i)^2 + sum_{j != i} alpha_j^2) <= 2 alpha_i^2 (1 - alpha_i)^2
+    <= 2/16; attained by two tied top logits with every other weight 0 (exactly at L = 2). Above the printed 1/(4T).
+    """
+    T = validation.positive("T", T)
+    return math.sqrt(2) / (4 * T)
+
+
 def finite_difference_bound(*, T, eps) -> torch.Tensor:
     """Corrected ceiling for Algorithm 5's g(T, eps): ||softmax((l + eps v)/T) - softmax(l/T)|| / eps
     <= min{1/(2T), sqrt(2)/eps} for every unit v. The first term is the sharp Lipschitz constant (mean-value
@@ -380,7 +411,8 @@ def theorem2_lower(alpha, n: int, *, r, M=1.0, delta=0.0, sharp: bool = False) -
     """Theorem 2 lower bound on N_s / N: 1 - (1 / (N r)) sum_i xi_i, shape (...).
 
     With ``sharp=True`` the book's stronger form (1 / N) #{i : xi_i <= r}. Both hold for every configuration with
-    ||x_j|| = M and min separation >= delta, at the default radius r = min_{j not in I_N} ||s - alpha_j x_j||.
+    ||x_j|| = M and min separation >= delta, at every radius r <= R = min_{j not in I_N} ||s - alpha_j x_j|| (the
+    paper's radius is R); at r > R a dropped token is inside the ball and N_s(r) = 0.
     """
     xi = theorem2_xi(alpha, n, M=M, delta=delta)
     r = _radius("r", r, xi.dtype).unsqueeze(-1)
@@ -390,9 +422,10 @@ def theorem2_lower(alpha, n: int, *, r, M=1.0, delta=0.0, sharp: bool = False) -
 
 
 def theorem2_upper_reconstructed(alpha, n: int, *, r, M=1.0, delta=0.0) -> torch.Tensor:
-    """Theorem 2 upper bound as reconstructed from the paper: (1 / N) sum_i exp(-(xi_i - r)_+^2 / (2 M^2)).
+    """The book's reconstruction of Theorem 2's upper bound: (1 / N) sum_i exp(-(xi_i - r)_+^2 / (2 M^2)).
 
-    The book shows it is *not* a valid bound on E[N_s] / N (chapter 14); kept to reproduce the paper's curve.
+    The paper does not print its upper bound in full. Chapter 14 shows this reconstruction is *not* a valid bound
+    on E[N_s] / N (nor does it track the empirical maxima, as the paper reports its bound does); kept to draw it.
     """
     xi = theorem2_xi(alpha, n, M=M, delta=delta)
     r = _radius("r", r, xi.dtype, allow_zero=True).unsqueeze(-1)

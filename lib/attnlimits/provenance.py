@@ -7,6 +7,8 @@
 - :func:`sha256_file`, :func:`hash_files`  hashing of weight and text files.
 - :func:`cache_dir`                   attnlimits' cache directory (``$ATTNLIMITS_CACHE`` or the user cache).
 - :func:`say`                         the one-line ``[attnlimits] ...`` messages of the loaders.
+- :func:`portable`                    a text with this machine's absolute paths named portably (the banner and
+                                      the loaders' messages print that; the records keep the full paths).
 
 Importing this module imports neither transformers nor :mod:`attnlimits.models`.
 """
@@ -30,6 +32,7 @@ __all__ = [
     "config_facts",
     "facts",
     "hash_files",
+    "portable",
     "say",
     "scaling_description",
     "sha256_file",
@@ -159,8 +162,55 @@ def cache_dir() -> Path:
 
 
 def say(message: str) -> None:
-    """Print one ``[attnlimits] ...`` line on stdout (what was loaded and why)."""
-    print(f"[attnlimits] {message}", flush=True)
+    """Print one ``[attnlimits] ...`` line on stdout (what was loaded and why), paths made :func:`portable`."""
+    print(f"[attnlimits] {portable(message)}", flush=True)
+
+
+def _path_names() -> list[tuple[str, str]]:
+    """(absolute prefix, portable name) pairs of this machine, longest prefix first."""
+    import site
+    import sysconfig
+
+    names: dict[str, str] = {}
+    home = os.path.expanduser("~")
+    if home not in ("", "/"):
+        names[home] = "~"
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file():
+        names[str(root)] = "<checkout>"
+    hf = os.environ.get("HF_HUB_CACHE") or os.path.join(
+        os.environ.get("HF_HOME") or os.path.join(home, ".cache", "huggingface"), "hub"
+    )
+    names[hf] = "<Hugging Face cache>"
+    names[str(cache_dir())] = "<attnlimits cache>"
+    packages = [sysconfig.get_paths().get(k) for k in ("purelib", "platlib")] + list(site.getsitepackages())
+    for folder in packages:
+        if folder:
+            names[folder] = "<site-packages>"
+    pairs = {}
+    for prefix, name in names.items():
+        for form in {prefix.rstrip(os.sep), str(Path(prefix).resolve()).rstrip(os.sep)}:
+            if form:
+                pairs[form] = name
+    return sorted(pairs.items(), key=lambda kv: len(kv[0]), reverse=True)
+
+
+def portable(text: str) -> str:
+    """``text`` with this machine's absolute paths under known folders named portably, so that what a chapter
+    prints reads the same on every machine: site-packages → ``<site-packages>``, attnlimits' cache →
+    ``<attnlimits cache>``, the Hugging Face cache → ``<Hugging Face cache>``, this checkout → ``<checkout>``, the
+    home directory → ``~``. Only whole path components match (``/a/bc`` is not under ``/a/b``)."""
+    out = str(text)
+    for prefix, name in _path_names():
+        start = 0
+        while (i := out.find(prefix, start)) >= 0:
+            end = i + len(prefix)
+            if end == len(out) or out[end] == os.sep or not (out[end].isalnum() or out[end] in "._-"):
+                out = out[:i] + name + out[end:]
+                start = i + len(name)
+            else:
+                start = end
+    return out
 
 
 def hash_files(files: Sequence[Path]) -> str:
@@ -179,7 +229,7 @@ def banner(model, text=None) -> None:
 
 
 def banner_text(model, text=None) -> str:
-    """The provenance banner as a string.
+    """The provenance banner as a string, with absolute paths made :func:`portable` (the record keeps them whole).
 
     ``model``: a :class:`attnlimits.models.LoadedModel`; ``text``: an :class:`attnlimits.texts.Text` or its provenance.
     """
@@ -211,4 +261,4 @@ def banner_text(model, text=None) -> str:
             f"           {t.n_chars:,} characters; sha256 {t.sha256}",
         ]
     lines += [f"software   torch {torch.__version__}, transformers {import_transformers().__version__}", rule]
-    return "\n".join(lines)
+    return portable("\n".join(lines))

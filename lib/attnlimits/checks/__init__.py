@@ -44,22 +44,28 @@ from attnlimits.checks.distance import (
     check_theorem1_dmax_sharp,
 )
 from attnlimits.checks.separability import (
+    FIXED_RADIUS_COUNTEREXAMPLE,
     SEPARABILITY_GRID,
+    UPPER_RADIUS_FACTORS,
     check_multihead,
     check_theorem2_lower,
     check_theorem2_upper,
     check_theorem2_upper_reconstructed,
+    fixed_radius_counterexample,
+    upper_bound_radii,
 )
 # isort: on
 
 __all__ = [
     "CHECKS",
     "DISTANCE_GRID",
+    "FIXED_RADIUS_COUNTEREXAMPLE",
     "JACOBIAN_LENGTHS",
     "NAMES",
     "RESIDUAL_LENGTHS",
     "RTOL",
     "SEPARABILITY_GRID",
+    "UPPER_RADIUS_FACTORS",
     "VANISHING_DIMS",
     "VANISHING_LENGTHS",
     "Z_MC",
@@ -79,9 +85,11 @@ __all__ = [
     "check_theorem2_lower",
     "check_theorem2_upper",
     "check_theorem2_upper_reconstructed",
+    "fixed_radius_counterexample",
     "id_of",
     "jacobian_norm_study",
     "register",
     "run_all",
     "select",
+    "upper_bound_radii",
 ]

@@ -189,7 +189,10 @@ def check_jensen_residual_sign(trials: int = 2000, seed: int = 0) -> Verdict:
         trials=len(E),
         violations=violations,
         worst_ratio=worst,
-        verdict=(tightness_text(worst) + "; eps = 0 exactly when every subset gives the same s")
+        verdict=(
+            tightness_text(worst) + "; eps = 0 iff each a_i x_i - s stays on one ray over the subsets without i "
+            "(e.g. when every subset gives the same s)"
+        )
         if violations == 0
         else f"violated ({violations} trials)",
         expected="holds",

@@ -1,0 +1,132 @@
+"""What the checks and the bounds state: informative radii, the fixed-radius counterexample, the gradient of one
+weight, the equality case of the Jensen residual, and portable paths in what the chapters print."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import attnlimits as al
+from attnlimits import bounds, selection
+from attnlimits.checks import separability
+from attnlimits.provenance import portable
+
+
+def test_book_upper_bound_check_uses_informative_radii():
+    v = al.checks.CHECKS["thm2-upper"](trials=400, seed=0)
+    assert v.violations == 0
+    # at r >= mu_i every term of the bound is 1: the radii must leave it below 1 on most configurations
+    assert v.details["informative_share"] >= 0.5
+    assert len(v.details["mean_bound"]) == v.details["configurations"]
+    assert min(v.details["mean_bound"]) < 0.9
+
+
+@pytest.mark.parametrize("factor", separability.UPPER_RADIUS_FACTORS)
+def test_upper_bound_radii_lie_below_every_mu(factor):
+    alpha = al.synthetic.two_level_weights(24, 12, eta=0.0)
+    mu = bounds.theorem2_mean_lower(alpha, 12, M=1.0, d=1024)
+    r = separability.upper_bound_radii(alpha, 12, 1024, factor)
+    assert r == pytest.approx(factor * float(mu.min()), rel=1e-12)
+    assert float(bounds.theorem2_upper(alpha, 12, r=r, d=1024)) < 1
+
+
+def test_fixed_radius_counterexample_breaks_the_reconstruction_on_every_draw():
+    cx = separability.fixed_radius_counterexample(deltas=(1.0, 0.5), samples=60, seed=3)
+    assert (cx["frac"] == 1).all()  # every selected token inside the ball, every dropped one outside
+    assert cx["min_separation"] >= 1.0  # Assumption 2 holds with both deltas on every draw
+    assert cx["upper_reconstructed"][1.0] < 0.96 and cx["upper_reconstructed"][0.5] < 0.9
+    assert cx["upper_book"] >= 1.0 - 1e-12  # the bound the book proves is not broken
+    # the radius lies between ||s - alpha_i x_i|| and ||s|| for orthogonal tokens
+    N = cx["N"]
+    assert math.sqrt(N - 1) / N < cx["r"] < 1 / math.sqrt(N)
+
+
+def test_fixed_radius_counterexample_refuses_a_delta_that_does_not_hold():
+    with pytest.raises(ValueError, match="deltas"):
+        separability.fixed_radius_counterexample(deltas=(1.9,), samples=4)
+    with pytest.raises(ValueError, match="deltas"):
+        separability.fixed_radius_counterexample(deltas=(0.0,), samples=4)
+
+
+def test_reconstructed_upper_check_reports_the_fixed_radius_violation():
+    v = al.checks.CHECKS["thm2-upper-reconstructed"](trials=200, seed=0)
+    assert v.as_expected and v.violations >= 1
+    first = v.details["violating"][0]
+    assert first["kind"] == "targeted, fixed r" and first["E[N_s]/N"] > first["bound"] * 1.05
+    assert "reconstruction" in v.verdict and "not printed in full" in v.verdict
+
+
+def test_lower_bound_fails_beyond_the_paper_radius():
+    # at r > R a dropped token is inside the ball: N_s(r) = 0 while the Markov form tends to 1
+    alpha = al.synthetic.two_level_weights(8, 2, eta=0.2)
+    x = al.synthetic.sphere((8,), 3, gen=torch.Generator().manual_seed(0))
+    dist, mask = selection.token_distances(alpha, x, 2)
+    R = float(torch.where(mask, torch.inf, dist).amin())
+    big = 100 * R
+    assert float(selection.distinguishable_fraction(alpha, x, 2, r=big)) == 0
+    assert float(bounds.theorem2_lower(alpha, 2, r=big, M=1.0)) > 0.9
+
+
+def test_weight_gradient_norm_matches_the_jacobian_rows():
+    gen = torch.Generator().manual_seed(0)
+    logits = 3 * torch.randn(50, 7, generator=gen, dtype=torch.float64)
+    logits[::5, 1] = logits[::5, 0]
+    logits[3, 4:] = -math.inf
+    for T in (0.05, 1.0, 7.0):
+        # row i of the Jacobian, alpha_i (e_i - alpha) / T, with 1 - alpha_i summed from the other weights (the
+        # matrix form diag(alpha) - alpha alpha^T loses the top row's digits to cancellation near one-hot)
+        a = bounds.softmax_weights(logits, T=torch.tensor(T, dtype=torch.float64))
+        eye = torch.eye(7, dtype=torch.bool)
+        others = a.unsqueeze(-2).masked_fill(eye, 0).sum(dim=-1)
+        J = -a[..., :, None] * a[..., None, :]
+        J = torch.where(eye, (a * others)[..., :, None], J) / T
+        rows = torch.linalg.vector_norm(J, dim=-1).amax(dim=-1)
+        assert torch.allclose(rows, torch.linalg.vector_norm(bounds.softmax_jacobian(logits, T=T), dim=-1).amax(-1))
+        got = bounds.softmax_weight_gradient_norm(logits, T=T)
+        assert torch.allclose(got, rows, rtol=1e-9, atol=1e-300)
+        assert (got <= float(bounds.softmax_weight_gradient_bound(T=T)) * (1 + 1e-12)).all()
+
+
+def test_weight_gradient_bound_is_attained_and_above_the_printed_constant():
+    T = 0.3
+    tied = torch.tensor([1.0, 1.0], dtype=torch.float64)
+    got = float(bounds.softmax_weight_gradient_norm(tied, T=T))
+    assert got == pytest.approx(math.sqrt(2) / (4 * T), rel=1e-14)
+    assert got > float(bounds.softmax_entry_bound(T=T))
+    with pytest.raises(ValueError, match="T"):
+        bounds.softmax_weight_gradient_bound(T=0.0)
+
+
+def test_jensen_residual_is_zero_although_the_context_vector_varies():
+    # d = 1, y = (0, 0, 1), N = 1: s is 0 or 1, yet each y_i - s keeps one sign, so E = E_0
+    alpha = torch.full((3,), 1 / 3, dtype=torch.float64)
+    x = torch.tensor([[0.0], [0.0], [3.0]], dtype=torch.float64)
+    E = float(selection.random_selection_exact(alpha, x, 1))
+    E0 = float(selection.random_selection_expectation(alpha, x, 1))
+    assert E == pytest.approx(4 / 3, abs=1e-15) and E0 == pytest.approx(E, abs=1e-15)
+    # and a case where the y_i - s leave the ray: a positive residual
+    x2 = torch.tensor([[0.0], [3.0], [-3.0]], dtype=torch.float64)
+    assert float(selection.random_selection_exact(alpha, x2, 1)) > float(
+        selection.random_selection_expectation(alpha, x2, 1)
+    )
+
+
+def test_residual_sign_verdict_does_not_claim_a_false_equivalence():
+    v = al.checks.CHECKS["thm1-residual-sign"](trials=60, seed=0)
+    assert "exactly when every subset" not in v.verdict and "one ray" in v.verdict
+
+
+def test_portable_names_machine_paths(monkeypatch, tmp_path):
+    import sysconfig
+
+    site = sysconfig.get_paths()["purelib"]
+    monkeypatch.setenv("ATTNLIMITS_CACHE", str(tmp_path / "cache"))
+    text = f"weights {site}/pkg/w.gguf; cache {tmp_path}/cache/models/m; other {tmp_path}/cachex"
+    out = portable(text)
+    assert out == (
+        "weights <site-packages>/pkg/w.gguf; cache <attnlimits cache>/models/m; other " + portable(f"{tmp_path}/cachex")
+    )
+    assert "<attnlimits cache>" not in portable(f"{tmp_path}/cachex")
+    assert portable("no paths here") == "no paths here"
