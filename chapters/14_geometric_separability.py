@@ -303,8 +303,10 @@ al.plotting.finish(fig, "14_separability_vs_N")
 # a higher dimension keeps more tokens distinguishable at small $N$. Concentration acts differently with $d$: at
 # $d = 8$ concentrated weights ($\beta = 4$) keep more tokens distinguishable than uniform ones; at $d = 64$ uniform
 # weights win for small $N$ (nearly orthogonal tokens of equal weight all sit closer to $s$ than the dropped ones)
-# and lose for large $N$. The reconstructed upper bound stays far above the simulated values and says little; the
-# lower bound is informative only for very small $N$ — the Markov form (not drawn) is negative almost everywhere:
+# and lose for large $N$. The reconstructed upper bound stays far above the simulated values and says little (the
+# paper reports that its own upper bound tracks the empirical maxima: another sign that the reconstruction is not
+# the paper's formula); the lower bound is informative only for very small $N$ — the Markov form (not drawn) is
+# negative almost everywhere:
 
 # %%
 for d, df in sweeps.items():
