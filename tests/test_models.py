@@ -147,6 +147,54 @@ def test_llama_queries_and_keys_are_post_rope_and_kv_expanded():
             assert cap[i].scaling == pytest.approx(16**-0.5)
 
 
+def test_row_keeps_the_visible_keys_and_selection_on_the_whole_row_is_wrong():
+    import attnlimits.selection as sel
+
+    model = _gpt2()
+    cap = models.capture(model, torch.arange(40)[None])
+    layer = cap[1]
+    for i in (0, 10, 39):
+        for h in (0, 3):
+            row = layer.row(i, head=h)
+            assert torch.equal(row.keys, torch.arange(i + 1))
+            assert torch.equal(row.weights, layer.weights[0, h, i, : i + 1])
+            assert torch.equal(row.values, layer.v[0, h, : i + 1])
+            assert abs(row.weights.double().sum().item() - 1) < TOL
+    # The whole captured row of query 10 carries 29 masked keys of weight exactly 0; selection counts them.
+    row, whole = layer.row(10, head=0), layer.weights[0, 0, 10]
+    assert (whole[11:] == 0).all()
+    right = sel.cumulative_distance(row.weights, row.values, 3)
+    s = sel.context_vector(row.weights, row.values, 3)
+    wrong = sel.cumulative_distance(whole, layer.v[0, 0], 3)
+    assert wrong.item() == pytest.approx(right.item() + 29 * s.norm().item(), rel=1e-5)
+    # Row 0 sees one key; top-2 of the whole row picks the masked key 1.
+    assert sel.top_n(layer.weights[0, 0, 0], 2).tolist() == [0, 1] and len(layer.row(0, head=0).weights) == 1
+    for kwargs, name in (({"head": 4}, "head"), ({"head": 0, "batch": 1}, "batch"), ({"head": True}, "head")):
+        with pytest.raises(ValueError, match=f"^{name}: expected an integer"):
+            layer.row(3, **kwargs)
+    with pytest.raises(ValueError, match="^query: expected an integer in 0..39"):
+        layer.row(40, head=0)
+
+
+def test_readme_example_runs(fallback, monkeypatch):
+    """The README's example of selection on a captured row, run as written."""
+    from pathlib import Path
+
+    import attnlimits.selection as sel
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("<!-- README example: tests/test_models.py runs this block -->\n```python\n")[1]
+    code = block.split("```")[0]
+    monkeypatch.setattr(models, "load", lambda *a, **k: fallback)  # the module's fallback, loaded once
+    namespace = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the project's own README
+    row, cap = namespace["row"], namespace["cap"]
+    assert len(row.weights) == 11 and torch.equal(row.weights, cap[2].weights[0, 0, 10, :11])
+    expected = sel.cumulative_distance(cap[2].weights[0, 0, 10, :11], cap[2].v[0, 0, :11], 3)
+    assert namespace["d"].item() == pytest.approx(expected.item(), rel=1e-12)
+    assert namespace["selected"].max().item() <= 10
+
+
 def test_capture_options_and_validation():
     model = _gpt2()
     ids = torch.randint(0, 500, (32,), generator=torch.Generator().manual_seed(3))

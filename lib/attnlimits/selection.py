@@ -16,6 +16,13 @@ weight-scaled tokens and ``s = sum_{i in I_N} y_i`` is the context vector.
 
 Every function accepts tensors, arrays or nested lists, returns ``torch`` tensors, keeps float32/float64 (mixed
 inputs are promoted), loops over no rows, and raises ``ValueError`` naming the argument on invalid input.
+
+Every position of ``alpha`` is a token. On a captured model, pass one query's weights over the keys it sees,
+``cap[layer].row(i, head=h)`` (:meth:`attnlimits.models.LayerCapture.row`: under a causal mask the prefix
+``weights[0, h, i, : i + 1]`` with the values ``v[0, h, : i + 1]``), not the whole captured row
+``weights[0, h, i]``: its masked future keys hold weight exactly 0, and nothing here can tell them from tokens
+of weight 0 (which sparsemax and entmax give legitimately). Passed whole, each masked key adds ``||s||`` to d~ (an early
+row of a long capture has hundreds of them), and :func:`top_n` of row 0 with ``n > 1`` picks masked keys.
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ def top_n(alpha, n: int) -> torch.Tensor:
     """Indices of the ``n`` largest weights, shape ``(..., n)``, largest first; ties go to the lower index.
 
     This is the paper's selected set I_N; the deterministic tie rule makes every quantity below a function of alpha.
+    Every position is a candidate: for a captured causal row pass only the visible keys (see the module note).
     """
     a, _ = validation.weights(alpha)
     return _top_n_indices(a, validation.selection_size(n, a.shape[-1]))
@@ -105,7 +113,9 @@ def token_distances(alpha, x, n: int) -> tuple[torch.Tensor, torch.Tensor]:
 def cumulative_distance(alpha, x, n: int) -> torch.Tensor:
     """Cumulative representation distance d~ = sum_{i not in I_N} ||alpha_i x_i - s||, shape ``(...)``.
 
-    How far, in total, the tokens attention drops lie from what it keeps; 0 when n = L.
+    How far, in total, the tokens attention drops lie from what it keeps; 0 when n = L. Every position of ``alpha``
+    counts as a token: for a captured causal row pass only the visible keys, ``cap[layer].row(i, head=h)`` (see the
+    module note), or the masked ones each add ``||s||``.
     """
     dist, mask = token_distances(alpha, x, n)
     return torch.where(mask, torch.zeros_like(dist), dist).sum(dim=-1)

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
@@ -28,6 +29,7 @@ __all__ = [
     "Capture",
     "LayerCapture",
     "LayerNotCapturedError",
+    "Row",
     "attention_implementation",
     "capture",
     "eager_attentions",
@@ -38,6 +40,18 @@ __all__ = [
 
 #: Name of the attention implementation registered for :func:`capture`.
 CAPTURE_IMPLEMENTATION = "attnlimits_capture"
+
+
+class Row(NamedTuple):
+    """One query's attention over the keys it sees: the input :mod:`attnlimits.selection` expects.
+
+    ``weights`` ``(n,)`` sum to one; ``values`` ``(n, head_dim)`` are the value vectors of the same keys (the
+    tokens x of the book); ``keys`` ``(n,)`` are their positions, increasing (``0..query`` under a causal mask).
+    """
+
+    weights: torch.Tensor
+    values: torch.Tensor
+    keys: torch.Tensor
 
 
 @dataclass
@@ -91,6 +105,24 @@ class LayerCapture:
     def seq_len(self) -> int:
         """Number of positions captured."""
         return self.q.shape[-2]
+
+    def row(self, query: int, *, head: int, batch: int = 0) -> Row:
+        """Query ``query``'s weights over the keys its mask lets it see, with their values and positions.
+
+        A captured row ``weights[batch, head, query]`` has an entry for every key position; the keys the mask removes
+        (under a causal mask the future ones, ``query + 1`` and later) hold weight exactly 0. Passed as they are to
+        :mod:`attnlimits.selection`, those zeros count as tokens: each lies ``||s||`` from the context vector and
+        inflates d~, and :func:`attnlimits.selection.top_n` can pick them. This row keeps only the visible keys:
+        under a causal mask it is ``weights[batch, head, query, : query + 1]`` with ``v[batch, head, : query + 1]``;
+        under a sliding window, the window.
+        """
+        shape = self.weights.shape
+        for name, value, size in (("batch", batch, shape[0]), ("head", head, shape[1]), ("query", query, shape[2])):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
+                raise ValueError(f"{name}: expected an integer in 0..{size - 1}, got {value!r}")
+        visible = ~torch.broadcast_to(self.masked, shape)[batch, head, query]
+        keys = visible.nonzero().squeeze(-1)
+        return Row(self.weights[batch, head, query, keys], self.v[batch, head, keys], keys)
 
     @property
     def nbytes(self) -> int:
