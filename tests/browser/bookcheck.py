@@ -42,6 +42,7 @@ class PageData:
     mathjax_loaded: bool = False
     untypeset: list[str] = field(default_factory=list)  # math elements MathJax left as text
     math: list[dict] = field(default_factory=list)  # {"tex", "mml"} per typeset formula
+    math_fonts: list[dict] = field(default_factory=list)  # {"family", "status"} of MathJax's web fonts
     text: str = ""  # visible text of the article, without code, math and scripts
     images: list[dict] = field(default_factory=list)  # {"src", "complete", "width", "alt", "caption", "content"}
     outputs: list[dict] = field(default_factory=list)  # {"classes", "text"} per notebook output
@@ -141,6 +142,11 @@ def mathjax_problems(data: PageData) -> list[str]:
         problems.append(f"MathJax did not load, {data.math_elements} formulas are shown as TeX")
     for tex in data.untypeset:
         problems.append(f"formula not typeset: {tex[:80]!r}")
+    failed = sorted({f["family"] for f in data.math_fonts if f["status"] == "error"})
+    if failed:
+        problems.append(f"MathJax fonts failed to load: {', '.join(failed)}")
+    elif data.math and not any(f["status"] == "loaded" for f in data.math_fonts):
+        problems.append("no MathJax font loaded although the page has formulas")
     for item in data.math:
         mml = item["mml"]
         if "<merror" in mml:
@@ -302,6 +308,9 @@ async () => {
     }
   }
   out.untypeset = mathElements.filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.trim());
+  await document.fonts.ready;
+  out.math_fonts = [...document.fonts].filter(f => f.family.replace(/"/g, '').startsWith('MJX'))
+    .map(f => ({family: f.family.replace(/"/g, ''), status: f.status}));
 
   const images = [...document.images];
   images.forEach(img => { img.loading = 'eager'; });

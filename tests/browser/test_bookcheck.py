@@ -111,11 +111,18 @@ def test_mathjax_rule_fires_on_errors_undefined_macros_and_missing_mathjax():
     ok = {"tex": "x", "mml": "<math><mi>x</mi></math>"}
     error = {"tex": r"\frac{1}{", "mml": '<math><merror data-mjx-error="Missing close brace">…</merror></math>'}
     undefined = {"tex": r"\foo x", "mml": '<math><mtext mathcolor="red">\\foo</mtext><mi>x</mi></math>'}
-    assert mathjax_problems(PageData(math_elements=1, mathjax_loaded=True, math=[ok])) == []
-    assert "Missing close brace" in mathjax_problems(PageData(math_elements=1, mathjax_loaded=True, math=[error]))[0]
-    assert "undefined macro \\foo" in mathjax_problems(PageData(mathjax_loaded=True, math=[undefined]))[0]
+    loaded = [{"family": "MJXTEX", "status": "loaded"}]
+    assert mathjax_problems(PageData(math_elements=1, mathjax_loaded=True, math=[ok], math_fonts=loaded)) == []
+    found = mathjax_problems(PageData(math_elements=1, mathjax_loaded=True, math=[error], math_fonts=loaded))
+    assert len(found) == 1 and "Missing close brace" in found[0]
+    found = mathjax_problems(PageData(mathjax_loaded=True, math=[undefined], math_fonts=loaded))
+    assert len(found) == 1 and "undefined macro \\foo" in found[0]
     assert "did not load" in mathjax_problems(PageData(math_elements=3, mathjax_loaded=False))[0]
     assert "not typeset" in mathjax_problems(PageData(mathjax_loaded=True, untypeset=[r"\(x\)"]))[0]
+    fonts = [{"family": "MJXTEX", "status": "loaded"}, {"family": "MJXTEX-I", "status": "error"}]
+    assert "fonts failed to load: MJXTEX-I" in mathjax_problems(PageData(mathjax_loaded=True, math_fonts=fonts))[0]
+    unloaded = [{"family": "MJXTEX", "status": "unloaded"}]
+    assert "no MathJax font" in mathjax_problems(PageData(mathjax_loaded=True, math=[ok], math_fonts=unloaded))[0]
 
 
 def image(src="../_images/a.png", complete=True, width=640, alt="", caption="", content=True):
@@ -227,3 +234,16 @@ def test_each_rule_fires_in_the_browser(defect, synthetic_book, browser_context,
     assert fired == expected, found
     if defect == "clean":
         assert data.mathjax_loaded and len(data.math) == data.math_elements == 4 and not data.untypeset
+        assert {f["status"] for f in data.math_fonts} >= {"loaded"}
+
+
+@pytest.mark.browser
+def test_mathjax_without_its_fonts_is_caught(synthetic_book, browser_context, tmp_path):
+    import shutil
+
+    html = tmp_path / "html"
+    shutil.copytree(synthetic_book / "html", html)
+    shutil.rmtree(html / "mathjax" / "output" / "chtml" / "fonts")
+    data = inspect_page(browser_context, (html / "clean.html").as_uri())
+    assert data.mathjax_loaded and len(data.math) == 4
+    assert any("fonts failed to load" in p for p in mathjax_problems(data)), data.math_fonts
