@@ -145,6 +145,9 @@ print("worst random trial of Corollary 1:", cor1.details["worst_ratio_random"])
 
 # %%
 assert cor1.violations == 0 and lem1.violations == 0
+# Lemma 1's worst case: the extremal logits at the largest length (the table above)
+assert lem1.details["worst_case"]["construction"]
+assert lem1.details["worst_case"]["L"] == max(cor1.details["lengths"])
 assert (
     cor1.worst_ratio < 1 and lem1.worst_ratio < 1
 )  # approached, never attained at finite L

@@ -199,6 +199,9 @@ assert (
     rec.violations > 0 and (counter_R.E_Ns_over_N > counter_R.reconstructed_upper).all()
 )
 assert all(case["kind"].startswith("targeted") for case in rec.details["violating"])
+assert (
+    len(rec.details["violating"]) == 3
+)  # the fixed-radius one and both at the radius R
 
 # %% [markdown]
 # The check finds the violation with a $4$-standard-error margin in the fixed-radius configuration and the two
