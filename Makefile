@@ -32,6 +32,9 @@ test: setup
 results: setup
 	$(BIN)/python -c "import attnlimits as al; m, t = al.models.load(), al.texts.load(); \
 	[al.experiments.results(m, t, 'paper', exclude_sink=s) for s in (False, True)]"
+	$(BIN)/python -c "import os, attnlimits as al; p = os.environ.get('ATTNLIMITS_PRESET', 'default'); \
+	al.training.cached_sweep(p); al.alternatives.cached_synthetic_tables(p); \
+	al.alternatives.cached_model_tables(al.models.load(), al.texts.load(), p)"
 
 ## The HTML book in _build/html, executing every chapter; warnings are errors.
 book: setup

@@ -154,6 +154,7 @@ def test_presets_and_cached_sweep(tmp_path):
     with pytest.raises(ValueError, match="preset: must be one of"):
         training.get_preset("huge")
     assert training.get_preset("default").steps < training.get_preset("full").steps
+    assert training.work("full") > 10 * training.work("default")
     tiny = dataclasses.replace(
         training.get_preset("default"),
         name="tiny",

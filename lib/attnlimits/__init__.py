@@ -12,6 +12,7 @@ import importlib
 __version__ = "0.1.0"
 
 SUBMODULES = (
+    "alternatives",
     "bounds",
     "checks",
     "cli",
@@ -28,6 +29,7 @@ SUBMODULES = (
     "sweeps",
     "synthetic",
     "texts",
+    "training",
 )
 __all__ = list(SUBMODULES)
 

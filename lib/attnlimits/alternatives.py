@@ -53,6 +53,7 @@ __all__ = [
     "synthetic_heads",
     "synthetic_tables",
     "weight_table",
+    "work",
 ]
 
 
@@ -282,7 +283,7 @@ def cached(name: str, fn: Callable, *args, root=None, key=None, **kwargs):
 # ----------------------------------------------------------------------------------------------------------------
 PRESETS = {
     "default": {
-        "synthetic_L": [64, 128, 256, 512],
+        "synthetic_L": [32, 64, 128, 256],
         "heads": 24,
         "rows": 4,
         "model_L": [32, 64, 128, 256],
@@ -296,11 +297,11 @@ PRESETS = {
     },
     "full": {
         "synthetic_L": [32, 64, 128, 256, 512, 1024],
-        "heads": 64,
-        "rows": 16,
-        "model_L": [32, 64, 128, 256, 512, 1024],
-        "model_rows": 32,
-        "layers": None,
+        "heads": 48,
+        "rows": 8,
+        "model_L": [32, 64, 128, 256, 512],
+        "model_rows": 16,
+        "layers": 10,
         "n_points": 20,
         "fixed_N": 5,
         "T_grid": [0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0],
@@ -324,17 +325,18 @@ def get_preset(preset) -> dict:
 
 def all_tables(inputs: dict, p: dict, names=None) -> dict[str, pd.DataFrame]:
     """Every diagnostic of the chapter on ``inputs`` (``{L: (logits, x)}``): ``weights``, ``distance`` (the fixed N at
-    every L and the N grid at the largest L), ``critical`` (KS level 0.05 on the N grid at every L), ``jacobian``
-    and ``g`` (at the largest L)."""
+    every L and the N grid at the largest L), then at the largest L only ``critical`` (KS level 0.05 on the N grid),
+    ``jacobian`` and ``g``."""
     lengths = sorted(inputs)
     top = lengths[-1]
-    grids = {L: sorted(set(n_grid(L, p["n_points"])) | {min(p["fixed_N"], L - 1)}) for L in lengths}
+    grids = {L: [min(p["fixed_N"], L - 1)] for L in lengths}
+    grids[top] = sorted(set(n_grid(top, p["n_points"])) | set(grids[top]))
     distance = distance_table(inputs, grids, names)
     t0 = time.perf_counter()
     out = {
         "weights": weight_table(inputs, names),
         "distance": distance,
-        "critical": critical_fraction(distance),
+        "critical": critical_fraction(distance[distance.L == top]),
         "jacobian": jacobian_table({top: inputs[top]}, names),
         "g": g_table(inputs[top][0], p["T_grid"], p["eps"], names, seed=p["seed"]),
     }
@@ -350,6 +352,22 @@ def synthetic_tables(preset="default") -> dict[str, pd.DataFrame]:
     out = all_tables({L: (logits[:, :, :L], x[:, :L]) for L in p["synthetic_L"]}, p)
     out["seconds"] = pd.DataFrame([{"part": "synthetic", "seconds": time.perf_counter() - t0}])
     return out
+
+
+def work(preset="default", n_layers: int = 30, n_heads: int = 9) -> dict[str, int]:
+    """The preset's work in weight entries (heads x rows x L, summed over lengths, times the N grid's size at the
+    largest length), for the synthetic and the model part; ``n_layers`` and ``n_heads`` describe the model. The
+    time grows about linearly with it, so the ratio of two presets' work extrapolates a time."""
+    p = get_preset(preset)
+    layers = len(model_layers(n_layers, p["layers"]))
+
+    def entries(heads, rows, lengths):
+        return heads * rows * (sum(lengths) + max(lengths) * p["n_points"])
+
+    return {
+        "synthetic": entries(p["heads"], p["rows"], p["synthetic_L"]),
+        "model": entries(layers * n_heads, p["model_rows"], p["model_L"]),
+    }
 
 
 def model_layers(n_layers: int, count) -> list[int]:

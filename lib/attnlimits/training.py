@@ -51,6 +51,7 @@ __all__ = [
     "summarize",
     "sweep",
     "train",
+    "work",
 ]
 
 
@@ -441,6 +442,13 @@ def _groups(p: TrainingPreset):
     for L in p.lengths:
         if L != p.L:
             yield "length", L, [(max(1, round(p.length_fraction * L)), 1.0, s) for s in p.seeds]
+
+
+def work(preset="default") -> int:
+    """The preset's training work in token-steps (runs x L x steps x batch, summed over groups and normalisers):
+    the training time grows about linearly with it, so the ratio of two presets' work extrapolates a time."""
+    p = get_preset(preset)
+    return sum(len(runs) * L * p.steps * p.batch for _, L, runs in _groups(p)) * len(p.normalizers)
 
 
 def sweep(preset="default", *, progress: bool = False) -> Training:
