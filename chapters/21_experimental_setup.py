@@ -210,9 +210,10 @@ pd.DataFrame(
 # ```
 #
 # Model resolution goes: a local directory (or `.gguf` file) → the Hugging Face cache, without network → the Hub,
-# after one short reachability check (at most a few seconds, no retries) → the offline fallback, unless
-# `allow_fallback=False`. `ATTNLIMITS_CACHE` moves attnlimits' cache (the dequantised fallback, the downloaded
-# book); `HF_HUB_OFFLINE=1` skips the network entirely. Any model whose transformers implementation uses the
+# after one short reachability check (at most a few seconds, no retries) → the offline fallback, for the paper's
+# `gpt2` only: any other model that cannot be found is an error (a typo does not silently give another model),
+# unless `allow_fallback=True`. `ATTNLIMITS_CACHE` moves attnlimits' cache (the dequantised fallback, the
+# downloaded book); `HF_HUB_OFFLINE=1` skips the network entirely. Any model whose transformers implementation uses the
 # attention-function interface (GPT-2, Llama, Mistral, Qwen2, Gemma and most recent decoders) can be captured.
 #
 # ## Closing note: what this costs
