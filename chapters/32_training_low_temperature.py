@@ -156,14 +156,15 @@ al.plotting.finish(fig, "32_grad_by_T")
 # temperature and normaliser (log scale; zero gradients drawn at $10^{-8}$).*
 
 # %%
-columns = ["grad_mean", "grad_spike", "rel_error", "reached"]
+columns = ["grad_mean", "grad_spike", "rel_error", "reached", "steps_to_target"]
 stats = table.set_index(["normalizer", "T"])[columns]
 zero = g.assign(zero=g.grad_norm <= 1e-8).groupby(["normalizer", "T"]).zero.mean()
 stats["zero-gradient steps"] = zero
 stats.loc["softmax"].style.format("{:.3g}")
 
 # %% [markdown]
-# `grad_spike` is the largest ratio, over the seeds, of a run's largest gradient norm to its median one.
+# `grad_spike` is the largest ratio, over the seeds, of a run's largest gradient norm to its median one;
+# `steps_to_target` the median, over the seeds that reach it, of the first step at the target loss.
 
 # %% [markdown]
 # ## How many tokens to select: N / L and L

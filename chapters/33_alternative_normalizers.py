@@ -107,28 +107,35 @@ vanish.to_frame().style.format("{:.2f}")
 # ### Distance, its random-selection counterpart and the critical N
 
 # %%
+def distance_panels(dist, fixed_N):
+    """d~ and E against L (fixed N) and N (largest L); N_s / N against N."""
+    top_L = dist.L.max()
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for name in COLORS:
+        part = dist[(dist.normalizer == name) & (dist.N == fixed_N)].groupby("L")
+        axes[0].plot(part.d_tilde.mean(), "-o", color=COLORS[name], label=f"{name} d~")
+        axes[0].plot(part.E.mean(), ":", color=COLORS[name])
+        part = dist[(dist.normalizer == name) & (dist.L == top_L)].groupby("N")
+        axes[1].plot(part.d_tilde.mean(), "-o", color=COLORS[name], label=name)
+        axes[1].plot(part.E.mean(), ":", color=COLORS[name])
+        axes[2].plot(part.ns_fraction.mean(), "-o", color=COLORS[name], label=name)
+    axes[0].set(xscale="log", yscale="log", xlabel="L",
+                title=f"d~ (solid), E (dotted); N = {fixed_N}")
+    lengths = sorted(dist.L.unique())
+    axes[0].set_xticks(lengths, [str(t) for t in lengths])
+    axes[0].minorticks_off()
+    axes[1].set(xscale="log", yscale="log", xlabel="N",
+                title=f"d~ (solid), E (dotted); L = {top_L}")
+    axes[2].set(xscale="log", xlabel="N", ylabel="N_s / N",
+                title=f"separable fraction; L = {top_L}")
+    axes[1].legend(fontsize=7)
+    return fig
+
+
 dist = syn["distance"]
 fixed_N = alt.get_preset(preset)["fixed_N"]
 top_L = dist.L.max()
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-for name in COLORS:
-    part = dist[(dist.normalizer == name) & (dist.N == fixed_N)].groupby("L")
-    axes[0].plot(part.d_tilde.mean(), "-o", color=COLORS[name], label=f"{name} d~")
-    axes[0].plot(part.E.mean(), ":", color=COLORS[name])
-    part = dist[(dist.normalizer == name) & (dist.L == top_L)].groupby("N")
-    axes[1].plot(part.d_tilde.mean(), "-o", color=COLORS[name], label=name)
-    axes[1].plot(part.E.mean(), ":", color=COLORS[name])
-    axes[2].plot(part.ns_fraction.mean(), "-o", color=COLORS[name], label=name)
-axes[0].set(xscale="log", yscale="log", xlabel="L",
-            title=f"d~ (solid), E (dotted); N = {fixed_N}")
-lengths = sorted(dist.L.unique())
-axes[0].set_xticks(lengths, [str(t) for t in lengths])
-axes[0].minorticks_off()
-axes[1].set(xscale="log", yscale="log", xlabel="N",
-            title=f"d~ (solid), E (dotted); L = {top_L}")
-axes[2].set(xscale="log", xlabel="N", ylabel="N_s / N",
-            title=f"separable fraction; L = {top_L}")
-axes[1].legend(fontsize=7)
+fig = distance_panels(dist, fixed_N)
 al.plotting.finish(fig, "33_distance")
 
 # %% [markdown]
@@ -200,6 +207,14 @@ al.plotting.finish(fig, "33_model")
 # %% [markdown]
 # *Figure: on the model's own logits, the median head's largest weight and fraction of non-zero weights against
 # the length, and $g(T, \varepsilon)$ against the temperature, per normaliser.*
+
+# %%
+fig = distance_panels(mod["distance"], fixed_N)
+al.plotting.finish(fig, "33_model_distance")
+
+# %% [markdown]
+# *Figure: on the model's own logits and value vectors, the mean over heads of $\tilde d$ (solid) and $E$
+# (dotted) against $L$ at fixed $N$ and against $N$ at the largest $L$, and the separable fraction $N_s/N$.*
 
 # %%
 mcrit = mod["critical"].pivot(index="L", columns="normalizer",
