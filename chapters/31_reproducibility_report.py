@@ -30,6 +30,7 @@
 import time
 
 import pandas as pd
+from IPython.display import Markdown
 
 import attnlimits as al
 
@@ -99,6 +100,24 @@ res = al.experiments.results(model, text, "paper")
 print(res.summary())
 experiment_claims = al.reproduction.claims(res)
 experiment_claims[["figure", "paper", "measured", "verdict"]].style.hide(axis="index")
+
+# %% [markdown]
+# ## Every claim of the paper, one table
+#
+# The table below is built by `al.report.claims` from the check verdicts and the experiments' results computed
+# above, not written by hand: each claim of the paper, the paper's number, ours with where it came from (the
+# checks' seeded trials, or the model, text and preset of the experiments), a verdict decided by a fixed rule,
+# and the chapter that shows it. Verdicts: *reproduced*; *reproduced with a different constant*; *not
+# reproduced*; *corrected* (the paper's statement fails and the book proves a replacement that holds); *not
+# testable here*. "(the book's reconstruction)" marks a claim whose formula the paper does not print in full:
+# what is checked is the book's reading of it, so a failure refutes that reading, not the paper. The
+# {doc}`introduction <intro>` shows the same table: this cell writes the file it includes.
+
+# %%
+claims = al.report.claims(verdicts, res)
+al.report.write_include(claims)  # al.report.INCLUDE, included by the introduction
+columns = ("claim", "paper", "ours", "source", "verdict", "where")
+Markdown(al.report.markdown(claims, columns=columns))
 
 # %% [markdown]
 # The wall time of each algorithm here, beside the paper's (Table 1 of the paper: a 10-core laptop CPU, 144
