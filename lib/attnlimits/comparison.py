@@ -210,22 +210,31 @@ def collect(preset="reduced", root=None) -> tuple[dict, dict]:
 # ------------------------------------------------------------------------------------------------------------------
 # side by side
 # ------------------------------------------------------------------------------------------------------------------
-def _one_over_t_range(res) -> float:
-    """The largest T up to which max-over-heads g (smallest eps) follows 1/T: the log-log slope over every T up to
-    it (at least three grid points) lies in [-1.2, -0.8]. NaN when it never does."""
+def _one_over_t_range(res) -> tuple[float, float]:
+    """The T range where max-over-heads g (smallest eps, the model's logits) follows 1/T: the longest run of
+    consecutive grid intervals whose log-log slope lies in [-1.2, -0.8], as ``(T_lo, T_hi)``; NaNs when none."""
     t = res.gradient[(res.gradient.logit_scaling == "model") & (res.gradient.eps == res.gradient.eps.min())]
     top = t.groupby("T").g.max()
-    best = np.nan
-    for k in range(3, len(top) + 1):
-        if -1.2 <= reproduction.loglog_slope(top.index[:k], top.values[:k]) <= -0.8:
-            best = float(top.index[k - 1])
-    return best
+    T, g = np.log(top.index.to_numpy(float)), np.log(top.to_numpy(float))
+    ok = (np.diff(g) / np.diff(T) >= -1.2) & (np.diff(g) / np.diff(T) <= -0.8)
+    best, start = (0, -1), None
+    for i, flag in enumerate([*ok, False]):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            best = max(best, (i - start, start))
+            start = None
+    length, first = best
+    if length == 0:
+        return np.nan, np.nan
+    return float(top.index[first]), float(top.index[first + length])
 
 
 def summary(results: dict) -> pd.DataFrame:
     """One row per model: critical N / L (median over L, KS level 0.05), the N_s/N plateau (median over heads,
-    averaged over N >= 16), the growth exponent of d~(L) (median over heads, N fixed), the T up to which g follows
-    1/T, the slope of g for T < 0.1, and the attention sink's weight (median and largest over heads)."""
+    averaged over N >= 16), the growth exponent of d~(L) (median over heads, N fixed), the range of T where the
+    most sensitive head's g follows 1/T, the slope of g for T < 0.1, and the attention sink's weight (median
+    and largest over heads)."""
     rows = []
     for label, res in results.items():
         crit = res.critical[res.critical.ks_level == 0.05].dropna(subset=["critical_N"])
@@ -243,7 +252,8 @@ def summary(results: dict) -> pd.DataFrame:
                 "critical N / L": float(frac.median()) if len(frac) else np.nan,
                 "N_s/N plateau": float(sep[sep.index >= 16].mean()),
                 "d~ growth exponent": reproduction.loglog_slope(med.index, med.values),
-                "g ~ 1/T up to T": _one_over_t_range(res),
+                "g ~ 1/T from T": _one_over_t_range(res)[0],
+                "g ~ 1/T to T": _one_over_t_range(res)[1],
                 "g slope (T < 0.1)": reproduction.loglog_slope(low.index, low.values),
                 "sink weight (median)": float(res.sink.sink_weight.median()),
                 "sink weight (max)": float(res.sink.sink_weight.max()),
