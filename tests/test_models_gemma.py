@@ -199,3 +199,18 @@ def test_the_installed_wheels_join_to_the_stated_file(tmp_path):
     assert provenance.sha256_file(path) == gemma.gemma_expected_sha256()
     assert path.stat().st_size == sum(p.stat().st_size for p in gemma.gemma_chunks())
     assert Path(path).read_bytes()[:4] == b"GGUF"
+
+
+def test_load_by_name_resolves_the_verified_gguf(tiny_gemma, tmp_path, monkeypatch):
+    from attnlimits.models import loading
+
+    target = tmp_path / "joined.gguf"
+    seen = []
+    monkeypatch.setattr(loading, "gemma_gguf", lambda: target)
+    monkeypatch.setattr(loading, "load_local", lambda path: (seen.append(path), (tiny_gemma, None, [], "x"))[1])
+    monkeypatch.setattr(loading, "hash_files", lambda files: "sha")
+    loaded = models.load("gemma3-270m")
+    assert seen == [target]
+    p = loaded.provenance
+    assert (p.source, p.model_id) == ("package", "google/gemma-3-270m")
+    assert "SHA-256 verified" in p.reason and gemma.GEMMA["description"] in p.notes
