@@ -163,3 +163,34 @@ def test_the_markdown_detectors_catch_what_they_are_for():
         "# $$",
     ]
     assert stranded_markdown("# compute it\nx = 1  # ## not at the start") == []
+
+
+# A cell that draws a figure (the library's `plotting.finish` or a matplotlib figure) must describe it for readers
+# who cannot see it: myst-nb's alt text lives in the notebook cell's metadata (the .py's filter hides it).
+DRAWS_A_FIGURE = re.compile(r"\bfinish\(|plt\.subplots\(|plt\.figure\(|\.figure\(")
+
+
+def figure_cells_without_alt(nb) -> list[int]:
+    """Indices of code cells that draw a figure but carry no `mystnb.image.alt` metadata."""
+    return [
+        i
+        for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "code"
+        and DRAWS_A_FIGURE.search(cell.source)
+        and not cell.metadata.get("mystnb", {}).get("image", {}).get("alt")
+    ]
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_figure_cell_has_alt_text(nb_path: Path):
+    nb = jupytext.read(nb_path)
+    assert not figure_cells_without_alt(nb), f"{nb_path.name}: figure cells without alt text"
+
+
+def test_the_alt_text_detector_fires():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("fig, ax = plt.subplots()")])
+    assert figure_cells_without_alt(nb) == [0]
+    nb.cells[0].metadata["mystnb"] = {"image": {"alt": "a line"}}
+    assert figure_cells_without_alt(nb) == []
