@@ -32,7 +32,7 @@ test: setup
 	$(BIN)/ruff format --check lib tests
 	$(BIN)/python -m pytest
 	$(MAKE) results
-	$(BIN)/python -m pytest --nbmake chapters
+	$(BIN)/python -m pytest --nbmake chapters --durations=0
 
 ## The Experiments part's numbers (Algorithms 1-5, "paper" preset, with and without the attention sink) for the
 ## default model and text, computed once into results/ and read from there by the experiment chapters; a no-op
