@@ -48,7 +48,7 @@ preset = manifest["preset"]
 print(f"text: {text['title']} [{text['source']}], sha256 {text['sha256'][:12]}...")
 print(f"preset {preset['name']}: {preset['windows']} window, L <= {preset['alg4_L']}")
 print(f"computed in {manifest['seconds']:.0f} s")
-al.comparison.overview(manifest)
+al.comparison.overview(manifest).T  # one column per model: fits the page
 
 # %% [markdown]
 # ## The models
