@@ -149,3 +149,24 @@ def test_verdicts_replace(fake):
     """The rows are frozen dataclasses (a table cannot be edited in place by a chapter)."""
     with pytest.raises(dataclasses.FrozenInstanceError):
         report.ROWS[0].claim = "x"  # type: ignore[misc]
+
+
+def test_the_book_reads_the_report_before_the_introduction():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("report_first", ROOT / "_ext" / "report_first.py")
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    known = {ext.INTRO, ext.REPORT, "chapters/11_x"}
+    # A fresh build: the introduction moves right after the report, whatever order Sphinx chose.
+    order = [ext.INTRO, "chapters/11_x", ext.REPORT]
+    ext.report_before_intro(order, known)
+    assert order == ["chapters/11_x", ext.REPORT, ext.INTRO]
+    # Only the report changed: the introduction is read again after it, for the fresh table.
+    order = [ext.REPORT]
+    ext.report_before_intro(order, known)
+    assert order == [ext.REPORT, ext.INTRO]
+    # The report not read: nothing changes.
+    order = [ext.INTRO]
+    ext.report_before_intro(order, known)
+    assert order == [ext.INTRO]
