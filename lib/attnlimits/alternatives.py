@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 from scipy import stats
 
-from attnlimits import normalizers, selection, sweeps
+from attnlimits import normalizers, provenance, selection, sweeps
 
 __all__ = [
     "PRESETS",
@@ -255,7 +255,6 @@ def cached(name: str, fn: Callable, *args, root=None, key=None, **kwargs):
     """``fn(*args, **kwargs)`` kept in ``<root>/alternatives/<name>-<hash>.pkl``; the hash covers this module's code
     and the torch version, and ``key`` (any JSON-able fingerprint of the data; by default the arguments
     themselves, tensors hashed by value). ``root``: as :func:`attnlimits.training.cached_sweep`."""
-    from attnlimits.training import _results_root
 
     spec = {
         "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
@@ -264,7 +263,7 @@ def cached(name: str, fn: Callable, *args, root=None, key=None, **kwargs):
         "key": key if key is not None else _fingerprint([list(args), kwargs]),
     }
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    folder = (Path(root) if root is not None else _results_root()) / "alternatives"
+    folder = (Path(root) if root is not None else provenance.results_root()) / "alternatives"
     path = folder / f"{name}-{digest}.pkl"
     if path.is_file():
         with path.open("rb") as f:

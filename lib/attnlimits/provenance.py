@@ -6,6 +6,7 @@
 - :func:`banner`, :func:`banner_text` the provenance banner of a model and, when given, of a text.
 - :func:`sha256_file`, :func:`hash_files`  hashing of weight and text files.
 - :func:`cache_dir`                   attnlimits' cache directory (``$ATTNLIMITS_CACHE`` or the user cache).
+- :func:`book_checkout`, :func:`results_root` the book's checkout, and where computed results are cached.
 - :func:`say`                         the one-line ``[attnlimits] ...`` messages of the loaders.
 - :func:`portable`                    a text with this machine's absolute paths named portably (the banner and
                                       the loaders' messages print that; the records keep the full paths).
@@ -28,7 +29,9 @@ __all__ = [
     "Provenance",
     "banner",
     "banner_text",
+    "book_checkout",
     "cache_dir",
+    "results_root",
     "config_facts",
     "facts",
     "hash_files",
@@ -149,6 +152,22 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def book_checkout() -> Path | None:
+    """The book's checkout this library runs from (the folder holding ``pyproject.toml`` and ``_toc.yml``), if any."""
+    here = Path(__file__).resolve().parents
+    return next((d for d in here if (d / "pyproject.toml").is_file() and (d / "_toc.yml").is_file()), None)
+
+
+def results_root() -> Path:
+    """Where computed results are cached: ``$ATTNLIMITS_RESULTS``, else the ``results`` folder of the book's
+    checkout (git-ignored), else ``results`` under :func:`cache_dir`."""
+    env = os.environ.get("ATTNLIMITS_RESULTS")
+    if env:
+        return Path(env)
+    checkout = book_checkout()
+    return checkout / "results" if checkout is not None else cache_dir() / "results"
 
 
 def cache_dir() -> Path:

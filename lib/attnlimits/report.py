@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnlimits import reproduction
+from attnlimits import provenance, reproduction
 
 __all__ = [
     "CORRECTED",
@@ -47,13 +47,8 @@ VERDICTS = (REPRODUCED, DIFFERENT, NOT, CORRECTED, NOT_TESTABLE)
 RECONSTRUCTION = " (the book's reconstruction)"
 
 
-def _checkout() -> Path:
-    here = Path(__file__).resolve().parents
-    return next((d for d in here if (d / "pyproject.toml").is_file() and (d / "_toc.yml").is_file()), Path.cwd())
-
-
 #: The introduction's claims table, written by the reproducibility report and included by ``chapters/intro.md``.
-INCLUDE = _checkout() / "chapters" / "_generated" / "claims.md"
+INCLUDE = (provenance.book_checkout() or Path.cwd()) / "chapters" / "_generated" / "claims.md"
 
 
 @dataclass(frozen=True)

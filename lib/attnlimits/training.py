@@ -26,7 +26,6 @@ import hashlib
 import json
 import math
 import numbers
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,7 +35,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlimits import normalizers
+from attnlimits import normalizers, provenance
 
 __all__ = [
     "PRESETS",
@@ -505,18 +504,6 @@ def _code_hash() -> str:
     return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
 
-def _results_root() -> Path:
-    root = os.environ.get("ATTNLIMITS_RESULTS")
-    if root:
-        return Path(root)
-    for d in Path(__file__).resolve().parents:
-        if (d / "pyproject.toml").is_file() and (d / "_toc.yml").is_file():
-            return d / "results"
-    from attnlimits import provenance
-
-    return provenance.cache_dir() / "results"
-
-
 def cached_sweep(preset="default", *, root=None, progress: bool = False) -> Training:
     """:func:`sweep` from ``<root>/training/<preset>-<key>`` when present, else computed and saved there; the key
     hashes this module's code and the preset, so changed code or grids recompute. ``root`` defaults to
@@ -524,7 +511,7 @@ def cached_sweep(preset="default", *, root=None, progress: bool = False) -> Trai
     p = get_preset(preset)
     spec = json.dumps({"code": _code_hash(), "preset": p.as_dict(), "torch": torch.__version__}, sort_keys=True)
     key = hashlib.sha256(spec.encode()).hexdigest()[:16]
-    folder = Path(root) if root is not None else _results_root()
+    folder = Path(root) if root is not None else provenance.results_root()
     folder = folder / "training" / f"{p.name}-{key}"
     if (folder / "final.csv").is_file() and (folder / "history.csv").is_file():
         return Training(pd.read_csv(folder / "history.csv"), pd.read_csv(folder / "final.csv"))
