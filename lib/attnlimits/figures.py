@@ -55,16 +55,16 @@ def _distance_figure(table, by: str, ticks, xlabel: str, title: str, ax):
 
 def distance_vs_length(res, ax=None):
     """Figure 2a: d~, E and d_max against L at the preset's fixed N (median, 10-90 % band over heads x windows)."""
-    p = res.provenance["preset"]
-    t = res.distance[(res.distance.N == p["alg1_N"]) & res.distance.L.isin(p["alg1_L"])]
-    return _distance_figure(t, "L", p["alg1_L"], "sequence length $L$", f"Distance vs length (N = {p['alg1_N']})", ax)
+    p = res.preset
+    return _distance_figure(
+        res.alg1(), "L", p.alg1_L, "sequence length $L$", f"Distance vs length (N = {p.alg1_N})", ax
+    )
 
 
 def distance_vs_n(res, ax=None):
     """Figure 2b: d~, E and d_max against N at the preset's fixed L."""
-    p = res.provenance["preset"]
-    t = res.distance[(res.distance.L == p["alg2_L"]) & res.distance.N.isin(p["alg2_N"])]
-    return _distance_figure(t, "N", p["alg2_N"], "selected tokens $N$", f"Distance vs N (L = {p['alg2_L']})", ax)
+    p = res.preset
+    return _distance_figure(res.alg2(), "N", p.alg2_N, "selected tokens $N$", f"Distance vs N (L = {p.alg2_L})", ax)
 
 
 def critical_figure(res, ax=None):

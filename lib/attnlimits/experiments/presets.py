@@ -1,12 +1,13 @@
-"""The grids of Algorithms 1-5 (presets "paper" and "quick") and their validation."""
+"""The grids of Algorithms 1-5 (presets "paper", "reduced" and "quick") and their validation."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from attnlimits.presets import Registry, StudyPreset
 
 __all__ = ["PRESETS", "Preset", "get_preset", "validate_grid"]
 
@@ -15,10 +16,9 @@ __all__ = ["PRESETS", "Preset", "get_preset", "validate_grid"]
 # presets
 # ----------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Preset:
+class Preset(StudyPreset):
     """The grids of Algorithms 1-5 and how many windows to read."""
 
-    name: str
     windows: int
     alg1_N: int
     alg1_L: tuple[int, ...]
@@ -36,30 +36,55 @@ class Preset:
         """The longest L any algorithm reads: the window length."""
         return max(*self.alg1_L, self.alg2_L, self.alg4_L, self.alg5_L)
 
-    def as_dict(self) -> dict:
-        """The preset as plain JSON-able data."""
-        return dataclasses.asdict(self)
+    def distance_grid(self) -> dict[int, list[int]]:
+        """Algorithms 1 and 2 as one grid ``{N: [L, ...]}``: ``alg1_N`` at every ``alg1_L``, each ``alg2_N`` at
+        ``alg2_L`` (what :func:`attnlimits.experiments.distance_table` takes)."""
+        grid = {self.alg1_N: list(self.alg1_L)}
+        for n in self.alg2_N:
+            grid.setdefault(n, [])
+            if self.alg2_L not in grid[n]:
+                grid[n].append(self.alg2_L)
+        return grid
 
 
 def _log_grid(lo: float, hi: float, points: int) -> tuple[float, ...]:
     return tuple(float(f"{v:.6g}") for v in np.logspace(math.log10(lo), math.log10(hi), points))
 
 
-PRESETS = {
-    "paper": Preset(
-        name="paper",
-        windows=4,
+_PAPER = Preset(
+    name="paper",
+    windows=4,
+    alg1_N=5,
+    alg1_L=(32, 64, 128, 256, 512, 1024),
+    alg2_L=1024,
+    alg2_N=(1, 5, 10, 20, 100),
+    alg4_L=1024,
+    alg4_N=(1, 2, 4, 8, 16, 32, 64),
+    alg5_L=256,
+    alg5_T=_log_grid(1e-3, 1e2, 21),
+    alg5_eps=(1e-3, 1e-1, 10.0),
+)
+PRESETS = Registry(
+    "experiments",
+    Preset,
+    _PAPER,
+    # What the book's build computes for several models (chapter 34): one window, L up to 256, the paper's N grids,
+    # its smallest eps, T on a grid of half decades, and the KS level 0.05 only.
+    Preset(
+        name="reduced",
+        windows=1,
         alg1_N=5,
-        alg1_L=(32, 64, 128, 256, 512, 1024),
-        alg2_L=1024,
+        alg1_L=(32, 64, 128, 256),
+        alg2_L=256,
         alg2_N=(1, 5, 10, 20, 100),
-        alg4_L=1024,
+        alg4_L=256,
         alg4_N=(1, 2, 4, 8, 16, 32, 64),
         alg5_L=256,
-        alg5_T=_log_grid(1e-3, 1e2, 21),
-        alg5_eps=(1e-3, 1e-1, 10.0),
+        alg5_T=_PAPER.alg5_T[::2],
+        alg5_eps=(min(_PAPER.alg5_eps),),
+        ks_levels=(0.05,),
     ),
-    "quick": Preset(
+    Preset(
         name="quick",
         windows=2,
         alg1_N=2,
@@ -72,16 +97,12 @@ PRESETS = {
         alg5_T=_log_grid(1e-3, 1e2, 6),
         alg5_eps=(1e-3, 1e-1, 10.0),
     ),
-}
+)
 
 
 def get_preset(preset: str | Preset) -> Preset:
-    """A :class:`Preset` by name (``"paper"`` or ``"quick"``), or the given one unchanged."""
-    if isinstance(preset, Preset):
-        return preset
-    if preset not in PRESETS:
-        raise ValueError(f"preset: must be one of {sorted(PRESETS)}, got {preset!r}")
-    return PRESETS[preset]
+    """A :class:`Preset` by name (``"paper"``, ``"reduced"`` or ``"quick"``), or the given one unchanged."""
+    return PRESETS.get(preset)
 
 
 def validate_grid(preset: Preset, *, max_positions: int | None = None, windows: int | None = None) -> None:

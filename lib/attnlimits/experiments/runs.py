@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -15,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlimits import rowstats
+from attnlimits import cache, provenance
 from attnlimits.experiments.algorithms import (
     critical_n,
     distance_table,
@@ -51,6 +50,38 @@ class Results:
     gradient: pd.DataFrame
     sink: pd.DataFrame
     provenance: dict
+
+    @property
+    def preset(self) -> Preset:
+        """The :class:`Preset` this result was computed with (from its provenance)."""
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in self.provenance["preset"].items()}
+        return Preset(**fields)
+
+    def alg1(self) -> pd.DataFrame:
+        """Algorithm 1's rows of :attr:`distance`: the fixed ``alg1_N`` at every ``alg1_L`` (Figure 2a)."""
+        p, t = self.preset, self.distance
+        return t[(t.N == p.alg1_N) & t.L.isin(p.alg1_L)]
+
+    def alg2(self) -> pd.DataFrame:
+        """Algorithm 2's rows of :attr:`distance`: every ``alg2_N`` at the fixed ``alg2_L`` (Figure 2b)."""
+        p, t = self.preset, self.distance
+        return t[(t.L == p.alg2_L) & t.N.isin(p.alg2_N)]
+
+    def g(self, eps: float | None = None, scaling: str = "model") -> pd.DataFrame:
+        """Algorithm 5's rows of :attr:`gradient` at one ``eps`` (default: the smallest) and logit ``scaling``
+        (``"model"``: the logits the model's softmax sees; ``"none"``: raw q.k)."""
+        t = self.gradient
+        eps = float(t.eps.min()) if eps is None else eps
+        if scaling not in set(t.logit_scaling):
+            raise ValueError(f"scaling: must be one of {sorted(set(t.logit_scaling))}, got {scaling!r}")
+        if not (t.eps == eps).any():
+            raise ValueError(f"eps: must be one of {sorted(set(t.eps))}, got {eps!r}")
+        return t[(t.logit_scaling == scaling) & (t.eps == eps)]
+
+    def g_max(self, eps: float | None = None, scaling: str = "model") -> pd.Series:
+        """Figure 4's curve: per T, the largest g over every head and window, at ``eps`` and ``scaling`` (as
+        :meth:`g`)."""
+        return self.g(eps, scaling).groupby("T").g.max()
 
     def save(self, folder) -> Path:
         """Write every table as ``<name>.csv`` and ``provenance.json`` into ``folder`` (created); returns it."""
@@ -134,18 +165,6 @@ def _versions() -> dict:
     }
 
 
-def _code_hash() -> str:
-    """SHA-256 of the code that computes the results (this package, the kernels, Algorithm 5's measurement): a
-    cached result from other code is not reused."""
-    from attnlimits import sweeps
-
-    digest = hashlib.sha256()
-    files = sorted(Path(__file__).parent.glob("*.py")) + [Path(rowstats.__file__), Path(sweeps.__file__)]
-    for path in files:
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 def run(
     model,
     text,
@@ -188,10 +207,7 @@ def run(
         seconds[name] = time.perf_counter() - t0
         return out
 
-    grid = {p.alg1_N: list(p.alg1_L)}
-    for n in p.alg2_N:
-        grid.setdefault(n, []).append(p.alg2_L)
-    distance = timed("alg1_2", distance_table, caps, grid, **opts)
+    distance = timed("alg1_2", distance_table, caps, p.distance_grid(), **opts)
     scan, critical = timed("alg3", critical_n, caps, p.alg1_L, p.ks_levels, **opts)
     window_range = f"{caps[0].index}-{caps[-1].index}"
     scan["windows"] = window_range
@@ -211,7 +227,7 @@ def run(
         "precision": precision,
         "device": str(caps[0].layers[0].q.device),
         "versions": _versions(),
-        "code_sha256": _code_hash(),
+        "code_sha256": cache.code_hash(__name__),
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
     }
     return Results(distance, scan, critical, separability, gradient, sink, provenance)
@@ -246,31 +262,14 @@ def results_folder(
 ) -> Path:
     """Where :func:`results` caches a run: ``<root>/<model>/<text>/<preset>[-options]``.
 
-    ``root``: ``$ATTNLIMITS_RESULTS``, else the ``results`` folder of the book's checkout (git-ignored), else the
-    user cache.
+    ``root``: :func:`attnlimits.provenance.results_root` by default (``$ATTNLIMITS_RESULTS``, else the ``results``
+    folder of the book's checkout, git-ignored, else the user cache).
     """
-    if root is None:
-        root = os.environ.get("ATTNLIMITS_RESULTS")
-    if root is None:
-        checkout = next(
-            (
-                d
-                for d in Path(__file__).resolve().parents
-                if (d / "pyproject.toml").is_file() and (d / "_toc.yml").is_file()
-            ),
-            None,
-        )
-        if checkout is not None:
-            root = checkout / "results"
-        else:
-            from attnlimits import provenance
-
-            root = provenance.cache_dir() / "results"
     model_name = _model_provenance(model)["model_id"].replace("/", "--")
     text_name = text.provenance.name if hasattr(text, "provenance") else "string-" + _sha(text)[:12]
     name = get_preset(preset).name + ("-no-sink" if exclude_sink else "") + ("" if tokens == "value" else f"-{tokens}")
     name += "" if precision == "float32" else f"-{precision}"
-    return Path(root) / model_name / text_name / name
+    return Path(provenance.results_root() if root is None else root) / model_name / text_name / name
 
 
 def results(
@@ -285,31 +284,28 @@ def results(
     root=None,
     progress: bool | None = None,
 ) -> Results:
-    """The results of :func:`run` from the cache when the same model, text, preset, options and code produced
-    them, else computed now and cached (so a test run computes once and the book build reuses the numbers)."""
-    folder = results_folder(
-        model, text, preset, exclude_sink=exclude_sink, tokens=tokens, precision=precision, root=root
-    )
+    """The results of :func:`run` from the cache when the same model, text, preset, options, seed and code produced
+    them, else computed now and cached (so a test run computes once and the book build reuses the numbers).
+
+    The entry (:func:`results_folder`) is keyed by :func:`attnlimits.cache.study_key`: the model's and the text's
+    SHA-256, the preset, the options, the windows (all of the preset's), the seed, the code of this module and of
+    everything it imports, and the torch version.
+    """
     p = get_preset(preset)
-    try:
-        cached = Results.load(folder)
-    except (FileNotFoundError, ValueError, KeyError, json.JSONDecodeError):
-        cached = None
-    if cached is not None:
-        prov = cached.provenance
-        same = (
-            prov.get("model", {}).get("sha256") == _model_provenance(model).get("sha256")
-            and prov.get("text", {}).get("sha256")
-            == (text.provenance.sha256 if hasattr(text, "provenance") else _sha(text))
-            and prov.get("preset") == json.loads(json.dumps(p.as_dict()))
-            and prov.get("seed") == seed
-            and prov.get("code_sha256") == _code_hash()
-            and prov.get("windows") == list(range(p.windows))
-        )
-        if same:
-            return cached
-    res = run(
-        model, text, p, exclude_sink=exclude_sink, tokens=tokens, precision=precision, seed=seed, progress=progress
+    options = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision}
+    key = cache.study_key(
+        __name__,
+        model_sha256=_model_provenance(model).get("sha256"),
+        text_sha256=text.provenance.sha256 if hasattr(text, "provenance") else _sha(text),
+        preset=p.as_dict(),
+        options=options,
+        windows=list(range(p.windows)),
+        seed=seed,
     )
-    res.save(folder)
-    return res
+    return cache.cached(
+        results_folder(model, text, p, **options, root=root),
+        key,
+        compute=lambda: run(model, text, p, **options, seed=seed, progress=progress),
+        save=lambda res, folder: res.save(folder),
+        load=Results.load,
+    )
