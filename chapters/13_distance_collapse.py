@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext
 #     text_representation:
@@ -261,31 +261,31 @@ sweep_L[
     [
         "regime",
         "L",
-        "dtilde",
+        "d_tilde",
         "E_mc",
-        "E_main",
+        "E",
         "E_upper",
-        "dmax",
-        "dmax_sharp",
+        "d_max",
+        "d_max_sharp",
         "s_norm",
         "ratio",
     ]
 ].round(3)
 
-# %%
+# %% mystnb={"image": {"alt": "Log-log plots of the distance and its bounds against L, bounded logits and sink"}}
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
 for ax, (regime, df) in zip(axes, sweep_L.groupby("regime", sort=False), strict=True):
-    ax.loglog(df.L, df.dtilde, "o-", label=r"$\tilde d$ (top-$N$)")
+    ax.loglog(df.L, df.d_tilde, "o-", label=r"$\tilde d$ (top-$N$)")
     ax.fill_between(
         df.L,
-        df.E_main,
+        df.E,
         df.E_upper,
         alpha=0.3,
         label=r"$E_0 \leq E \leq E_0 + \bar{\varepsilon}$ (proved band)",
     )
     ax.loglog(df.L, df.E_mc, "s", label=r"$E$ (random $I_N$, Monte Carlo)")
-    ax.loglog(df.L, df.dmax, "--", label=r"$d_{\max}$ (reconstructed)")
-    ax.loglog(df.L, df.dmax_sharp, "-.", label=r"$d_{\max}^\star$ (sharp)")
+    ax.loglog(df.L, df.d_max, "--", label=r"$d_{\max}$ (reconstructed)")
+    ax.loglog(df.L, df.d_max_sharp, "-.", label=r"$d_{\max}^\star$ (sharp)")
     ax.loglog(
         df.L,
         (df.L - 5) * df.s_norm,
@@ -301,8 +301,8 @@ al.plotting.finish(fig, "13_distance_vs_L")
 # %%
 sink = sweep_L[sweep_L.regime == "sink"]
 bounded = sweep_L[sweep_L.regime == "bounded"]
-growth_sink = sink.dtilde.iloc[-1] / sink.dtilde.iloc[0]
-growth_bounded = bounded.dtilde.iloc[-1] / bounded.dtilde.iloc[0]
+growth_sink = sink.d_tilde.iloc[-1] / sink.d_tilde.iloc[0]
+growth_bounded = bounded.d_tilde.iloc[-1] / bounded.d_tilde.iloc[0]
 print(
     f"L x{lengths[-1] // lengths[0]}: d~ grows x{growth_sink:.1f} with a sink, "
     f"x{growth_bounded:.1f} with bounded logits"
@@ -310,7 +310,7 @@ print(
 assert growth_sink > 4 * growth_bounded  # linear with a sink, far from linear without
 assert (
     sweep_L.E_mc.groupby(sweep_L.regime).max()
-    < sweep_L.dtilde.groupby(sweep_L.regime).max()
+    < sweep_L.d_tilde.groupby(sweep_L.regime).max()
 ).all()
 
 # %% [markdown]
@@ -330,30 +330,30 @@ sweep_N = al.synthetic.distance_sweep(
 sweep_N[
     [
         "N",
-        "dtilde",
+        "d_tilde",
         "E_mc",
-        "E_main",
+        "E",
         "E_upper",
-        "dmax",
-        "dmax_sharp",
+        "d_max",
+        "d_max_sharp",
         "ratio",
         "ratio_max",
     ]
 ].round(3)
 
-# %%
+# %% mystnb={"image": {"alt": "Distance, expectation and bound against N at L = 1024, and their ratio"}}
 fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
 part = sweep_N[sweep_N.N < 1024]
-ax.loglog(part.N, part.dtilde, "o-", label=r"$\tilde d$")
+ax.loglog(part.N, part.d_tilde, "o-", label=r"$\tilde d$")
 ax.fill_between(
     part.N,
-    part.E_main,
+    part.E,
     part.E_upper,
     alpha=0.3,
     label=r"$E_0 \leq E \leq E_0 + \bar{\varepsilon}$ (proved band)",
 )
 ax.loglog(part.N, part.E_mc, "s", label=r"$E$ (Monte Carlo)")
-ax.loglog(part.N, part.dmax, "--", label=r"$d_{\max}$")
+ax.loglog(part.N, part.d_max, "--", label=r"$d_{\max}$")
 ax.set(xlabel="N", ylabel="distance", title="L = 1024, sink regime")
 ax.legend(fontsize=8)
 bx.semilogx(part.N, part.ratio, "o-", label="mean")
@@ -370,8 +370,8 @@ al.plotting.finish(fig, "13_distance_vs_N")
 
 # %%
 last = sweep_N.set_index("N")
-assert last.loc[1024, "dtilde"] == 0 and last.loc[1024, "E_main"] == 0
-assert last.loc[1000, "dtilde"] < last.loc[1, "dtilde"] / 10  # collapse as N -> L
+assert last.loc[1024, "d_tilde"] == 0 and last.loc[1024, "E"] == 0
+assert last.loc[1000, "d_tilde"] < last.loc[1, "d_tilde"] / 10  # collapse as N -> L
 assert (
     last.loc[1, "ratio"] > 0.9
 )  # one dominant selected token: d_max is nearly attained

@@ -82,13 +82,13 @@ def test_corollary2_exact_linear_form():
 
 def test_corollary2_collapse_and_growth():
     sink = synthetic.distance_sweep([32, 128, 512], [5], d=8, rows=8, regime="sink", mc_samples=16)
-    slope = sink.dtilde.diff().to_numpy()[1:] / sink.L.diff().to_numpy()[1:]
+    slope = sink.d_tilde.diff().to_numpy()[1:] / sink.L.diff().to_numpy()[1:]
     assert (slope > 0.3).all()  # grows ~ ||s|| per token: linear
     bounded = synthetic.distance_sweep([32, 512], [5], d=8, rows=8, regime="bounded", mc_samples=16)
-    assert bounded.dtilde.iloc[1] < 16 * bounded.dtilde.iloc[0] / 4  # far from linear (16x the length)
+    assert bounded.d_tilde.iloc[1] < 16 * bounded.d_tilde.iloc[0] / 4  # far from linear (16x the length)
     collapse = synthetic.distance_sweep([64], [1, 32, 63, 64], d=8, rows=8, regime="sink", mc_samples=16)
-    assert collapse.dtilde.iloc[-1] == 0 and collapse.E_main.iloc[-1] == 0
-    assert collapse.dtilde.is_monotonic_decreasing
+    assert collapse.d_tilde.iloc[-1] == 0 and collapse.E.iloc[-1] == 0
+    assert collapse.d_tilde.is_monotonic_decreasing
 
 
 def test_dmax_validation():

@@ -78,5 +78,6 @@ class Registry(Mapping[str, P], Generic[P]):
         if isinstance(preset, str) and preset in self._presets:
             return self._presets[preset]
         raise ValueError(
-            f"preset: the {self.study} presets are {list(self._presets)} (or a {self.kind.__name__}), got {preset!r}"
+            f"preset: must be one of the {self.study} presets {list(self._presets)} or a {self.kind.__name__}, "
+            f"got {preset!r}"
         )

@@ -99,24 +99,24 @@ def distance_sweep(
             if n > L:
                 continue
             dt = selection.cumulative_distance(alpha, x, n)
-            dmax = bounds.theorem1_dmax(alpha, x, n)
+            d_max = bounds.theorem1_dmax(alpha, x, n)
             sharp = bounds.theorem1_dmax_sharp(alpha, x, n)
-            ratio = torch.where(dmax > 0, dt / dmax, torch.zeros_like(dt))
+            ratio = torch.where(d_max > 0, dt / d_max, torch.zeros_like(dt))
             out.append(
                 dict(
                     L=L,
                     N=n,
                     regime=regime,
-                    dtilde=dt.mean().item(),
+                    d_tilde=dt.mean().item(),
                     E_mc=selection.random_selection_monte_carlo(alpha, x, n, mc_samples, seed).mean().item(),
-                    E_main=selection.random_selection_expectation(alpha, x, n).mean().item(),
+                    E=selection.random_selection_expectation(alpha, x, n).mean().item(),
                     E_upper=(
                         selection.random_selection_expectation(alpha, x, n) + bounds.jensen_residual_bound(alpha, x, n)
                     )
                     .mean()
                     .item(),
-                    dmax=dmax.mean().item(),
-                    dmax_sharp=sharp.mean().item(),
+                    d_max=d_max.mean().item(),
+                    d_max_sharp=sharp.mean().item(),
                     s_norm=torch.linalg.vector_norm(selection.context_vector(alpha, x, n), dim=-1).mean().item(),
                     ratio=ratio.mean().item(),
                     ratio_max=ratio.max().item(),
