@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext
 #     text_representation:
@@ -72,7 +72,7 @@ no_sink = al.experiments.results(model, text, "paper", exclude_sink=True)
 #
 # One sample per head and window; the line is the median over all of them, the band the 10–90 % range.
 
-# %%
+# %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the sequence length L at a fixed N: the median over heads and windows as a line with markers, the 10-90 % range as a shaded band."}}
 fig = al.figures.distance_vs_length(res)
 al.plotting.finish(fig, "22_fig2a")
 
@@ -104,7 +104,7 @@ alg1.groupby("L")[["rows", "d_tilde", "E", "d_max"]].median().round(3)
 #
 # The mean weight of token 0 per head:
 
-# %%
+# %% mystnb={"image": {"alt": "Histogram of the mean attention weight on token 0, one count per head and window."}}
 sink = res.sink.sink_weight
 print(f"mean weight of token 0 over rows 1..{p['alg1_L'][-1] - 1}: "
       f"median over heads {sink.median():.2f}; "
@@ -118,7 +118,7 @@ al.plotting.finish(fig, "22_sink")
 # Is the sink what makes $\tilde d$ grow? The same experiment with token 0 left out of every row — dropped from
 # selection and comparison, the remaining weights renormalised (`exclude_sink=True`):
 
-# %%
+# %% mystnb={"image": {"alt": "Two log-log panels drawn like Figure 2a, distance against sequence length L: all tokens on the left, token 0 left out on the right."}}
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
 al.figures.distance_vs_length(res, ax=axes[0])
 al.figures.distance_vs_length(no_sink, ax=axes[1])
@@ -144,7 +144,7 @@ print({label: f"d~ ~ L^{slope:.2f}" for label, slope in slopes.items()})
 #
 # ## Figure 2b: distance vs $N$ at $L = 1024$
 
-# %%
+# %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the number of selected tokens N at a fixed L: the median over heads and windows as a line with markers, the 10-90 % range as a shaded band."}}
 fig = al.figures.distance_vs_n(res)
 al.plotting.finish(fig, "22_fig2b")
 

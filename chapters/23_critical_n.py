@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext
 #     text_representation:
@@ -57,7 +57,7 @@ no_sink = al.experiments.results(model, text, "paper", exclude_sink=True)
 # smallest such $N$ whenever the decision does not flip back and forth below it — the tests compare the search
 # with a dense scan of every $N$ on small models. The scan table keeps every $N$ the search evaluated.
 
-# %%
+# %% mystnb={"image": {"alt": "Critical N against the sequence length L, one line per KS level, with the paper's 0.06 L as a dashed line and the largest possible N = L - 1 as a dotted line."}}
 fig = al.figures.critical_figure(res)
 al.plotting.finish(fig, "23_fig2c")
 

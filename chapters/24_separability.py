@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext
 #     text_representation:
@@ -53,7 +53,7 @@ no_sink = al.experiments.results(model, text, "paper", exclude_sink=True)
 # $N_s/N$ is the mean over its rows with more than $N$ tokens; Theorem 2's lower bound and the paper's upper bound
 # (as the book reconstructs it) are evaluated on the same rows, with the same $R$ and $\delta$.
 
-# %%
+# %% mystnb={"image": {"alt": "Box plots of the distinguishable fraction N_s/N over heads and windows for each number of selected tokens N, with the median upper bound (as reconstructed) and the median lower bound of Theorem 2 as dashed lines and the paper's 0.70-0.85 plateau shaded."}}
 fig = al.figures.separability_figure(res)
 al.plotting.finish(fig, "24_fig3")
 
@@ -76,7 +76,7 @@ summary.round(3)
 # Token 0 is in almost every head's top-$N$ set, with a weight far above the others. Left out of selection and
 # comparison (the remaining weights renormalised), the picture changes:
 
-# %%
+# %% mystnb={"image": {"alt": "Two panels drawn like Figure 3, the distinguishable fraction N_s/N per number of selected tokens N: all tokens on the left, token 0 left out on the right."}}
 fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
 al.figures.separability_figure(res, ax=axes[0])
 al.figures.separability_figure(no_sink, ax=axes[1])
