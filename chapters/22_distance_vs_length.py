@@ -37,11 +37,13 @@ al.plotting.set_theme()
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
-# computed once, then read from the cache under results/
-res = al.experiments.results(model, text, "paper")
+# the paper preset (ATTNLIMITS_EXPERIMENTS_PRESET=quick: a smoke run of seconds), computed once,
+# then read from the cache under results/
+preset = al.experiments.book_preset()
+res = al.experiments.results(model, text, preset)
 print(res.summary())
 # the same with token 0 (the attention sink) left out, see below
-no_sink = al.experiments.results(model, text, "paper", exclude_sink=True)
+no_sink = al.experiments.results(model, text, preset, exclude_sink=True)
 
 # %% [markdown]
 # ## What is measured
@@ -77,9 +79,7 @@ fig = al.figures.distance_vs_length(res)
 al.plotting.finish(fig, "22_fig2a")
 
 # %%
-p = res.provenance["preset"]
-alg1 = res.distance[(res.distance.N == p["alg1_N"]) & res.distance.L.isin(p["alg1_L"])]
-alg1.groupby("L")[["rows", "d_tilde", "E", "d_max"]].median().round(3)
+res.alg1().groupby("L")[["rows", "d_tilde", "E", "d_max"]].median().round(3)
 
 # %% [markdown]
 # The true distance grows in proportion to $L$; the expectation $E$ barely moves. Both facts follow from the
@@ -106,7 +106,7 @@ alg1.groupby("L")[["rows", "d_tilde", "E", "d_max"]].median().round(3)
 
 # %% mystnb={"image": {"alt": "Histogram of the mean attention weight on token 0, one count per head and window."}}
 sink = res.sink.sink_weight
-print(f"mean weight of token 0 over rows 1..{p['alg1_L'][-1] - 1}: "
+print(f"mean weight of token 0 over rows 1..{res.preset.max_length - 1}: "
       f"median over heads {sink.median():.2f}; "
       f"above 0.5 in {(sink > 0.5).mean():.0%} of {len(sink)} head-windows")
 fig, ax = plt.subplots(figsize=(6.4, 3.2))
@@ -129,8 +129,7 @@ al.plotting.finish(fig, "22_fig2a_no_sink")
 # %%
 def growth(r):
     """Log-log slope in L of the median d~ over heads (Figure 2a)."""
-    t = r.distance[(r.distance.N == p["alg1_N"]) & r.distance.L.isin(p["alg1_L"])]
-    median = t.groupby("L").d_tilde.median()
+    median = r.alg1().groupby("L").d_tilde.median()
     return al.reproduction.loglog_slope(median.index, median.values)
 
 
@@ -149,8 +148,7 @@ fig = al.figures.distance_vs_n(res)
 al.plotting.finish(fig, "22_fig2b")
 
 # %%
-alg2 = res.distance[res.distance.L == p["alg2_L"]]
-alg2.groupby("N")[["rows", "d_tilde", "E", "d_max"]].median().round(3)
+res.alg2().groupby("N")[["rows", "d_tilde", "E", "d_max"]].median().round(3)
 
 # %% [markdown]
 # ## Paper reports, we measure

@@ -37,8 +37,10 @@ al.plotting.set_theme()
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
-# computed once, then read from the cache under results/
-res = al.experiments.results(model, text, "paper")
+# the paper preset (ATTNLIMITS_EXPERIMENTS_PRESET=quick: a smoke run of seconds), computed once,
+# then read from the cache under results/
+preset = al.experiments.book_preset()
+res = al.experiments.results(model, text, preset)
 print(res.summary())
 
 # %% [markdown]
