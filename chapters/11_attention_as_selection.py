@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext
 #     text_representation:
@@ -78,7 +78,7 @@ al.plotting.set_theme()
 # All five share one calling convention in the library, `al.normalizers.NAME(logits, dim=-1, **params)`, and are
 # collected in `al.normalizers.NORMALIZERS`. Here they all see the same 32 Gaussian logits.
 
-# %%
+# %% mystnb={"image": {"alt": "Bar charts: the weights each normaliser gives the same 32 logits, sorted"}}
 L_demo = 32
 logits = 2.0 * torch.randn(
     L_demo, generator=torch.Generator().manual_seed(11), dtype=torch.float64
@@ -106,7 +106,7 @@ al.plotting.finish(fig, "normalisers_same_logits")
 # i.i.d. uniform on $[-2, 2]$. Right: one "needle" token at logit $2$ and $L - 1$ distractors uniform on
 # $[-2, 0.5]$, so the needle leads by a gap of at least $1.5$.
 
-# %%
+# %% mystnb={"image": {"alt": "Log-log plot: largest weight against sequence length for each normaliser"}}
 lengths = np.unique(np.logspace(0.3, 5, 12).astype(int))
 sweeps = {
     gap: al.sweeps.max_weight_sweep(lengths, logit_bound=2.0, gap=gap, draws=16, seed=0)
@@ -192,7 +192,7 @@ assert (
 # vector $s$ and the ball $B_r(s)$ for $L = 16$, $N = 4$; (c) the same for $L = 64$, $N = 16$.
 
 
-# %%
+# %% mystnb={"image": {"alt": "Tokens on a circle, scaled by their weights, and the ball around the context vector"}}
 def circle_tokens(L: int, seed: int) -> torch.Tensor:
     """L points at uniform random angles on the unit circle."""
     angles = (

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext
 #     text_representation:
@@ -143,7 +143,7 @@ print("worst random trial of Corollary 1:", cor1.details["worst_ratio_random"])
 # $L \to \infty$; the larger $\Delta/T$, the later. (The random trials sit near 1 at every length because some
 # of them have $\Delta/T \approx 10^{-3}$, where the band itself shrinks onto $1/L$.)
 
-# %%
+# %% mystnb={"image": {"alt": "Measured over bound against length for Corollary 1, rising towards 1"}}
 assert cor1.violations == 0 and lem1.violations == 0
 # Lemma 1's worst case: the extremal logits at the largest length (the table above)
 assert lem1.details["worst_case"]["construction"]
@@ -234,7 +234,7 @@ sweep[sweep["L"].isin([10, 1000, 100000])].pivot(index="normalizer", columns="L"
     4
 )
 
-# %%
+# %% mystnb={"image": {"alt": "Three panels against length: L times the top weight, share of zeros, sensitivity"}}
 fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
 for name, part in sweep.groupby("normalizer", sort=False):
     color = al.plotting.NORMALIZER_COLORS[name]

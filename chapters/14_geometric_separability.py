@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext
 #     text_representation:
@@ -277,7 +277,7 @@ sweeps[8][["beta", "N", "frac", "frac_sd", "lower", "lower_sharp", "upper_rec"]]
     3
 )
 
-# %%
+# %% mystnb={"image": {"alt": "Simulated share of distinguishable tokens against N with the bounds, d = 8 and 64"}}
 fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharey=True)
 for ax, (d, df) in zip(axes, sweeps.items(), strict=True):
     for k, (beta, part) in enumerate(df.groupby("beta")):
@@ -354,7 +354,7 @@ heads = list(range(1, 9))
 mh = al.synthetic.multihead_simulation(alpha_mh, 8, 8, heads, samples=1000, seed=SEED)
 mh.round(4)
 
-# %%
+# %% mystnb={"image": {"alt": "Coverage of selected tokens against the number of heads: simulation and formulas"}}
 fig, ax = plt.subplots(figsize=(6, 4))
 ax.errorbar(
     mh.H, mh.simulated, yerr=2 * mh.sd, fmt="o", label="simulated H heads (±2 s.e.)"

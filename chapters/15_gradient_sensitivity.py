@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext
 #     text_representation:
@@ -297,7 +297,7 @@ print("counterexample:", verdicts[0].details["counterexample"])
 # The figure plots every random case: $T \lVert \partial\alpha/\partial l \rVert_2$ against the largest weight.
 # Roughly half of them lie above the printed $1/4$; none above $1/2$, which the tied cases reach.
 
-# %%
+# %% mystnb={"image": {"alt": "Scatter of T times the Jacobian norm against the top weight, with the two bounds"}}
 sample = sweeps.jacobian_sample(trials=2000, seed=0)
 fig, ax = plt.subplots(figsize=(7, 4.2))
 ax.scatter(
@@ -363,7 +363,7 @@ swap
 # By (G), $g \le \min\{1/(2T), \sqrt2/\varepsilon\}$ always. For the tied head with $\varepsilon \to 0$,
 # $g \to \mathbb E_v \lVert A v \rVert / T = 1/(\pi T)$ ($v$ uniform on the circle), above the printed $1/(4T)$.
 
-# %%
+# %% mystnb={"image": {"alt": "Log-log plot of g(T, eps) against temperature with the corrected and printed curves"}}
 T_grid = torch.logspace(-3, 2, 26, dtype=torch.float64)
 g = sweeps.g_synthetic(T_grid, eps_grid=(1e-3, 1e-1, 10.0), seed=0)
 fig, ax = plt.subplots(figsize=(7.5, 4.5))

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext
 #     text_representation:
@@ -130,7 +130,7 @@ pd.DataFrame(
 # first token, heads that follow the diagonal (the latest tokens), and heads that spread their weight thinly:
 # the range of behaviours the next chapters quantify.
 
-# %%
+# %% mystnb={"image": {"alt": "Heat maps of four attention heads over the first 48 tokens of the text"}}
 n_layers, n_heads = model.provenance.n_layers, model.provenance.n_heads
 heads = [
     (0, 0),
