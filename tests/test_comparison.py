@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-from attnlimits import comparison, experiments, models, reproduction, texts
+from attnlimits import cache, comparison, experiments, models, reproduction, texts
 
 PRESET = dataclasses.replace(
     experiments.PRESETS["quick"], name="tiny-models", alg1_L=(16, 32, 48), alg2_L=48, alg4_L=48, alg5_L=32
@@ -101,7 +101,7 @@ def test_compute_then_collect_without_loading(tiny_gemma_dir, text, tmp_path, mo
 def test_collect_refuses_results_of_other_code(tiny_gemma_dir, text, tmp_path, monkeypatch):
     monkeypatch.setattr(comparison, "MODELS", {"Tiny": str(tiny_gemma_dir)})
     comparison.compute(preset=PRESET, text=text, root=tmp_path, controls=False)
-    monkeypatch.setattr(experiments.runs, "_code_hash", lambda: "other")
+    monkeypatch.setattr(cache, "code_hash", lambda *modules: "other")
     with pytest.raises(ValueError, match="make models"):
         comparison.collect(PRESET, tmp_path)
     with pytest.raises(FileNotFoundError, match="make models"):

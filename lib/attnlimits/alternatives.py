@@ -13,8 +13,8 @@ diagnostic is averaged over a head's rows (one value per head, as in the paper's
 - :func:`jacobian_table`        the spectral norm of each row's Jacobian d alpha / d l.
 - :func:`g_table`               Algorithm 5's g(T, eps) per normaliser.
 - :func:`row_cost`              wall time of one normaliser call per row (microseconds; a measurement).
-- :func:`cached`                any of the above computed once and kept under ``results/`` (keyed by this
-                                module's code, the arguments and the data's fingerprint).
+- :func:`cached`                any of the above computed once and kept in the results cache (keyed by the
+                                code, the arguments and the data's fingerprint: :mod:`attnlimits.cache`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 from scipy import stats
 
-from attnlimits import normalizers, provenance, selection, sweeps
+from attnlimits import cache, normalizers, provenance, selection, sweeps
 
 __all__ = [
     "PRESETS",
@@ -252,29 +252,28 @@ def _fingerprint(obj) -> str:
 
 
 def cached(name: str, fn: Callable, *args, root=None, key=None, **kwargs):
-    """``fn(*args, **kwargs)`` kept in ``<root>/alternatives/<name>-<hash>.pkl``; the hash covers this module's code
-    and the torch version, and ``key`` (any JSON-able fingerprint of the data; by default the arguments
-    themselves, tensors hashed by value). ``root``: as :func:`attnlimits.training.cached_sweep`."""
+    """``fn(*args, **kwargs)`` kept in the cache entry ``<root>/alternatives/<name>-<data>`` (as ``result.pkl``;
+    :func:`attnlimits.cache.cached`). The key is ``key`` (any JSON-able fingerprint of the data; by default the
+    arguments themselves, tensors hashed by value) with the function's name, the code of this module and of
+    everything it imports, and the torch version; ``<data>`` names the data, so that results on other data sit
+    side by side. ``root``: :func:`attnlimits.provenance.results_root` by default."""
+    what = cache.study_key(
+        __name__,
+        fn=getattr(fn, "__name__", str(fn)),
+        data=key if key is not None else _fingerprint([list(args), kwargs]),
+    )
+    data = hashlib.sha256(json.dumps([what["fn"], what["data"]], sort_keys=True).encode()).hexdigest()[:16]
+    folder = Path(provenance.results_root() if root is None else root) / "alternatives" / f"{name}-{data}"
 
-    spec = {
-        "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
-        "fn": getattr(fn, "__name__", str(fn)),
-        "torch": torch.__version__,
-        "key": key if key is not None else _fingerprint([list(args), kwargs]),
-    }
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    folder = (Path(root) if root is not None else provenance.results_root()) / "alternatives"
-    path = folder / f"{name}-{digest}.pkl"
-    if path.is_file():
-        with path.open("rb") as f:
+    def save(result, entry: Path) -> None:
+        with (entry / "result.pkl").open("wb") as f:
+            pickle.dump(result, f)
+
+    def load(entry: Path):
+        with (entry / "result.pkl").open("rb") as f:
             return pickle.load(f)
-    out = fn(*args, **kwargs)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("wb") as f:
-        pickle.dump(out, f)
-    tmp.replace(path)
-    return out
+
+    return cache.cached(folder, what, lambda: fn(*args, **kwargs), save, load)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -401,7 +400,7 @@ def cached_model_tables(model, text, preset="default", *, root=None) -> dict[str
     prov = getattr(model, "provenance", None)
     model_key = prov.as_dict().get("sha256") if prov is not None else type(model).__name__
     text_key = text.provenance.sha256 if hasattr(text, "provenance") else hashlib.sha256(str(text).encode()).hexdigest()
-    key = {"model": model_key, "text": text_key, "preset": get_preset(preset)}
+    key = {"model_sha256": model_key, "text_sha256": text_key, "preset": get_preset(preset)}
     return cached("model", model_tables, model, text, preset, root=root, key=key)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlimits import experiments, reproduction
+from attnlimits import cache, experiments, provenance, reproduction
 from attnlimits.experiments.presets import PRESETS, Preset, get_preset
 
 __all__ = [
@@ -101,17 +101,8 @@ def untrained(loaded, seed: int = 0):
 
 def manifest_path(preset="reduced", root=None) -> Path:
     """Where :func:`compute` writes its manifest: ``<results>/models-<preset>.json``."""
-    if root is None:
-        probe = experiments.results_folder(_Named("probe"), "probe", _preset(preset))
-        root = probe.parents[2]
+    root = provenance.results_root() if root is None else root
     return Path(root) / f"models-{_preset(preset).name}.json"
-
-
-class _Named:
-    """A stand-in model for :func:`experiments.results_folder` (it only reads the provenance's model_id)."""
-
-    def __init__(self, model_id):
-        self.provenance = type("P", (), {"as_dict": lambda self_: {"model_id": model_id}})()
 
 
 def _exactness(model, text) -> dict:
@@ -179,9 +170,7 @@ def compute(names=None, preset="reduced", *, controls: bool = True, seed: int = 
         "models": entries,
         "seconds": round(time.perf_counter() - started, 2),
     }
-    path = manifest_path(p, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(manifest, indent=2, default=str))
+    cache.write_text(manifest_path(p, root), json.dumps(manifest, indent=2, default=str))
     return manifest
 
 
@@ -195,15 +184,14 @@ def collect(preset="reduced", root=None) -> tuple[dict, dict]:
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: run 'make models' (or attnlimits models) first")
     manifest = json.loads(path.read_text())
-    code = experiments.runs._code_hash()
     out = {}
     for e in manifest["models"]:
         if not e["present"]:
             continue
-        res = experiments.Results.load(e["folder"])
-        if res.provenance.get("code_sha256") != code:
-            raise ValueError(f"the results in {e['folder']} come from other code: run 'make models' again")
-        out[e["label"]] = res
+        try:
+            out[e["label"]] = cache.load_current(e["folder"], "attnlimits.experiments.runs", experiments.Results.load)
+        except cache.StaleEntry as why:
+            raise ValueError(f"{why}: run 'make models' again") from None
     return manifest, out
 
 

@@ -14,14 +14,13 @@ claim whose formula the paper does not print in full, so what is checked is the 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from attnlimits import provenance, reproduction
+from attnlimits import cache, provenance, reproduction
 
 __all__ = [
     "CORRECTED",
@@ -323,12 +322,9 @@ def markdown(table: pd.DataFrame, *, columns=("claim", "paper", "verdict", "wher
 
 
 def code_hash() -> str:
-    """SHA-256 of the library's code (a cached table from other code is not reused)."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.rglob("*.py")):
-        digest.update(path.relative_to(Path(__file__).parent).as_posix().encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+    """SHA-256 of the code that builds the table: this module and every module it imports
+    (:func:`attnlimits.cache.code_hash`)."""
+    return cache.code_hash(__name__)
 
 
 def write_include(table: pd.DataFrame, path=None) -> Path:

@@ -16,26 +16,24 @@ the runs do not interact (Adam is elementwise).
 :func:`train` trains one group of runs and returns a :class:`Training`: a tidy per-step ``history`` (loss and
 the gradient norm of the attention parameters q and W_k) and one ``final`` row per run (test error, baselines,
 steps to a target loss, gradient statistics, divergence). :func:`sweep` runs a grid of groups, :func:`cached_sweep`
-caches a preset's sweep under ``results/`` keyed by this module's code, the preset and the seeds.
+keeps a preset's sweep in the results cache (:mod:`attnlimits.cache`), keyed by the preset and the code.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import math
 import numbers
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from attnlimits import normalizers, provenance
+from attnlimits import cache, normalizers, presets, provenance
 
 __all__ = [
     "PRESETS",
@@ -366,11 +364,10 @@ def _final(model, tests, losses, gnorms, base, alive, diverged_at, target) -> pd
 # the chapter's grid, its presets and the cache
 # ----------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class TrainingPreset:
+class TrainingPreset(presets.StudyPreset):
     """The grids of chapter 32. ``temperatures`` at (``L``, ``N_fixed``); ``fractions`` N/L at ``L`` (T = 1);
     ``lengths`` at ``length_fraction`` (T = 1); every run for every normaliser and seed."""
 
-    name: str
     seeds: tuple[int, ...]
     steps: int
     batch: int
@@ -386,14 +383,13 @@ class TrainingPreset:
     lr: float = 3e-2
     notes: str = field(default="", compare=False)
 
-    def as_dict(self) -> dict:
-        return asdict(self)
-
 
 _T_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
-PRESETS = {
-    "default": TrainingPreset(
-        name="default",
+PRESETS = presets.Registry(
+    "training",
+    TrainingPreset,
+    TrainingPreset(
+        name="reduced",
         seeds=(0, 1, 2),
         steps=250,
         batch=32,
@@ -406,7 +402,7 @@ PRESETS = {
         pool=256,
         notes="reduced: L = 128 for the temperature and N/L grids, 3 seeds, 250 Adam steps of 32 sequences",
     ),
-    "full": TrainingPreset(
+    TrainingPreset(
         name="full",
         seeds=(0, 1, 2, 3, 4),
         steps=1500,
@@ -420,16 +416,12 @@ PRESETS = {
         pool=2048,
         notes="full: 5 seeds, 1500 Adam steps of 64 sequences, 11 fractions N/L",
     ),
-}
+)
 
 
 def get_preset(preset) -> TrainingPreset:
-    """A preset by name (``"default"`` or ``"full"``) or a :class:`TrainingPreset` itself."""
-    if isinstance(preset, TrainingPreset):
-        return preset
-    if preset not in PRESETS:
-        raise ValueError(f"preset: must be one of {list(PRESETS)} or a TrainingPreset, got {preset!r}")
-    return PRESETS[preset]
+    """A preset by name (``"reduced"`` or ``"full"``) or a :class:`TrainingPreset` itself."""
+    return PRESETS.get(preset)
 
 
 def _groups(p: TrainingPreset):
@@ -443,14 +435,14 @@ def _groups(p: TrainingPreset):
             yield "length", L, [(max(1, round(p.length_fraction * L)), 1.0, s) for s in p.seeds]
 
 
-def work(preset="default") -> int:
+def work(preset="reduced") -> int:
     """The preset's training work in token-steps (runs x L x steps x batch, summed over groups and normalisers):
     the training time grows about linearly with it, so the ratio of two presets' work extrapolates a time."""
     p = get_preset(preset)
     return sum(len(runs) * L * p.steps * p.batch for _, L, runs in _groups(p)) * len(p.normalizers)
 
 
-def sweep(preset="default", *, progress: bool = False) -> Training:
+def sweep(preset="reduced", *, progress: bool = False) -> Training:
     """Every group of the preset for every normaliser; ``final`` gains an ``experiment`` column
     (``temperature``, ``fraction`` or ``length``) and ``seconds`` (the group's wall time)."""
     p = get_preset(preset)
@@ -500,27 +492,21 @@ def summarize(final: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     ).reset_index()
 
 
-def _code_hash() -> str:
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-
-
-def cached_sweep(preset="default", *, root=None, progress: bool = False) -> Training:
-    """:func:`sweep` from ``<root>/training/<preset>-<key>`` when present, else computed and saved there; the key
-    hashes this module's code and the preset, so changed code or grids recompute. ``root`` defaults to
-    ``$ATTNLIMITS_RESULTS``, else the book checkout's ``results`` folder (git-ignored)."""
-    p = get_preset(preset)
-    spec = json.dumps({"code": _code_hash(), "preset": p.as_dict(), "torch": torch.__version__}, sort_keys=True)
-    key = hashlib.sha256(spec.encode()).hexdigest()[:16]
-    folder = Path(root) if root is not None else provenance.results_root()
-    folder = folder / "training" / f"{p.name}-{key}"
-    if (folder / "final.csv").is_file() and (folder / "history.csv").is_file():
-        return Training(pd.read_csv(folder / "history.csv"), pd.read_csv(folder / "final.csv"))
-    t0 = time.perf_counter()
-    out = sweep(p, progress=progress)
-    folder.mkdir(parents=True, exist_ok=True)
+def _save(out: Training, folder: Path) -> None:
     out.history.to_csv(folder / "history.csv", index=False, float_format="%.9g")
     out.final.to_csv(folder / "final.csv", index=False, float_format="%.17g")
-    (folder / "provenance.json").write_text(
-        json.dumps({"preset": p.as_dict(), "seconds": round(time.perf_counter() - t0, 1)}, indent=2) + "\n"
-    )
-    return out
+
+
+def _load(folder: Path) -> Training:
+    return Training(pd.read_csv(folder / "history.csv"), pd.read_csv(folder / "final.csv"))
+
+
+def cached_sweep(preset="reduced", *, root=None, progress: bool = False) -> Training:
+    """:func:`sweep` from the cache entry ``<root>/training/<preset>`` when the same preset and code produced it,
+    else computed and stored there (:func:`attnlimits.cache.cached`; the key is the preset, the code of this module
+    and of everything it imports, and the torch version). ``root``: :func:`attnlimits.provenance.results_root` by
+    default."""
+    p = get_preset(preset)
+    folder = Path(provenance.results_root() if root is None else root) / "training" / p.name
+    key = cache.study_key(__name__, preset=p.as_dict())
+    return cache.cached(folder, key, lambda: sweep(p, progress=progress), _save, _load)
