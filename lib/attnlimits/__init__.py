@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 SUBMODULES = (
     "alternatives",
     "bounds",
+    "cache",
     "checks",
     "cli",
     "comparison",
