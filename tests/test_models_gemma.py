@@ -202,11 +202,11 @@ def test_the_installed_wheels_join_to_the_stated_file(tmp_path):
 
 
 def test_load_by_name_resolves_the_verified_gguf(tiny_gemma, tmp_path, monkeypatch):
-    from attnlimits.models import loading
+    from attnlimits.models import loading, registry
 
     target = tmp_path / "joined.gguf"
     seen = []
-    monkeypatch.setattr(loading, "gemma_gguf", lambda: target)
+    monkeypatch.setattr(registry, "gemma_gguf", lambda: target)
     monkeypatch.setattr(loading, "load_local", lambda path: (seen.append(path), (tiny_gemma, None, [], "x"))[1])
     monkeypatch.setattr(loading, "hash_files", lambda files: "sha")
     loaded = models.load("gemma3-270m")

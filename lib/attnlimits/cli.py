@@ -245,6 +245,52 @@ def _add_analyze(subparsers) -> None:
     p.set_defaults(func=_run_analyze)
 
 
+def _run_models(args) -> int:
+    if not args.compute:
+        from attnlimits.models import registry
+
+        _print(f"{'NAME':<12} {'LABEL':<13} {'HERE':<4} DESCRIPTION (and why it is or is not here)")
+        for entry in registry.MODELS:
+            present, why = entry.present()
+            _print(f"{entry.name:<12} {entry.label:<13} {'yes' if present else 'no':<4} {entry.description}")
+            _print(f"{'':<30}{why}")
+        return 0
+    from attnlimits import comparison
+    from attnlimits.experiments.presets import get_preset
+
+    try:
+        preset = get_preset(args.preset)
+    except ValueError as e:
+        print(f"attnlimits models: error: --preset: {e}", file=sys.stderr)
+        return 2
+    manifest = comparison.compute(preset=preset)
+    for e in manifest["models"]:
+        done = f"{e['run_seconds']:.1f} s" if e["present"] else f"not run: {e['reason']}"
+        _print(f"{e['label']:<28} {done}")
+    _print(f"manifest: {comparison.manifest_path(preset)}")
+    return 0
+
+
+def _add_models(subparsers) -> None:
+    p = subparsers.add_parser(
+        "models",
+        help="list the named models and whether each loads here, or run the experiments on all of them",
+        description="Without --compute: list the named models (name, label, whether its files are on this "
+        "machine, description) without loading any weights. With --compute: run Algorithms 1-5 on every model "
+        "that loads and on an untrained control of each, for the several-models chapter.",
+    )
+    p.add_argument(
+        "--compute", action="store_true", help="run the experiments on every model that loads (minutes to hours)"
+    )
+    p.add_argument(
+        "--preset",
+        default="reduced",
+        metavar="NAME",
+        help="with --compute: the experiments' grids, 'reduced' (the book's build; default) or 'paper'",
+    )
+    p.set_defaults(func=_run_models)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser; each subcommand adds itself with a ``_add_<name>(subparsers)`` helper."""
     parser = argparse.ArgumentParser(
@@ -257,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_check(subparsers)
     _add_analyze(subparsers)
+    _add_models(subparsers)
     return parser
 
 

