@@ -93,7 +93,7 @@ def test_code_hash_changes_with_a_dependency_only(fake_package):
 
 def test_study_hashes_cover_the_code_they_run():
     runs = cache.dependencies("attnlimits.experiments.runs")
-    for needed in ("attnlimits.rowstats", "attnlimits.sweeps", "attnlimits.models.capturing", "attnlimits.texts"):
+    for needed in ("attnlimits.rowstats", "attnlimits.normalizers", "attnlimits.models.capturing", "attnlimits.texts"):
         assert needed in runs
     assert "attnlimits.report" not in runs and "attnlimits.cli" not in runs
     assert "attnlimits.normalizers" in cache.dependencies("attnlimits.training")
