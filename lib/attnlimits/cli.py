@@ -8,14 +8,17 @@ ids, e.g. ``cor3-printed``) and prints one row per bound (or, with ``--json``, a
 every bound behaves as the book says: zero violations for the bounds it proves, at least one for the bound it
 refutes (Corollary 3 as printed); otherwise 1. Bad arguments, and unknown ids, exit with status 2.
 
-    attnlimits analyze --out DIR [--model NAME_OR_PATH] [--text NAME_OR_PATH] [--preset paper|quick]
+    attnlimits analyze --out DIR [--force] [--model NAME_OR_PATH] [--text NAME_OR_PATH] [--preset NAME]
                        [--windows K] [--first-window I] [--device cpu|cuda] [--exclude-sink]
                        [--precision float32|float64] [--seed S]
 
 runs the paper's Algorithms 1-5 on every head of a causal language model and writes their tables (CSV),
 ``provenance.json`` and the figures (PNG and SVG) into DIR. Runs over disjoint window ranges
 (``--first-window``) write tables that concatenate into the result of one run (:func:`attnlimits.experiments.merge`).
-Bad grids and arguments exit with status 2 before any model is loaded.
+Bad grids and arguments, and a DIR that cannot be written (a file, an unwritable place, a non-empty folder without
+``--force``), exit with status 2 before any model is loaded. DIR appears only complete: everything is written into a
+temporary sibling folder that is renamed into place at the end; an error or Ctrl-C (exit status 130) leaves DIR as
+it was. Progress goes to stderr: a bar on a terminal, else one line per step.
 
 Subcommands are registered in :func:`build_parser` through ``_add_<name>(subparsers)`` helpers, each setting
 ``func`` to a handler ``(args) -> int``.
@@ -26,10 +29,14 @@ works too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 __all__ = ["build_parser", "main"]
 
@@ -154,37 +161,104 @@ def _add_check(subparsers) -> None:
     p.set_defaults(func=_run_check)
 
 
+def _out_error(out: Path, force: bool) -> str | None:
+    """Why ``--out`` cannot receive the results, or None when it can; checked before any model is loaded.
+
+    ``out`` must be a folder or not exist yet; an existing non-empty folder needs ``force``; the nearest existing
+    folder above it must accept a new folder (tried for real: permissions alone do not tell, e.g. under /proc).
+    """
+    if not out.name:
+        return f"--out: {out} names no folder that could be created"
+    if out.exists() or out.is_symlink():
+        if not out.is_dir():
+            return f"--out: {out} is an existing file, not a folder"
+        try:
+            nonempty = any(out.iterdir())
+        except OSError as err:
+            return f"--out: {out} cannot be read ({err.strerror})"
+        if nonempty and not force:
+            return f"--out: {out} is a non-empty folder; pass --force to replace it"
+    base = out.parent
+    while not base.exists():
+        base = base.parent
+    if not base.is_dir():
+        return f"--out: cannot create {out}: {base} is a file, not a folder"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=f".{out.name}.probe-", dir=base))
+    except OSError as err:
+        return f"--out: cannot create {out}: no folder can be written in {base} ({err.strerror})"
+    return None
+
+
+def _write_into_place(out: Path, write) -> None:
+    """``write(folder)`` into a temporary sibling of ``out``, then rename it to ``out``, replacing an existing
+    folder only once the new one is complete. On any error or interrupt, nothing new is left behind: the partial
+    folder, and the parents created for it, are removed, and a folder being replaced is put back."""
+    created = [p for p in [out.parent, *out.parent.parents] if not p.exists()]
+    partial = out.parent / f".{out.name}.partial-{os.getpid()}"
+    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial.mkdir()
+        write(partial)
+        if out.exists():
+            out.rename(old)
+        partial.rename(out)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        if old.exists() and not out.exists():
+            old.rename(out)
+        for parent in created:  # deepest first
+            with contextlib.suppress(OSError):
+                parent.rmdir()
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def _run_analyze(args) -> int:
     from attnlimits import experiments, figures, models, texts
 
     preset = experiments.get_preset(args.preset)
+    out = Path(os.path.abspath(args.out))
     try:
         experiments.validate_grid(preset, windows=args.windows)
     except ValueError as err:
         print(f"attnlimits analyze: error: {err}", file=sys.stderr)
         return 2
-    try:
-        model = models.load(args.model, device=args.device, allow_fallback=True if args.allow_fallback else None)
-    except (models.ModelUnavailableError, FileNotFoundError, ValueError) as err:
-        print(f"attnlimits analyze: error: {err}", file=sys.stderr)
+    problem = _out_error(out, args.force)
+    if problem:
+        print(f"attnlimits analyze: error: {problem}", file=sys.stderr)
         return 2
-    text = texts.load(args.text)
-    res = experiments.run(
-        model,
-        text,
-        preset,
-        windows=args.windows,
-        first_window=args.first_window,
-        exclude_sink=args.exclude_sink,
-        precision=args.precision,
-        seed=args.seed,
-        progress=None,
-    )
-    folder = res.save(args.out)
-    figures.save_all(res, folder)
+    try:
+        try:
+            model = models.load(args.model, device=args.device, allow_fallback=True if args.allow_fallback else None)
+        except (models.ModelUnavailableError, FileNotFoundError, ValueError) as err:
+            print(f"attnlimits analyze: error: {err}", file=sys.stderr)
+            return 2
+        text = texts.load(args.text)
+        res = experiments.run(
+            model,
+            text,
+            preset,
+            windows=args.windows,
+            first_window=args.first_window,
+            exclude_sink=args.exclude_sink,
+            precision=args.precision,
+            seed=args.seed,
+            progress="lines",
+        )
+
+        def write(folder: Path) -> None:
+            res.save(folder)
+            figures.save_all(res, folder)
+
+        _write_into_place(out, write)
+    except KeyboardInterrupt:
+        print(f"attnlimits analyze: interrupted; {out} left as it was", file=sys.stderr)
+        return 130
     crit = res.critical.dropna(subset=["critical_N"])
     lines = [
-        f"wrote {folder}: {', '.join(f'{t}.csv' for t in experiments.TABLES)}, provenance.json, figures",
+        f"wrote {out}: {', '.join(f'{t}.csv' for t in experiments.TABLES)}, provenance.json, figures",
         "critical N (KS level 0.05): "
         + ", ".join(f"L={r.L}: {r.critical_N}" for r in crit[crit.ks_level == 0.05].itertuples()),
         f"wall time {res.provenance['seconds']['total']:.1f} s",
@@ -202,7 +276,14 @@ def _add_analyze(subparsers) -> None:
         description="Capture consecutive windows of a text, run Algorithms 1-5 on every layer and head, and write "
         "the CSV tables, provenance.json and the figures (PNG, SVG) into --out.",
     )
-    p.add_argument("--out", required=True, metavar="DIR", help="folder for the tables and figures (created)")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="folder for the tables and figures: created, or replaced with --force, and only once the run is "
+        "complete (checked writable before the model is loaded)",
+    )
+    p.add_argument("--force", action="store_true", help="replace --out when it is an existing non-empty folder")
     p.add_argument(
         "--model",
         default=None,
@@ -222,7 +303,13 @@ def _add_analyze(subparsers) -> None:
         help="'war-and-peace', 'pydoc-topics' or a UTF-8 file (default: $ATTNLIMITS_TEXT, else War and "
         "Peace, else the offline fallback)",
     )
-    p.add_argument("--preset", choices=sorted(PRESETS), default="paper", help="the grids (default: paper)")
+    p.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        default="paper",
+        metavar="NAME",
+        help=f"the grids of Algorithms 1-5: {', '.join(PRESETS)} (default: paper)",
+    )
     p.add_argument(
         "--windows", type=_positive_int, default=None, metavar="K", help="number of windows (default: the preset's)"
     )

@@ -29,9 +29,10 @@ def generator(seed: int, salt: int, *, stride: int = 1) -> torch.Generator:
 
     Each check has its own ``salt``. The checks of chapters 12 and 15 use ``stride=1`` (salts 0 to 4), those of
     chapters 13 and 14 ``stride=WIDE`` (salts 13 to 31); a common stride would change every random draw, so every
-    worst ratio the book prints, and is left for a release that may change numbers.
+    worst ratio the book prints, and is left for a release that may change numbers. The value is taken modulo
+    2**64, the range torch accepts, so every seed in [0, 2**63) works; below 2**64 nothing changes.
     """
-    return torch.Generator().manual_seed(int(seed) * stride + salt)
+    return torch.Generator().manual_seed((int(seed) * stride + salt) % 2**64)
 
 
 def split(trials: int, groups: int) -> list[int]:
@@ -72,7 +73,13 @@ def log_uniform(gen: torch.Generator, n: int, lo: float, hi: float) -> torch.Ten
 
 
 def tightness_text(worst: float) -> str:
-    """One-line reading of the worst measured/bound ratio of a bound that holds (sharp, tight or conservative)."""
+    """One-line reading of the worst measured/bound ratio of a bound that holds (sharp, tight or conservative).
+
+    A ratio of 0 (every trial measured 0, as happens with a handful of Monte Carlo trials) says the bound held but
+    nothing about how tight it is, and the text says so instead of a factor 1/0.
+    """
+    if not worst > 0:
+        return f"holds, tightness unknown (worst measured/bound {worst:.3g}: every trial measured 0; run more trials)"
     if worst >= 1 - 1e-6:
         return f"holds, sharp (attained: worst measured/bound {worst:.6f})"
     if worst >= 0.99:

@@ -150,10 +150,33 @@ def _residual_stream(model, ids, layer_ids) -> dict:
     return {layer: hidden[layer].detach() for layer in layer_ids}  # hidden_states[l] is the input of layer l
 
 
-def progress_bar(items, desc: str, progress: bool | None):
-    """tqdm over ``items`` when ``progress`` is True, or by default when stderr is a terminal."""
-    show = sys.stderr.isatty() if progress is None else progress
-    if not show:
+def progress_bar(items, desc: str, progress: bool | str | None):
+    """``items``, reporting progress on stderr as ``progress`` asks.
+
+    - ``True``: a tqdm bar; ``False``: nothing;
+    - ``None`` (the library's default): a tqdm bar when stderr is a terminal, else nothing, so tests and notebook
+      builds stay quiet;
+    - ``"lines"`` (what ``attnlimits analyze`` passes): a tqdm bar when stderr is a terminal, else plain lines
+      such as ``[attnlimits] capture 2/4`` after every item, or after every tenth of a longer loop (at most about
+      ten lines per loop), so that a log file shows a long run is alive.
+
+    ``items`` must have a length.
+    """
+    if progress not in (True, False, None, "lines"):
+        raise ValueError(f"progress: must be True, False, None or 'lines', got {progress!r}")
+    terminal = sys.stderr.isatty()
+    if progress == "lines" and not terminal:
+        total = len(items)
+        step = max(1, (total + 9) // 10)
+
+        def lines():
+            for done, item in enumerate(items, 1):
+                yield item
+                if done % step == 0 or done == total:
+                    print(f"[attnlimits] {desc} {done}/{total}", file=sys.stderr, flush=True)
+
+        return lines()
+    if not (terminal if progress in (None, "lines") else progress):
         return items
     from tqdm.auto import tqdm
 
