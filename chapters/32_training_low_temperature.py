@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext
 #     text_representation:
@@ -96,7 +96,7 @@ runs.rename("runs").to_frame().T
 #
 # The first grid trains every normaliser at $T \in \{0.01, 0.03, 0.1, 0.3, 1, 3, 10\}$ with $N/L = 1/16$.
 
-# %%
+# %% mystnb={"image": {"alt": "Five panels of training loss against step, one line per temperature; the lowest temperatures stay flat"}}
 temp = final[final.experiment == "temperature"]
 temp_hist = history[history.experiment == "temperature"]
 curves = temp_hist.groupby(["normalizer", "T", "step"]).loss.median().reset_index()
@@ -116,7 +116,7 @@ al.plotting.finish(grid.figure, "32_loss_curves")
 # *Figure: training loss curves per temperature (median over seeds), one panel per normaliser, relative to the
 # error of predicting the mean of all tokens. Dark curves are low temperatures.*
 
-# %%
+# %% mystnb={"image": {"alt": "Relative test error against temperature for the five normalisers, near 1 at low temperature"}}
 fig, ax = plt.subplots(figsize=(7, 4))
 sns.lineplot(data=temp, x="T", y="rel_error", hue="normalizer", marker="o",
              estimator="median", errorbar=("pi", 100),
@@ -140,7 +140,7 @@ table.pivot(index="T", columns="normalizer", values="reached").astype(int)
 # The table counts, per normaliser and temperature, the seeds that reach the target loss. Next, the gradients
 # of the attention parameters ($q$ and $W_k$) at every step:
 
-# %%
+# %% mystnb={"image": {"alt": "Box plots of per-step gradient norms by temperature and normaliser on a log scale"}}
 g = temp_hist.dropna(subset=["grad_norm"]).copy()
 g["grad_norm"] = g.grad_norm.clip(lower=1e-8)
 fig, ax = plt.subplots(figsize=(8, 4))
@@ -173,7 +173,7 @@ stats.loc["softmax"].style.format("{:.3g}")
 # $N/L = 1/16$ and varies $L \in \{64, 256, 1024\}$. If the paper's limit bit in training, the error would rise
 # once $N$ passes about $0.06\,L$ (the dotted line).
 
-# %%
+# %% mystnb={"image": {"alt": "Relative test error against N/L and against L for the five normalisers"}}
 frac = final[final.experiment.isin(["fraction"])].assign(fraction=lambda d: d.N / d.L)
 length = final[final.experiment.isin(["length"])
                | ((final.experiment == "fraction") & (final.N == p.N_fixed))]
@@ -197,7 +197,7 @@ al.plotting.finish(fig, "32_error_vs_fraction")
 # *Figure: relative test error against the fraction of marked tokens (left, dotted line at the paper's 6 %) and
 # against the length at a fixed fraction (right); median over seeds, range shaded.*
 
-# %%
+# %% mystnb={"image": {"alt": "Violin plots of per-step gradient norms at T = 1, one per normaliser"}}
 fig, ax = plt.subplots(figsize=(7, 3.5))
 t1 = temp[temp["T"] == 1.0][["normalizer", "run"]]
 h1 = temp_hist.merge(t1, on=["normalizer", "run"]).dropna(subset=["grad_norm"])

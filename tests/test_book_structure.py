@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import jupytext
@@ -166,7 +167,8 @@ def test_the_markdown_detectors_catch_what_they_are_for():
 
 
 # A cell that draws a figure (the library's `plotting.finish` or a matplotlib figure) must describe it for readers
-# who cannot see it: myst-nb's alt text lives in the notebook cell's metadata (the .py's filter hides it).
+# who cannot see it: myst-nb's alt text is cell metadata written in the .py's cell marker
+# (`# %% mystnb={"image": {"alt": "..."}}`), the one piece of cell metadata the jupytext filter keeps.
 DRAWS_A_FIGURE = re.compile(r"\bfinish\(|plt\.subplots\(|plt\.figure\(|\.figure\(")
 
 
@@ -181,16 +183,35 @@ def figure_cells_without_alt(nb) -> list[int]:
     ]
 
 
-@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_every_figure_cell_has_alt_text(nb_path: Path):
-    nb = jupytext.read(nb_path)
-    assert not figure_cells_without_alt(nb), f"{nb_path.name}: figure cells without alt text"
+@pytest.mark.parametrize("py", PY_CHAPTERS, ids=lambda p: p.stem)
+def test_every_figure_cell_has_alt_text(py: Path):
+    assert not figure_cells_without_alt(jupytext.read(py)), f"{py.name}: figure cells without alt text"
+
+
+@pytest.mark.parametrize("py", PY_CHAPTERS, ids=lambda p: p.stem)
+def test_the_alt_text_reaches_the_notebook(py: Path):
+    """What myst-nb reads (the .ipynb) carries the .py's alt text, cell for cell."""
+
+    def alts(nb):
+        return [c.metadata.get("mystnb") for c in nb.cells if c.cell_type == "code"]
+
+    assert alts(jupytext.read(py)) == alts(jupytext.read(py.with_suffix(".ipynb"))), f"{py.name}: run `make sync`"
+
+
+def test_jupytext_keeps_the_alt_text_in_the_py():
+    cell_filter = tomllib.loads((ROOT / "jupytext.toml").read_text())["cell_metadata_filter"]
+    assert cell_filter == "mystnb,-all"
+    text = '# %% mystnb={"image": {"alt": "a line"}}\nfig, ax = plt.subplots()\n'
+    nb = jupytext.reads(text, fmt="py:percent")
+    assert figure_cells_without_alt(nb) == []
+    nb.metadata["jupytext"] = {"cell_metadata_filter": cell_filter}
+    assert jupytext.reads(jupytext.writes(nb, fmt="py:percent"), fmt="py:percent").cells[0].metadata == {
+        "mystnb": {"image": {"alt": "a line"}}
+    }
 
 
 def test_the_alt_text_detector_fires():
-    import nbformat
-
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("fig, ax = plt.subplots()")])
+    nb = jupytext.reads("# %%\nfig, ax = plt.subplots()\n", fmt="py:percent")
     assert figure_cells_without_alt(nb) == [0]
     nb.cells[0].metadata["mystnb"] = {"image": {"alt": "a line"}}
     assert figure_cells_without_alt(nb) == []
