@@ -1,4 +1,5 @@
-"""attnlimits.alternatives: each diagnostic per normaliser against a direct computation."""
+"""attnlimits.alternatives: each diagnostic per normaliser against a direct computation; its presets; the synthetic
+heads of attnlimits.synthetic that feed it."""
 
 from __future__ import annotations
 
@@ -9,29 +10,36 @@ import pytest
 import torch
 
 from attnlimits import alternatives as alt
-from attnlimits import normalizers, selection, sweeps
+from attnlimits import normalizers, presets, rowstats, selection, synthetic
 
 NAMES = list(normalizers.NORMALIZERS)
 
 
 @pytest.fixture(scope="module")
 def heads():
-    logits, x = alt.synthetic_heads(24, heads=3, rows=2, d=4, seed=3)
+    logits, x = synthetic.gaussian_heads(24, synthetic.geometric_scales(0.5, 4.0, 3), rows=2, d=4, seed=3)
     return {12: (logits[:, :, :12], x[:, :12]), 24: (logits, x)}
 
 
-def test_synthetic_heads_are_seeded_prefixes():
-    a, xa = alt.synthetic_heads(10, heads=4, rows=2, d=3, seed=1)
-    b, xb = alt.synthetic_heads(10, heads=4, rows=2, d=3, seed=1)
+def test_synthetic_heads_are_seeded_with_one_scale_per_head():
+    scales = synthetic.geometric_scales(0.5, 4.0, 4)
+    torch.testing.assert_close(scales, torch.tensor([0.5, 1.0, 2.0, 4.0], dtype=torch.float64))
+    a, xa = synthetic.gaussian_heads(10, scales, rows=2, d=3, seed=1)
+    b, xb = synthetic.gaussian_heads(10, scales, rows=2, d=3, seed=1)
     assert a.shape == (4, 2, 10) and xa.shape == (4, 10, 3)
-    assert torch.equal(a, b) and torch.equal(xa, xb)
-    # the head scales are spread geometrically from 0.5 to 4
-    ratio = a.std(dim=(1, 2))
-    assert ratio[-1] > ratio[0]
-    with pytest.raises(ValueError, match="heads: must be an integer >= 1"):
-        alt.synthetic_heads(10, heads=0)
-    with pytest.raises(ValueError, match="scales"):
-        alt.synthetic_heads(10, scales=(2.0, 1.0))
+    assert torch.equal(a, b) and torch.equal(xa, xb) and torch.isfinite(a).all()
+    # one draw of N(0, 1), scaled per head: the same draw at unit scales, divided back, is the same numbers
+    unit, _ = synthetic.gaussian_heads(10, torch.ones(4, dtype=torch.float64), rows=2, d=3, seed=1)
+    torch.testing.assert_close(a, scales[:, None, None] * unit, rtol=0, atol=0)
+    causal, none = synthetic.gaussian_heads(6, [1.0, 2.0], seed=1)  # no rows: a causal layer, row t sees 0..t
+    assert causal.shape == (2, 6, 6) and none is None
+    assert torch.equal(torch.isfinite(causal[0]), torch.ones(6, 6, dtype=torch.bool).tril())
+    with pytest.raises(ValueError, match="rows: must be an integer >= 1"):
+        synthetic.gaussian_heads(10, scales, rows=0)
+    with pytest.raises(ValueError, match="scales: need one finite scale > 0"):
+        synthetic.gaussian_heads(10, [1.0, -1.0])
+    with pytest.raises(ValueError, match="scales: need 0 < low <= high"):
+        synthetic.geometric_scales(2.0, 1.0, 3)
 
 
 def test_weight_table_matches_direct_computation(heads):
@@ -49,6 +57,8 @@ def test_weight_table_matches_direct_computation(heads):
 
 
 def test_distance_table_matches_selection(heads):
+    """Every head's row means of d~, E and N_s/N (the experiments' kernels, every row seeing all L tokens) equal
+    attnlimits.selection row by row."""
     table = alt.distance_table(heads, [1, 3, 11])
     logits, x = heads[12]
     for name in NAMES:
@@ -59,9 +69,21 @@ def test_distance_table_matches_selection(heads):
             assert row.d_tilde == pytest.approx(float(selection.cumulative_distance(w[2], xs, n).mean()), rel=1e-12)
             assert row.E == pytest.approx(float(selection.random_selection_expectation(w[2], xs, n).mean()), rel=1e-12)
             ns = float(selection.distinguishable_fraction(w[2], xs, n).mean())
-            assert row.ns_fraction == pytest.approx(ns, rel=1e-12)
+            assert row.ns_frac == pytest.approx(ns, rel=1e-12)
     with pytest.raises(ValueError, match="Ns: every N must satisfy"):
         alt.distance_table(heads, [12])
+
+
+def test_distance_table_is_the_experiments_kernels_on_every_normaliser(heads):
+    """The same rows through attnlimits.rowstats with every query seeing all L tokens: the same numbers."""
+    logits, x = heads[24]
+    table = alt.distance_table({24: heads[24]}, [2, 7])
+    seen = torch.full((logits.shape[1],), 23)
+    for name in NAMES:
+        w = normalizers.NORMALIZERS[name](logits)
+        d = rowstats.distances(w, x, [2, 7], positions=seen)[0].mean(-1)
+        part = table[table.normalizer == name].sort_values(["N", "head"])
+        assert part.d_tilde.to_list() == d.reshape(-1).tolist()
 
 
 def test_critical_fraction_is_the_first_n_the_test_cannot_reject():
@@ -98,7 +120,7 @@ def test_g_table_is_algorithm_5_per_normaliser(heads):
     logits = heads[24][0]
     table = alt.g_table(logits, [0.1, 1.0], [1e-3], seed=2)
     for name in NAMES:
-        g = sweeps.finite_difference_g(
+        g = rowstats.finite_difference_g(
             logits, T=[0.1, 1.0], eps=[1e-3], seed=2, normalizer=normalizers.NORMALIZERS[name]
         )
         got = table[table.normalizer == name].sort_values("T").g.to_numpy()
@@ -155,6 +177,19 @@ def test_bad_arguments_raise(heads):
         alt.jacobian_table({12: (bad, None)})
     with pytest.raises(ValueError, match="preset: must be one of"):
         alt.get_preset("huge")
+
+
+def test_presets_are_dataclasses_with_the_chapters_grids():
+    reduced, full = alt.get_preset("reduced"), alt.get_preset("full")
+    assert isinstance(alt.PRESETS, presets.Registry) and set(alt.PRESETS) == {"reduced", "full"}
+    assert isinstance(reduced, alt.AlternativesPreset) and alt.get_preset(reduced) is reduced
+    assert reduced.synthetic_L == (32, 64, 128, 256) and reduced.heads == 24 and reduced.n_points == 10
+    assert full.synthetic_L[-1] == 1024 and full.eps == (1e-3, 1e-1)
+    assert alt.work("full")["synthetic"] > alt.work("reduced")["synthetic"]
+    small = reduced.replace(synthetic_L=(16, 32), heads=3, rows=2, n_points=4, T_grid=(1.0,))
+    tables = alt.synthetic_tables(small)
+    assert set(tables["distance"].L) == {16, 32} and "ns_frac" in tables["distance"]
+    assert set(tables["critical"].L) == {32}
 
 
 def test_cached_computes_once(tmp_path):

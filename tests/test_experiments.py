@@ -18,7 +18,7 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-from attnlimits import bounds, cli, experiments, models, rowstats, selection, texts
+from attnlimits import bounds, cli, experiments, models, normalizers, rowstats, selection, texts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import naive_experiments as naive  # noqa: E402
@@ -78,6 +78,73 @@ def test_rowstats_equal_the_per_row_definitions(monkeypatch, first, scale, walk)
                 torch.testing.assert_close(weights[h, t], top, rtol=0, atol=0)
                 checked += 1
     assert checked > 100
+
+
+@pytest.mark.parametrize("first", [0, 1])
+@pytest.mark.parametrize("spread", ["all tokens", "any positions"])
+def test_rowstats_at_given_query_positions_equal_the_per_row_definitions(monkeypatch, first, spread):
+    """Rows given with their query positions (every row seeing all L tokens, as chapter 33's heads, or any
+    positions, repeated and unsorted): each row equals attnlimits.selection / bounds on the tokens it sees."""
+    monkeypatch.setattr(rowstats, "ROW_BLOCK", 4)  # several blocks, the last one short
+    H, R, L, d = 2, 10, 16, 3
+    gen = torch.Generator().manual_seed(5 + first)
+    if spread == "all tokens":
+        positions = torch.full((R,), L - 1)
+    else:
+        positions = torch.randint(first + 4, L, (R,), generator=gen)
+    logits = 2 * torch.randn(H, R, L, generator=gen, dtype=torch.float64)
+    column = torch.arange(L)
+    logits = logits.masked_fill((column > positions[:, None]) | (column < first), -math.inf)
+    alpha, x = torch.softmax(logits, -1), torch.randn(H, L, d, generator=gen, dtype=torch.float64)
+    ns = [1, 3]
+    d_tilde, d_max = rowstats.distances(alpha, x, ns, first=first, bound=True, positions=positions)
+    expected = rowstats.expectation(alpha, x, ns, first=first, positions=positions)
+    assert d_tilde.shape == expected.shape == (2, H, R)
+    for j, n in enumerate(ns):
+        frac, weights, _ = rowstats.separability(alpha, x, n, first=first, positions=positions)
+        for h in range(H):
+            for r, t in enumerate(positions.tolist()):
+                a, xr = alpha[h, r, first : t + 1], x[h, first : t + 1]
+                assert d_tilde[j, h, r].item() == pytest.approx(selection.cumulative_distance(a, xr, n).item(), rel=REL)
+                assert d_max[j, h, r].item() == pytest.approx(bounds.theorem1_dmax(a, xr, n).item(), rel=REL)
+                ref_e = selection.random_selection_expectation(a, xr, n).item()
+                assert expected[j, h, r].item() == pytest.approx(ref_e, rel=REL)
+                assert frac[h, r].item() == selection.distinguishable_fraction(a, xr, n).item()
+                torch.testing.assert_close(weights[h, r], torch.sort(a, descending=True).values[:n], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="positions: must lie in"):
+        rowstats.expectation(alpha, x, ns, positions=torch.full((R,), L))
+    with pytest.raises(ValueError, match="positions: expected 10 integers"):
+        rowstats.expectation(alpha, x, ns, positions=torch.zeros(R + 1, dtype=torch.long))
+    with pytest.raises(ValueError, match="positions: needed"):
+        rowstats.expectation(alpha.transpose(1, 2), x[:, :R], ns)
+
+
+def test_default_positions_are_the_causal_rows(monkeypatch):
+    """positions = arange(L) is the default: the same numbers, bit for bit."""
+    monkeypatch.setattr(rowstats, "ROW_BLOCK", 7)
+    alpha, x = _causal(2, 20, 3, 2.0, seed=4)
+    rows = torch.arange(20)
+    for plain, given in (
+        (
+            rowstats.distances(alpha, x, [2, 15], bound=True),
+            rowstats.distances(alpha, x, [2, 15], bound=True, positions=rows),
+        ),
+        (rowstats.expectation(alpha, x, [2, 15]), rowstats.expectation(alpha, x, [2, 15], positions=rows)),
+        (rowstats.separability(alpha, x, 3), rowstats.separability(alpha, x, 3, positions=rows)),
+    ):
+        for a, b in zip(plain, given, strict=True):
+            assert torch.equal(a, b)
+
+
+def test_theorem2_bounds_of_the_selected_weights_are_the_bounds_of_the_row():
+    alpha, _ = _causal(1, 12, 2, 1.5, seed=9)
+    rows = alpha[0, 6:, :]  # rows with 7..12 visible tokens (the rest weight 0)
+    n, r, delta = 4, torch.linspace(0.5, 1.5, 6, dtype=torch.float64), torch.full((6,), 0.3, dtype=torch.float64)
+    weights = torch.sort(rows, descending=True).values[:, :n]
+    lower, upper = bounds.theorem2_bounds_of_weights(weights, r=r, delta=delta)
+    assert torch.equal(lower, bounds.theorem2_lower(rows, n, r=r, delta=delta))
+    assert torch.equal(upper, bounds.theorem2_upper_reconstructed(rows, n, r=r, delta=delta))
+    assert torch.equal(bounds.theorem2_xi_of_weights(weights, delta=delta), bounds.theorem2_xi(rows, n, delta=delta))
 
 
 def test_row_lengths_and_blocks():
@@ -216,6 +283,31 @@ def test_critical_n_matches_a_dense_scan(tiny, exclude_sink):
         monotone = (dense.p_value >= row.ks_level).is_monotonic_increasing
         if monotone:  # the search's premise; then it must find exactly the dense scan's answer
             assert (pd.isna(row.critical_N) and math.isnan(ref)) or row.critical_N == ref
+
+
+def test_another_normaliser_is_swapped_in_on_the_same_masked_logits(tiny):
+    """normalizer=None is the model's softmax; a named normaliser replaces it on the same masked logits, and the
+    algorithms compute on those weights what selection computes row by row."""
+    _, windows = tiny
+    w = windows[0]
+    layer = w.layer_ids[-1]
+    alpha, x = w.inputs(layer, 24)
+    assert torch.equal(alpha, torch.softmax(w.logits(layer, 24).double(), -1))
+    sparse, x2 = w.inputs(layer, 24, normalizer="sparsemax")
+    assert torch.equal(x, x2)
+    torch.testing.assert_close(sparse, normalizers.sparsemax(w.logits(layer, 24).double()), rtol=0, atol=0)
+    visible = torch.ones(24, 24, dtype=torch.bool).tril().expand_as(alpha)
+    assert (sparse[~visible] == 0).all() and (sparse[visible] == 0).any() and (alpha[visible] > 0).all()
+    table = experiments.distance_table(windows[:1], {3: [24]}, normalizer="sparsemax")
+    row = table[(table.layer == layer) & (table["head"] == 1)].iloc[0]
+    ref = [selection.cumulative_distance(sparse[1, t, : t + 1], x[1, : t + 1], 3).item() for t in range(3, 24)]
+    assert row.d_tilde == pytest.approx(float(np.mean(ref)), rel=REL)
+    sep = experiments.separability_table(windows[:1], 24, [2], normalizer="sparsemax")
+    assert len(sep) == len(experiments.separability_table(windows[:1], 24, [2]))
+    scan, _ = experiments.critical_n(windows[:1], [8], (0.05,), normalizer="1.5-entmax")
+    assert len(scan) > 0 and scan.p_value.between(0, 1).all()
+    with pytest.raises(ValueError, match="normalizer: must be None"):
+        w.inputs(layer, 24, normalizer="relu")
 
 
 def test_separability_matches_the_reference(tiny):

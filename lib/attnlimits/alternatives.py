@@ -2,10 +2,12 @@
 
 Inputs are "heads": logits ``(H, rows, L)`` (every row sees all L tokens) and token vectors ``(H, L, d)`` shared by
 a head's rows. Every normaliser of :mod:`attnlimits.normalizers` is applied to the same logits, and each
-diagnostic is averaged over a head's rows (one value per head, as in the paper's algorithms):
+diagnostic is averaged over a head's rows (one value per head, as in the paper's algorithms). The diagnostics are
+the experiments' own kernels (:mod:`attnlimits.rowstats`, Algorithm 3's KS decision
+:func:`attnlimits.experiments.algorithms.ks_test`), fed another normaliser's weights:
 
-- :func:`synthetic_heads`       seeded Gaussian logits with one scale per head, Gaussian token vectors.
-- :func:`model_heads`           a pretrained model's own logits and value vectors, one row block per length.
+- :func:`model_heads`           a pretrained model's own logits and value vectors, one row block per length
+                                (synthetic heads: :func:`attnlimits.synthetic.gaussian_heads`).
 - :func:`weight_table`          largest weight and support size (non-zero weights) per head and length.
 - :func:`distance_table`        d~, E and N_s/N per head for a grid of (L, N).
 - :func:`critical_fraction`     the critical N / L per length: the first N of the grid where a two-sample KS test
@@ -24,18 +26,19 @@ import json
 import math
 import pickle
 import time
-import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import torch
-from scipy import stats
 
-from attnlimits import cache, normalizers, provenance, selection, sweeps
+from attnlimits import cache, normalizers, presets, provenance, rowstats, sweeps, synthetic
+from attnlimits.experiments.algorithms import ks_test
 
 __all__ = [
     "PRESETS",
+    "AlternativesPreset",
     "all_tables",
     "cached",
     "cached_model_tables",
@@ -50,7 +53,6 @@ __all__ = [
     "model_tables",
     "n_grid",
     "row_cost",
-    "synthetic_heads",
     "synthetic_tables",
     "weight_table",
     "work",
@@ -74,25 +76,6 @@ def _check_heads(logits: torch.Tensor, x: torch.Tensor | None = None) -> None:
         raise ValueError(
             f"x: expected shape (heads={logits.shape[0]}, >= L={logits.shape[2]}, d), got {tuple(x.shape)}"
         )
-
-
-def synthetic_heads(
-    L: int, *, heads: int = 32, rows: int = 8, d: int = 16, scales=(0.5, 4.0), seed: int = 0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``heads`` synthetic heads in float64: logits sigma_h * N(0, 1) of shape (heads, rows, L), sigma_h spaced
-    geometrically over ``scales``, and token vectors N(0, I_d / d) of shape (heads, L, d). Any prefix [:, :, :L']
-    of the logits with x[:, :L'] is the same construction at length L'."""
-    for name, v in (("L", L), ("heads", heads), ("rows", rows), ("d", d)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
-    lo, hi = scales
-    if not 0 < lo <= hi:
-        raise ValueError(f"scales: need 0 < low <= high, got {scales!r}")
-    gen = torch.Generator().manual_seed(seed)
-    sigma = torch.logspace(math.log10(lo), math.log10(hi), heads, dtype=torch.float64)
-    logits = sigma[:, None, None] * torch.randn(heads, rows, L, generator=gen, dtype=torch.float64)
-    x = torch.randn(heads, L, d, generator=gen, dtype=torch.float64) / math.sqrt(d)
-    return logits, x
 
 
 def model_heads(windows, lengths: Sequence[int], rows: int) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
@@ -144,23 +127,27 @@ def weight_table(inputs: dict, names=None) -> pd.DataFrame:
 
 def distance_table(inputs: dict, Ns: dict | Sequence[int], names=None) -> pd.DataFrame:
     """Per normaliser, length L, selection size N and head: the row means of d~, E (the closed-form main term) and
-    N_s/N (default radius). ``Ns``: one list for every length, or ``{L: list}``."""
+    N_s/N at Algorithm 4's radius (the smallest distance of a dropped token to s), by the experiments' kernels
+    (:mod:`attnlimits.rowstats`, every row seeing all L tokens). ``Ns``: one list for every length, or
+    ``{L: list}``."""
     rows = []
     for L, (logits, x) in sorted(inputs.items()):
         _check_heads(logits, x)
-        grid = Ns[L] if isinstance(Ns, dict) else Ns
-        xs = x[:, None, :L]  # (H, 1, L, d): a head's tokens, shared by its rows
+        grid = [int(n) for n in (Ns[L] if isinstance(Ns, dict) else Ns)]
+        bad = [n for n in grid if not 1 <= n < L]
+        if bad:
+            raise ValueError(f"Ns: every N must satisfy 1 <= N < L = {L}, got {bad}")
+        xs = x[:, :L]  # a head's tokens, shared by its rows
+        seen = torch.full((logits.shape[1],), L - 1)  # every row is a query that sees all L tokens
         for name in _names(names):
             a = _weights(name, logits)
-            for n in grid:
-                if not 1 <= n < L:
-                    raise ValueError(f"Ns: every N must satisfy 1 <= N < L = {L}, got {n}")
-                d = selection.cumulative_distance(a, xs, n).mean(-1)
-                e = selection.random_selection_expectation(a, xs, n).mean(-1)
-                ns = selection.distinguishable_fraction(a, xs, n).mean(-1)
+            d = rowstats.distances(a, xs, grid, positions=seen)[0].mean(-1)  # (len(grid), H)
+            e = rowstats.expectation(a, xs, grid, positions=seen).mean(-1)
+            for j, n in enumerate(grid):
+                ns = rowstats.separability(a, xs, n, positions=seen)[0].mean(-1)
                 for h in range(a.shape[0]):
-                    rows.append({"normalizer": name, "L": L, "N": n, "head": h, "d_tilde": float(d[h]),
-                                 "E": float(e[h]), "ns_fraction": float(ns[h])})  # fmt: skip
+                    rows.append({"normalizer": name, "L": L, "N": n, "head": h, "d_tilde": float(d[j, h]),
+                                 "E": float(e[j, h]), "ns_frac": float(ns[h])})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -174,9 +161,7 @@ def critical_fraction(table: pd.DataFrame, level: float = 0.05) -> pd.DataFrame:
     for (name, L), part in table.groupby(["normalizer", "L"], sort=False):
         found = None
         for n, g in part.groupby("N", sort=True):
-            with warnings.catch_warnings():  # scipy notes when it falls back to the asymptotic p-value
-                warnings.simplefilter("ignore", RuntimeWarning)
-                p = stats.ks_2samp(g.d_tilde.to_numpy(), g.E.to_numpy()).pvalue
+            p = ks_test(g.d_tilde.to_numpy(), g.E.to_numpy())[1]
             if p >= level:
                 found = (n, p)
                 break
@@ -208,7 +193,7 @@ def g_table(logits: torch.Tensor, T_grid, eps_grid, names=None, seed: int = 0) -
     rows = []
     T_grid, eps_grid = list(T_grid), list(eps_grid)
     for name in _names(names):
-        g = sweeps.finite_difference_g(
+        g = rowstats.finite_difference_g(
             logits, T=T_grid, eps=eps_grid, seed=seed, normalizer=normalizers.NORMALIZERS[name]
         )
         for i, T in enumerate(T_grid):
@@ -279,56 +264,74 @@ def cached(name: str, fn: Callable, *args, root=None, key=None, **kwargs):
 # ----------------------------------------------------------------------------------------------------------------
 # chapter 33: every diagnostic on synthetic heads and on a pretrained model's heads, per preset
 # ----------------------------------------------------------------------------------------------------------------
-PRESETS = {
-    "default": {
-        "synthetic_L": [32, 64, 128, 256],
-        "heads": 24,
-        "rows": 4,
-        "model_L": [32, 64, 128, 256],
-        "model_rows": 4,
-        "layers": 4,
-        "n_points": 10,
-        "fixed_N": 5,
-        "T_grid": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
-        "eps": [1e-3],
-        "seed": 0,
-    },
-    "full": {
-        "synthetic_L": [32, 64, 128, 256, 512, 1024],
-        "heads": 48,
-        "rows": 8,
-        "model_L": [32, 64, 128, 256, 512],
-        "model_rows": 16,
-        "layers": 10,
-        "n_points": 20,
-        "fixed_N": 5,
-        "T_grid": [0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0],
-        "eps": [1e-3, 1e-1],
-        "seed": 0,
-    },
-}
+@dataclass(frozen=True)
+class AlternativesPreset(presets.StudyPreset):
+    """The grids of chapter 33: the synthetic heads (lengths, heads, rows per head, and the head scales and token
+    dimension of :func:`attnlimits.synthetic.gaussian_heads`), the model's heads (lengths, rows per length, how many
+    layers), the N grid (``n_points`` at the largest length, ``fixed_N`` at every length), Algorithm 5's T and eps
+    grids, and the seed."""
+
+    synthetic_L: tuple[int, ...]
+    heads: int
+    rows: int
+    model_L: tuple[int, ...]
+    model_rows: int
+    layers: int | None
+    n_points: int
+    fixed_N: int
+    T_grid: tuple[float, ...]
+    eps: tuple[float, ...]
+    seed: int = 0
+    synthetic_scales: tuple[float, float] = (0.5, 4.0)
+    synthetic_d: int = 16
 
 
-def get_preset(preset) -> dict:
-    """A preset of chapter 33 by name (``"default"``, reduced, or ``"full"``), or a dict of the same keys."""
-    if isinstance(preset, dict):
-        missing = set(PRESETS["default"]) - set(preset)
-        if missing:
-            raise ValueError(f"preset: missing keys {sorted(missing)}")
-        return preset
-    if preset not in PRESETS:
-        raise ValueError(f"preset: must be one of {list(PRESETS)} or a dict, got {preset!r}")
-    return PRESETS[preset]
+PRESETS = presets.Registry(
+    "alternatives",
+    AlternativesPreset,
+    AlternativesPreset(
+        name="reduced",
+        synthetic_L=(32, 64, 128, 256),
+        heads=24,
+        rows=4,
+        model_L=(32, 64, 128, 256),
+        model_rows=4,
+        layers=4,
+        n_points=10,
+        fixed_N=5,
+        T_grid=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
+        eps=(1e-3,),
+    ),
+    AlternativesPreset(
+        name="full",
+        synthetic_L=(32, 64, 128, 256, 512, 1024),
+        heads=48,
+        rows=8,
+        model_L=(32, 64, 128, 256, 512),
+        model_rows=16,
+        layers=10,
+        n_points=20,
+        fixed_N=5,
+        T_grid=(0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0),
+        eps=(1e-3, 1e-1),
+    ),
+)
 
 
-def all_tables(inputs: dict, p: dict, names=None) -> dict[str, pd.DataFrame]:
+def get_preset(preset) -> AlternativesPreset:
+    """A preset of chapter 33 by name (``"reduced"``, what the book builds, or ``"full"``), or an
+    :class:`AlternativesPreset` unchanged."""
+    return PRESETS.get(preset)
+
+
+def all_tables(inputs: dict, p: AlternativesPreset, names=None) -> dict[str, pd.DataFrame]:
     """Every diagnostic of the chapter on ``inputs`` (``{L: (logits, x)}``): ``weights``, ``distance`` (the fixed N at
     every L and the N grid at the largest L), then at the largest L only ``critical`` (KS level 0.05 on the N grid),
     ``jacobian`` and ``g``."""
     lengths = sorted(inputs)
     top = lengths[-1]
-    grids = {L: [min(p["fixed_N"], L - 1)] for L in lengths}
-    grids[top] = sorted(set(n_grid(top, p["n_points"])) | set(grids[top]))
+    grids = {L: [min(p.fixed_N, L - 1)] for L in lengths}
+    grids[top] = sorted(set(n_grid(top, p.n_points)) | set(grids[top]))
     distance = distance_table(inputs, grids, names)
     t0 = time.perf_counter()
     out = {
@@ -336,35 +339,37 @@ def all_tables(inputs: dict, p: dict, names=None) -> dict[str, pd.DataFrame]:
         "distance": distance,
         "critical": critical_fraction(distance[distance.L == top]),
         "jacobian": jacobian_table({top: inputs[top]}, names),
-        "g": g_table(inputs[top][0], p["T_grid"], p["eps"], names, seed=p["seed"]),
+        "g": g_table(inputs[top][0], p.T_grid, p.eps, names, seed=p.seed),
     }
     out["seconds"] = pd.DataFrame([{"part": "diagnostics", "seconds": time.perf_counter() - t0}])
     return out
 
 
-def synthetic_tables(preset="default") -> dict[str, pd.DataFrame]:
-    """:func:`all_tables` on :func:`synthetic_heads` at the preset's lengths (prefixes of one draw)."""
+def synthetic_tables(preset="reduced") -> dict[str, pd.DataFrame]:
+    """:func:`all_tables` on synthetic heads (:func:`attnlimits.synthetic.gaussian_heads`, the preset's ``heads``
+    scales spread geometrically over ``synthetic_scales``) at the preset's lengths (prefixes of one draw)."""
     p = get_preset(preset)
     t0 = time.perf_counter()
-    logits, x = synthetic_heads(max(p["synthetic_L"]), heads=p["heads"], rows=p["rows"], seed=p["seed"])
-    out = all_tables({L: (logits[:, :, :L], x[:, :L]) for L in p["synthetic_L"]}, p)
+    scales = synthetic.geometric_scales(*p.synthetic_scales, p.heads)
+    logits, x = synthetic.gaussian_heads(max(p.synthetic_L), scales, rows=p.rows, d=p.synthetic_d, seed=p.seed)
+    out = all_tables({L: (logits[:, :, :L], x[:, :L]) for L in p.synthetic_L}, p)
     out["seconds"] = pd.DataFrame([{"part": "synthetic", "seconds": time.perf_counter() - t0}])
     return out
 
 
-def work(preset="default", n_layers: int = 30, n_heads: int = 9) -> dict[str, int]:
+def work(preset="reduced", n_layers: int = 30, n_heads: int = 9) -> dict[str, int]:
     """The preset's work in weight entries (heads x rows x L, summed over lengths, times the N grid's size at the
     largest length), for the synthetic and the model part; ``n_layers`` and ``n_heads`` describe the model. The
     time grows about linearly with it, so the ratio of two presets' work extrapolates a time."""
     p = get_preset(preset)
-    layers = len(model_layers(n_layers, p["layers"]))
+    layers = len(model_layers(n_layers, p.layers))
 
     def entries(heads, rows, lengths):
-        return heads * rows * (sum(lengths) + max(lengths) * p["n_points"])
+        return heads * rows * (sum(lengths) + max(lengths) * p.n_points)
 
     return {
-        "synthetic": entries(p["heads"], p["rows"], p["synthetic_L"]),
-        "model": entries(layers * n_heads, p["model_rows"], p["model_L"]),
+        "synthetic": entries(p.heads, p.rows, p.synthetic_L),
+        "model": entries(layers * n_heads, p.model_rows, p.model_L),
     }
 
 
@@ -375,17 +380,17 @@ def model_layers(n_layers: int, count) -> list[int]:
     return sorted({round(i * (n_layers - 1) / (count - 1)) for i in range(count)})
 
 
-def model_tables(model, text, preset="default") -> dict[str, pd.DataFrame]:
+def model_tables(model, text, preset="reduced") -> dict[str, pd.DataFrame]:
     """:func:`all_tables` on one window of ``text`` captured from ``model`` (:func:`model_heads`): the model's own
     logits and value vectors, every normaliser swapped in on the same logits."""
     from attnlimits import experiments, models
 
     p = get_preset(preset)
     t0 = time.perf_counter()
-    layers = model_layers(models.facts(model)["n_layers"], p["layers"])
-    length = max(p["model_L"]) + p["model_rows"] - 1
+    layers = model_layers(models.facts(model)["n_layers"], p.layers)
+    length = max(p.model_L) + p.model_rows - 1
     windows = experiments.capture_windows(model, text, length=length, count=1, layers=layers)
-    inputs = model_heads(windows, p["model_L"], p["model_rows"])
+    inputs = model_heads(windows, p.model_L, p.model_rows)
     captured = time.perf_counter() - t0
     out = all_tables(inputs, p)
     out["seconds"] = pd.DataFrame(
@@ -395,7 +400,7 @@ def model_tables(model, text, preset="default") -> dict[str, pd.DataFrame]:
     return out
 
 
-def cached_model_tables(model, text, preset="default", *, root=None) -> dict[str, pd.DataFrame]:
+def cached_model_tables(model, text, preset="reduced", *, root=None) -> dict[str, pd.DataFrame]:
     """:func:`model_tables` from the cache when the same model weights, text, preset and code produced it."""
     prov = getattr(model, "provenance", None)
     model_key = prov.as_dict().get("sha256") if prov is not None else type(model).__name__
@@ -404,6 +409,6 @@ def cached_model_tables(model, text, preset="default", *, root=None) -> dict[str
     return cached("model", model_tables, model, text, preset, root=root, key=key)
 
 
-def cached_synthetic_tables(preset="default", *, root=None) -> dict[str, pd.DataFrame]:
+def cached_synthetic_tables(preset="reduced", *, root=None) -> dict[str, pd.DataFrame]:
     """:func:`synthetic_tables` from the cache when the same preset and code produced it."""
     return cached("synthetic", synthetic_tables, preset, root=root, key={"preset": get_preset(preset)})

@@ -35,11 +35,13 @@ __all__ = [
     "softmax_weights",
     "theorem1_dmax",
     "theorem1_dmax_sharp",
+    "theorem2_bounds_of_weights",
     "theorem2_lower",
     "theorem2_mean_lower",
     "theorem2_upper",
     "theorem2_upper_reconstructed",
     "theorem2_xi",
+    "theorem2_xi_of_weights",
 ]
 
 
@@ -398,7 +400,14 @@ def theorem2_xi(alpha, n: int, *, M=1.0, delta=0.0) -> torch.Tensor:
     xi_i^2 = M^2 sum_{j != i} alpha_j^2 + (M^2 - delta^2 / 2) sum_{j != k; j, k != i} alpha_j alpha_k (sums over
     I_N). Under ||x_j|| = M and ||x_j - x_k|| >= delta it bounds ||s - alpha_i x_i|| for every configuration.
     """
-    w, n = _selected_weights(alpha, n)
+    return theorem2_xi_of_weights(_selected_weights(alpha, n)[0], M=M, delta=delta)
+
+
+def theorem2_xi_of_weights(weights, *, M=1.0, delta=0.0) -> torch.Tensor:
+    """:func:`theorem2_xi` from the selected weights themselves, ``(..., n)`` largest first (they need not sum to
+    1): for a caller that has already selected I_N, as the experiments have. ``M`` and ``delta`` broadcast against
+    the leading dims."""
+    w = validation.float_tensor("weights", weights)
     M = validation.positive("M", M).to(w.dtype).unsqueeze(-1)
     delta = _radius("delta", delta, w.dtype, allow_zero=True).unsqueeze(-1)
     s1 = w.sum(dim=-1, keepdim=True) - w
@@ -418,7 +427,25 @@ def theorem2_lower(alpha, n: int, *, r, M=1.0, delta=0.0, sharp: bool = False) -
     r = _radius("r", r, xi.dtype).unsqueeze(-1)
     if sharp:
         return (xi <= r).to(xi.dtype).mean(dim=-1)
+    return _lower_of_xi(xi, r)
+
+
+def _lower_of_xi(xi: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     return 1 - (xi / r).mean(dim=-1)
+
+
+def _upper_of_xi(xi: torch.Tensor, r: torch.Tensor, M) -> torch.Tensor:
+    M = validation.positive("M", M).to(xi.dtype).unsqueeze(-1)
+    return torch.exp(-((xi - r).clamp_min(0) ** 2) / (2 * M**2)).mean(dim=-1)
+
+
+def theorem2_bounds_of_weights(weights, *, r, M=1.0, delta=0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Theorem 2's lower bound and the reconstructed upper bound together, from the selected weights ``(..., n)``
+    (xi computed once, :func:`theorem2_xi_of_weights`): ``(lower, upper)``, each ``(...)``, the values of
+    :func:`theorem2_lower` and :func:`theorem2_upper_reconstructed` at the radius ``r > 0``."""
+    xi = theorem2_xi_of_weights(weights, M=M, delta=delta)
+    r = _radius("r", r, xi.dtype).unsqueeze(-1)
+    return _lower_of_xi(xi, r), _upper_of_xi(xi, r, M)
 
 
 def theorem2_upper_reconstructed(alpha, n: int, *, r, M=1.0, delta=0.0) -> torch.Tensor:
@@ -428,9 +455,7 @@ def theorem2_upper_reconstructed(alpha, n: int, *, r, M=1.0, delta=0.0) -> torch
     on E[N_s] / N (nor does it track the empirical maxima, as the paper reports its bound does); kept to draw it.
     """
     xi = theorem2_xi(alpha, n, M=M, delta=delta)
-    r = _radius("r", r, xi.dtype, allow_zero=True).unsqueeze(-1)
-    M = validation.positive("M", M).to(xi.dtype).unsqueeze(-1)
-    return torch.exp(-((xi - r).clamp_min(0) ** 2) / (2 * M**2)).mean(dim=-1)
+    return _upper_of_xi(xi, _radius("r", r, xi.dtype, allow_zero=True).unsqueeze(-1), M)
 
 
 def theorem2_mean_lower(alpha, n: int, *, M=1.0, d=2) -> torch.Tensor:

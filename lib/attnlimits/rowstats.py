@@ -6,6 +6,10 @@ A layer is given as causal weights ``alpha`` of shape ``(H, L, L)`` (row ``t`` h
 head and row, shape ``(H, L)``, equal to what :mod:`attnlimits.selection` and :mod:`attnlimits.bounds` give for the
 row's visible prefix ``alpha[h, t, :t+1]``, ``x[h, :t+1]`` (the tests check this row by row).
 
+``positions`` generalises the rows: weights ``(H, R, L)`` whose row r is the query at position ``positions[r]``
+(it sees the tokens ``n <= positions[r]``); the default ``arange(R)`` is the causal layer above. A block of R query
+rows that each see all L tokens (the heads of :mod:`attnlimits.alternatives`) is ``positions = full(R, L - 1)``.
+
 How it stays fast: no tensor of shape ``(H, L, L, d)`` is ever built. Per N, the context vectors of every row are one
 matmul ``s = (alpha masked to its top N) @ x``, and every distance follows from a second one through
 ``||alpha_i x_i - s||^2 = alpha_i^2 ||x_i||^2 - 2 alpha_i x_i.s + ||s||^2``. Rows are processed in blocks, and a block
@@ -15,13 +19,26 @@ of rows ``[r0, r1)`` only reads columns ``[0, r1)`` (the causal triangle), which
 comparison, after the caller has renormalised the remaining weights. ``window`` (None or w >= 1) is a layer's
 sliding window: row ``t``'s tokens are then the last w positions ``t - w < n <= t`` (Gemma 3's local layers), the
 only ones its softmax sees; None is the plain causal mask.
+
+Algorithm 5's measurement :func:`finite_difference_g` (the sensitivity g(T, eps) of a normaliser on logits of any
+heads and rows) is the one kernel here that reads logits rather than weights.
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["ROW_BLOCK", "distances", "expectation", "row_blocks", "row_lengths", "separability"]
+from attnlimits import validation
+
+__all__ = [
+    "ROW_BLOCK",
+    "distances",
+    "expectation",
+    "finite_difference_g",
+    "row_blocks",
+    "row_lengths",
+    "separability",
+]
 
 #: Rows per block: bounds the (H, block, L) intermediates (9 heads x 256 x 1024 float64 = 19 MB each).
 ROW_BLOCK = 256
@@ -40,10 +57,38 @@ def row_blocks(L: int):
         yield r0, min(L, r0 + ROW_BLOCK)
 
 
-def _visible(r0: int, r1: int, first: int, device, window: int | None = None) -> torch.Tensor:
-    """(r1 - r0, r1) boolean: column n is a token of row t (first <= n <= t, and t - window < n)."""
-    t = torch.arange(r0, r1, device=device).unsqueeze(-1)
-    n = torch.arange(r1, device=device)
+def _check_positions(alpha: torch.Tensor, x: torch.Tensor, positions) -> torch.Tensor | None:
+    """``positions`` as an int64 tensor on alpha's device (None stays None: row r is the query at position r)."""
+    rows, columns = alpha.shape[-2], alpha.shape[-1]
+    if positions is None:
+        if rows > columns:
+            raise ValueError(f"positions: needed when alpha has more rows ({rows}) than columns ({columns})")
+        return None
+    p = torch.as_tensor(positions, device=alpha.device)
+    if p.shape != (rows,) or p.dtype.is_floating_point or p.dtype == torch.bool:
+        raise ValueError(f"positions: expected {rows} integers (one per row of alpha), got {tuple(p.shape)} {p.dtype}")
+    p = p.long()
+    top = min(columns, x.shape[-2])
+    if rows and not (0 <= int(p.min()) and int(p.max()) < top):
+        raise ValueError(f"positions: must lie in [0, {top - 1}] (the tokens of alpha and x), got {p.tolist()}")
+    return p
+
+
+def _blocks(rows: int, positions: torch.Tensor | None, device):
+    """Row blocks ``(r0, r1, t, c)``: the block's query positions t ``(r1 - r0,)`` and the columns ``[0, c)`` it
+    reads, c = max(t) + 1 (the causal triangle: ``c = r1`` for the default positions)."""
+    for r0, r1 in row_blocks(rows):
+        if positions is None:
+            yield r0, r1, torch.arange(r0, r1, device=device), r1
+        else:
+            t = positions[r0:r1]
+            yield r0, r1, t, int(t.max()) + 1
+
+
+def _visible(t: torch.Tensor, c: int, first: int, window: int | None = None) -> torch.Tensor:
+    """(len(t), c) boolean: column n is a token of the query at position t (first <= n <= t, and t - window < n)."""
+    t = t.unsqueeze(-1)
+    n = torch.arange(c, device=t.device)
     visible = (n <= t) & (n >= first)
     return visible if window is None else visible & (n > t - window)
 
@@ -77,26 +122,34 @@ def _pair_norms(a, x, xx, s, ss, tokens) -> torch.Tensor:
 
 
 def distances(
-    alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0, bound: bool = False, window: int | None = None
+    alpha: torch.Tensor,
+    x: torch.Tensor,
+    ns,
+    *,
+    first: int = 0,
+    bound: bool = False,
+    window: int | None = None,
+    positions=None,
 ):
     """Cumulative distance d~ per row for every n in ``ns`` (Theorem 1), and with ``bound=True`` also the
     reconstructed d_max.
 
-    Returns ``(d_tilde, d_max)``, each ``(len(ns), H, L)``; ``d_max`` is None unless asked. Values of rows with at
-    most n tokens are meaningless (nothing is dropped) and left as computed; callers skip them. The token distances
-    that d_max needs are computed once for every n.
+    Returns ``(d_tilde, d_max)``, each ``(len(ns), H, R)`` (R rows of alpha); ``d_max`` is None unless asked.
+    Values of rows with at most n tokens are meaningless (nothing is dropped) and left as computed; callers skip
+    them. The token distances that d_max needs are computed once for every n.
     """
-    H, L, _ = x.shape
+    positions = _check_positions(alpha, x, positions)
+    H, R = alpha.shape[0], alpha.shape[1]
     ns = [int(n) for n in ns]
     xx = (x * x).sum(-1)
-    d_tilde = x.new_zeros(len(ns), H, L)
-    d_max = x.new_zeros(len(ns), H, L) if bound else None
+    d_tilde = x.new_zeros(len(ns), H, R)
+    d_max = x.new_zeros(len(ns), H, R) if bound else None
     pair = torch.cdist(x, x) if bound else None
     farthest = _farthest(pair, _WALK) if bound else None
-    for r0, r1 in row_blocks(L):
-        a, xb = alpha[:, r0:r1, :r1], x[:, :r1]
-        visible = _visible(r0, r1, first, x.device, window)
-        by_complement = not bound and max(ns) > r1 // 2
+    for r0, r1, t, c in _blocks(R, positions, x.device):
+        a, xb = alpha[:, r0:r1, :c], x[:, :c]
+        visible = _visible(t, c, first, window)
+        by_complement = not bound and max(ns) > c // 2
         if not by_complement:
             top_val, top_idx = _top(a, visible, max(ns))  # sorted: the first n columns are the top n
         for j, n in enumerate(ns):
@@ -107,11 +160,9 @@ def distances(
                 selected = torch.zeros_like(a, dtype=torch.bool).scatter_(-1, idx, True) & visible
             s = torch.bmm(torch.where(selected, a, 0.0), xb)
             keep = (visible & ~selected).to(x.dtype)
-            d_tilde[j, :, r0:r1] = _pair_norms(a, xb, xx[:, :r1], s, (s * s).sum(-1), keep).sum(-1)
+            d_tilde[j, :, r0:r1] = _pair_norms(a, xb, xx[:, :c], s, (s * s).sum(-1), keep).sum(-1)
             if bound:
-                d_max[j, :, r0:r1] = _dmax_block(
-                    pair, farthest, xx.sqrt(), val.clamp_min(0), idx, selected, visible, r0
-                )
+                d_max[j, :, r0:r1] = _dmax_block(pair, farthest, xx.sqrt(), val.clamp_min(0), idx, selected, visible, t)
     return d_tilde, d_max
 
 
@@ -129,9 +180,10 @@ _WALK = 32
 _FALLBACK_CHUNK = 8192
 
 
-def _dmax_block(pair, farthest, norms, val, idx, selected, visible, r0):
+def _dmax_block(pair, farthest, norms, val, idx, selected, visible, t):
     """(1 - abar) d1 + [(1 - abar) + (l - N) abar] max_{j in I} ||x_j|| for a block of rows (Theorem 1, as
-    reconstructed), with l the row's token count and d1 the largest distance between a selected and a dropped token.
+    reconstructed), with l the row's token count and d1 the largest distance between a selected and a dropped token;
+    ``t`` holds the rows' query positions.
 
     d1 is exact, in steps that each handle what the previous one left open. The prefix maximum of ||x_i - x_j|| over
     i <= t is an upper bound for selected j, and the value itself when its maximiser is dropped (most pairs); pairs
@@ -145,8 +197,8 @@ def _dmax_block(pair, farthest, norms, val, idx, selected, visible, r0):
     m = torch.gather(norms[:, :r1].unsqueeze(1).expand(H, B, r1), -1, idx).amax(-1)
     dropped = visible & ~selected  # (H, B, r1)
     P, A, order = farthest
-    per_j = torch.gather(P[:, r0 : r0 + B], -1, idx)  # (H, B, N): max over all i <= t, an upper bound
-    arg = torch.gather(A[:, r0 : r0 + B], -1, idx)
+    per_j = torch.gather(P[:, t], -1, idx)  # (H, B, N): max over all i <= t, an upper bound
+    arg = torch.gather(A[:, t], -1, idx)
     exact = torch.gather(dropped, -1, arg)  # the prefix maximiser is dropped: the bound is the value
     best = torch.where(exact, per_j, 0.0).amax(-1, keepdim=True)
     open_ = (~exact & (per_j > best)).nonzero()  # only pairs that could still beat the best exact value
@@ -169,25 +221,28 @@ def _dmax_block(pair, farthest, norms, val, idx, selected, visible, r0):
     return out_mass * d1 + (out_mass + (length - N) * (1 - out_mass)) * m
 
 
-def expectation(alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0, window: int | None = None) -> torch.Tensor:
-    """Closed-form random-selection expectation E per row for every n in ``ns``: shape ``(len(ns), H, L)``.
+def expectation(
+    alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0, window: int | None = None, positions=None
+) -> torch.Tensor:
+    """Closed-form random-selection expectation E per row for every n in ``ns``: shape ``(len(ns), H, R)``.
 
     E = ((l - n) / l) sum_i ||(1 + c) y_i - c Y||, c = n / (l - 1), y_i = alpha_i x_i, Y = sum_i y_i, l the row's
     token count (:func:`attnlimits.selection.random_selection_expectation` on the visible prefix). The matmul
     x_i . Y is shared by every n.
     """
-    H, L, _ = x.shape
+    positions = _check_positions(alpha, x, positions)
+    H, R = alpha.shape[0], alpha.shape[1]
     ns = [int(n) for n in ns]
     xx = (x * x).sum(-1)
-    out = x.new_zeros(len(ns), H, L)
-    for r0, r1 in row_blocks(L):
-        a, xb = alpha[:, r0:r1, :r1], x[:, :r1]
-        visible = _visible(r0, r1, first, x.device, window)
+    out = x.new_zeros(len(ns), H, R)
+    for r0, r1, t, c in _blocks(R, positions, x.device):
+        a, xb = alpha[:, r0:r1, :c], x[:, :c]
+        visible = _visible(t, c, first, window)
         tokens = visible.to(x.dtype)
         Y = torch.bmm(a, xb)
         g = torch.bmm(Y, xb.transpose(1, 2))
         yy = (Y * Y).sum(-1).unsqueeze(-1)
-        ay = a * a * xx[:, :r1].unsqueeze(1)
+        ay = a * a * xx[:, :c].unsqueeze(1)
         length = visible.sum(-1).to(x.dtype)  # (B,)
         for j, n in enumerate(ns):
             c = (n / (length - 1).clamp_min(1)).view(1, -1, 1)
@@ -197,25 +252,72 @@ def expectation(alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0, win
     return out
 
 
-def separability(alpha: torch.Tensor, x: torch.Tensor, n: int, *, first: int = 0, window: int | None = None):
-    """N_s / N per row at the radius R = min over dropped tokens of ||alpha_j x_j - s|| (Theorem 2), with the
-    selected weights (largest first) and R that the bounds need.
+def separability(
+    alpha: torch.Tensor, x: torch.Tensor, n: int, *, first: int = 0, window: int | None = None, positions=None
+):
+    """N_s / N per row at the radius R = min over dropped tokens of ||alpha_j x_j - s|| (Theorem 2 and Algorithm 4;
+    :func:`attnlimits.selection.distinguishable_fraction` at its default radius), with the selected weights (largest
+    first) and R that the bounds need.
 
-    Returns ``(ns_frac (H, L), weights (H, L, n), R (H, L))``; ``x`` should already lie on the sphere.
+    Returns ``(ns_frac (H, R), weights (H, R, n), radius (H, R))``; for Theorem 2's bounds ``x`` should already lie
+    on the sphere.
     """
-    H, L, _ = x.shape
+    positions = _check_positions(alpha, x, positions)
+    H, R = alpha.shape[0], alpha.shape[1]
     xx = (x * x).sum(-1)
-    frac, radius, weights = x.new_zeros(H, L), x.new_zeros(H, L), x.new_zeros(H, L, n)
-    for r0, r1 in row_blocks(L):
-        a, xb = alpha[:, r0:r1, :r1], x[:, :r1]
-        visible = _visible(r0, r1, first, x.device, window)
+    frac, radius, weights = x.new_zeros(H, R), x.new_zeros(H, R), x.new_zeros(H, R, n)
+    for r0, r1, t, c in _blocks(R, positions, x.device):
+        a, xb = alpha[:, r0:r1, :c], x[:, :c]
+        visible = _visible(t, c, first, window)
         val, idx = _top(a, visible, n)
         selected = torch.zeros_like(a, dtype=torch.bool).scatter_(-1, idx, True) & visible
         s = torch.bmm(torch.where(selected, a, 0.0), xb)
-        dist = _pair_norms(a, xb, xx[:, :r1], s, (s * s).sum(-1), visible.to(x.dtype))
-        R = dist.masked_fill(~(visible & ~selected), torch.inf).amin(-1)
-        inside = (selected & (dist <= R.unsqueeze(-1))).sum(-1)
+        dist = _pair_norms(a, xb, xx[:, :c], s, (s * s).sum(-1), visible.to(x.dtype))
+        r = dist.masked_fill(~(visible & ~selected), torch.inf).amin(-1)
+        inside = (selected & (dist <= r.unsqueeze(-1))).sum(-1)
         frac[:, r0:r1] = inside.to(x.dtype) / n
-        radius[:, r0:r1] = R
+        radius[:, r0:r1] = r
         weights[:, r0:r1, : val.shape[-1]] = val.clamp_min(0)
     return frac, weights, radius
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Algorithm 5: the finite-difference sensitivity on logits
+# ----------------------------------------------------------------------------------------------------------------
+def finite_difference_g(logits, *, T, eps, seed: int = 0, normalizer=None, reduce: bool = True) -> torch.Tensor:
+    """Algorithm 5's sensitivity g(T, eps) = max over heads of mean over rows of
+    ||normalizer((l + eps v)/T) - normalizer(l/T)||_2 / eps, v a random unit vector per row.
+
+    ``logits`` (..., rows, L): every leading dim counts as a head (layers x heads for a model); -inf entries are
+    masked and v is drawn on the unmasked entries only (Gaussian, normalised there), the same v for every T and
+    eps (common random numbers: smooth curves). ``T`` and ``eps`` are 1-d grids (or scalars). Returns (nT, neps);
+    with ``reduce=False`` the per-head means (..., nT, neps). Seeded: same seed, same v, same result.
+    The default normaliser is softmax; any ``(logits, dim, T=...)`` normaliser of :mod:`attnlimits.normalizers` works.
+    """
+    from attnlimits.normalizers import softmax
+
+    normalizer = softmax if normalizer is None else normalizer
+    x = torch.as_tensor(logits)
+    if not torch.is_floating_point(x):
+        x = x.to(torch.float64)
+    if x.dim() < 2 or x.shape[-1] == 0 or x.shape[-2] == 0:
+        raise ValueError(f"logits: expected shape (..., rows, L) with rows, L >= 1, got {tuple(x.shape)}")
+    if torch.isnan(x).any() or torch.isposinf(x).any():
+        raise ValueError("logits: contain NaN or +inf; allowed are finite values and -inf (masked positions)")
+    mask = torch.isneginf(x)
+    if mask.all(dim=-1).any():
+        raise ValueError("logits: some row is entirely -inf (fully masked)")
+    T = validation.positive("T", T).reshape(-1)
+    eps = validation.positive("eps", eps).reshape(-1)
+    gen = torch.Generator().manual_seed(int(seed))
+    v = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device).masked_fill(mask, 0.0)  # CPU draws
+    v = (v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)).to(x.dtype)
+    out = torch.empty(*x.shape[:-2], len(T), len(eps), dtype=x.dtype, device=x.device)
+    for i, t in enumerate(T.tolist()):
+        base = normalizer(x, dim=-1, T=t)
+        for j, e in enumerate(eps.tolist()):
+            moved = normalizer(x + e * v, dim=-1, T=t)  # -inf + finite stays -inf: masks are kept
+            out[..., i, j] = (torch.linalg.vector_norm(moved - base, dim=-1) / e).mean(dim=-1)
+    if not reduce:
+        return out
+    return out.reshape(-1, len(T), len(eps)).amax(dim=0)

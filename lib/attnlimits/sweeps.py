@@ -7,8 +7,10 @@ few lines; the heavy lifting (and the vectorisation) stays here so the chapters 
 - :func:`corollary1_tightness`   the extremal keys of Corollary 1: measured / paper band and / sharp band.
 - :func:`jacobian_sample`        the random softmax Jacobians of the Corollary-3 checks, as a table.
 - :func:`swap_example`           two logit vectors sqrt(5) eps apart whose top two entries swap.
-- :func:`g_synthetic`            Algorithm 5's g(T, eps) on synthetic causal heads, paper's and corrected curves.
-- :func:`finite_difference_g`    Algorithm 5's measurement g(T, eps) on any logits (a model's heads included).
+- :func:`g_synthetic`            Algorithm 5's g(T, eps) on synthetic causal heads, paper's and corrected curves
+                                 (the measurement itself, :func:`attnlimits.rowstats.finite_difference_g`, is one
+                                 of the experiments' per-row kernels; ``sweeps.finite_difference_g`` is that
+                                 function).
 - :func:`max_weight_sweep`       the largest weight against L per normaliser (chapter 11).
 """
 
@@ -19,17 +21,16 @@ import math
 import pandas as pd
 import torch
 
-from attnlimits import validation
+from attnlimits import synthetic, validation
+from attnlimits.rowstats import finite_difference_g
 
 __all__ = [
-    "finite_difference_g",
     "max_weight_sweep",
     "corollary1_tightness",
     "g_synthetic",
     "jacobian_sample",
     "jacobian_spectral_norm",
     "swap_example",
-    "synthetic_heads",
     "vanishing_sweep",
 ]
 
@@ -266,33 +267,26 @@ def swap_example(eps, *, T: float = 1.0, rest: float = -math.inf) -> pd.DataFram
     )
 
 
-def synthetic_heads(L: int = 64, scales=(0.5, 1.0, 2.0, 4.0), seed: int = 0) -> tuple[torch.Tensor, list[str]]:
-    """Synthetic causal attention logits (heads, rows = L, L) for Algorithm 5 and their labels.
-
-    One head per scale sigma: logits sigma * N(0, 1), row t sees positions 0..t (the rest -inf). One more head,
-    "tied": every row holds exactly two equal logits (the first two positions; rows 0 sees one) - the worst case of
-    chapter 15, where the Jacobian norm is 1/(2T).
-    """
-    gen = torch.Generator().manual_seed(seed)
-    causal = torch.ones(L, L, dtype=torch.bool).tril()
-    heads, labels = [], []
-    for sigma in scales:
-        z = sigma * torch.randn(L, L, generator=gen, dtype=torch.float64)
-        heads.append(z.masked_fill(~causal, -math.inf))
-        labels.append(f"gaussian sigma={sigma:g}")
-    tied = torch.full((L, L), -math.inf, dtype=torch.float64)
-    tied[:, :2] = 0.0
-    heads.append(tied)
-    labels.append("tied top two")
-    return torch.stack(heads), labels
+def _g_heads(L: int, seed: int) -> tuple[torch.Tensor, list[str]]:
+    """The causal heads of :func:`g_synthetic` (heads, L, L) and their labels: one Gaussian head per scale
+    (:func:`attnlimits.synthetic.gaussian_heads`), and one more, "tied", whose every row holds exactly two equal
+    logits (the first two positions; row 0 sees one) - the worst case of chapter 15, where the Jacobian norm is
+    1/(2T)."""
+    scales = (0.5, 1.0, 2.0, 4.0)
+    gaussian, _ = synthetic.gaussian_heads(L, scales, seed=seed)
+    tied = torch.full((1, L, L), -math.inf, dtype=torch.float64)
+    tied[..., :2] = 0.0
+    labels = [f"gaussian sigma={sigma:g}" for sigma in scales] + ["tied top two"]
+    return torch.cat([gaussian, tied]), labels
 
 
 def g_synthetic(T_grid, eps_grid=(1e-3, 1e-1, 10.0), *, L: int = 64, seed: int = 0) -> pd.DataFrame:
-    """Algorithm 5 on :func:`synthetic_heads`: g(T, eps) (max over heads), the head that attains it, the paper's
-    dashed curve min{1/(4T), sqrt(2)} and the corrected ceiling min{1/(2T), sqrt(2)/eps}."""
+    """Algorithm 5 on synthetic causal heads (Gaussian logits at four scales and one head with tied top two):
+    g(T, eps) (max over heads), the head that attains it, the paper's dashed curve min{1/(4T), sqrt(2)} and the
+    corrected ceiling min{1/(2T), sqrt(2)/eps}."""
     from attnlimits import bounds
 
-    logits, labels = synthetic_heads(L=L, seed=seed)
+    logits, labels = _g_heads(L, seed)
     T_grid = torch.as_tensor(T_grid, dtype=torch.float64).reshape(-1)
     eps_grid = torch.as_tensor(eps_grid, dtype=torch.float64).reshape(-1)
     per_head = finite_difference_g(logits, T=T_grid, eps=eps_grid, seed=seed, reduce=False)  # (heads, nT, neps)
@@ -312,45 +306,6 @@ def g_synthetic(T_grid, eps_grid=(1e-3, 1e-1, 10.0), *, L: int = 64, seed: int =
                 }
             )
     return pd.DataFrame(out)
-
-
-def finite_difference_g(logits, *, T, eps, seed: int = 0, normalizer=None, reduce: bool = True) -> torch.Tensor:
-    """Algorithm 5's sensitivity g(T, eps) = max over heads of mean over rows of
-    ||normalizer((l + eps v)/T) - normalizer(l/T)||_2 / eps, v a random unit vector per row.
-
-    ``logits`` (..., rows, L): every leading dim counts as a head (layers x heads for a model); -inf entries are
-    masked and v is drawn on the unmasked entries only (Gaussian, normalised there), the same v for every T and
-    eps (common random numbers: smooth curves). ``T`` and ``eps`` are 1-d grids (or scalars). Returns (nT, neps);
-    with ``reduce=False`` the per-head means (..., nT, neps). Seeded: same seed, same v, same result.
-    The default normaliser is softmax; any ``(logits, dim, T=...)`` normaliser of :mod:`attnlimits.normalizers` works.
-    """
-    from attnlimits.normalizers import softmax
-
-    normalizer = softmax if normalizer is None else normalizer
-    x = torch.as_tensor(logits)
-    if not torch.is_floating_point(x):
-        x = x.to(torch.float64)
-    if x.dim() < 2 or x.shape[-1] == 0 or x.shape[-2] == 0:
-        raise ValueError(f"logits: expected shape (..., rows, L) with rows, L >= 1, got {tuple(x.shape)}")
-    if torch.isnan(x).any() or torch.isposinf(x).any():
-        raise ValueError("logits: contain NaN or +inf; allowed are finite values and -inf (masked positions)")
-    mask = torch.isneginf(x)
-    if mask.all(dim=-1).any():
-        raise ValueError("logits: some row is entirely -inf (fully masked)")
-    T = validation.positive("T", T).reshape(-1)
-    eps = validation.positive("eps", eps).reshape(-1)
-    gen = torch.Generator().manual_seed(int(seed))
-    v = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device).masked_fill(mask, 0.0)  # CPU draws
-    v = (v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)).to(x.dtype)
-    out = torch.empty(*x.shape[:-2], len(T), len(eps), dtype=x.dtype, device=x.device)
-    for i, t in enumerate(T.tolist()):
-        base = normalizer(x, dim=-1, T=t)
-        for j, e in enumerate(eps.tolist()):
-            moved = normalizer(x + e * v, dim=-1, T=t)  # -inf + finite stays -inf: masks are kept
-            out[..., i, j] = (torch.linalg.vector_norm(moved - base, dim=-1) / e).mean(dim=-1)
-    if not reduce:
-        return out
-    return out.reshape(-1, len(T), len(eps)).amax(dim=0)
 
 
 def max_weight_sweep(

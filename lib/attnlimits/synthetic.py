@@ -1,4 +1,5 @@
-"""Synthetic attention data for the distance-collapse and separability chapters (13, 14) and their checks.
+"""Synthetic attention data for the distance-collapse and separability chapters (13, 14) and their checks, and
+the synthetic heads of the gradient and alternative-normaliser chapters (15, 33).
 
 Everything is float64 and seeded (``seed`` -> one ``torch.Generator``), so a chapter prints the same numbers on
 every run. The data families:
@@ -10,6 +11,8 @@ every run. The data families:
 - :func:`attention_rows`       alpha = softmax(q . k_i) with ||q|| ||k_i|| = rho ("bounded" logits: Corollary 1
                                makes every weight Theta(1/L)), or the same plus an attention sink (token 0's logit
                                raised by log L, so its weight stays Theta(1) at every length).
+- :func:`gaussian_heads`       heads of Gaussian logits sigma_h * N(0, 1), one scale per head (:func:`geometric_scales`
+                               spreads them), causal or with every row seeing all tokens, and Gaussian token vectors.
 
 Sweeps return pandas DataFrames, one row per grid point, for the chapters' figures.
 """
@@ -27,6 +30,8 @@ __all__ = [
     "attention_rows",
     "concentrated_weights",
     "distance_sweep",
+    "gaussian_heads",
+    "geometric_scales",
     "min_separation",
     "multihead_simulation",
     "residual_study",
@@ -76,6 +81,38 @@ def attention_rows(L: int, d: int, rows: int, *, regime: str = "bounded", rho: f
     if regime == "sink":
         logits[:, 0] += math.log(L)
     return torch.softmax(logits, dim=-1), x
+
+
+def geometric_scales(low: float, high: float, count: int) -> torch.Tensor:
+    """``count`` scales spaced geometrically from ``low`` to ``high`` (float64), for :func:`gaussian_heads`."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"count: must be an integer >= 1, got {count!r}")
+    if not 0 < low <= high < math.inf:
+        raise ValueError(f"scales: need 0 < low <= high < inf, got {(low, high)!r}")
+    return torch.logspace(math.log10(low), math.log10(high), count, dtype=DTYPE)
+
+
+def gaussian_heads(L: int, scales, *, rows: int | None = None, d: int | None = None, seed: int = 0):
+    """Synthetic heads, one per entry sigma_h of ``scales``: logits sigma_h * N(0, 1) in float64 from one seeded draw,
+    and with ``d`` token vectors N(0, I_d / d) of shape ``(heads, L, d)`` drawn after them (else None).
+
+    ``rows=None``: a causal layer, logits ``(heads, L, L)`` whose row t sees positions 0..t (the others -inf), as a
+    model's heads reach Algorithm 5 (chapter 15). ``rows=R``: R query rows that each see all L tokens, logits
+    ``(heads, R, L)`` (the heads of :mod:`attnlimits.alternatives`, chapter 33); a prefix ``[:, :, :L']`` with
+    ``x[:, :L']`` is the same construction at length L'. Returns ``(logits, x)``.
+    """
+    for name, v in (("L", L), ("rows", L if rows is None else rows), ("d", 1 if d is None else d)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
+    sigma = torch.as_tensor(scales, dtype=DTYPE).reshape(-1)
+    if len(sigma) == 0 or not (torch.isfinite(sigma) & (sigma > 0)).all():
+        raise ValueError(f"scales: need one finite scale > 0 per head, got {scales!r}")
+    gen = torch.Generator().manual_seed(seed)
+    logits = sigma[:, None, None] * torch.randn(len(sigma), L if rows is None else rows, L, generator=gen, dtype=DTYPE)
+    if rows is None:
+        logits = logits.masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(), -math.inf)
+    x = None if d is None else torch.randn(len(sigma), L, d, generator=gen, dtype=DTYPE) / math.sqrt(d)
+    return logits, x
 
 
 def distance_sweep(

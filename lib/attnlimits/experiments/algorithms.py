@@ -1,4 +1,9 @@
-"""Algorithms 1-5 of the paper on a list of window captures, each returning a tidy table."""
+"""Algorithms 1-5 of the paper on a list of window captures, each returning a tidy table.
+
+Algorithms 1-4 take ``normalizer``: None reads the model's own softmax weights; a name of
+:data:`attnlimits.normalizers.NORMALIZERS` swaps that normaliser in on the same masked logits
+(:meth:`attnlimits.experiments.WindowCapture.inputs`).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +14,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlimits import rowstats
+from attnlimits import bounds, rowstats
 from attnlimits.experiments.windows import check_windows, layer_items, row_means
 
-__all__ = ["critical_n", "critical_search", "distance_table", "gradient_table", "separability_table", "sink_table"]
+__all__ = [
+    "critical_n",
+    "critical_search",
+    "distance_table",
+    "gradient_table",
+    "ks_test",
+    "separability_table",
+    "sink_table",
+]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -25,6 +38,7 @@ def distance_table(
     exclude_sink: bool = False,
     tokens: str = "value",
     precision: str = "float64",
+    normalizer: str | None = None,
     progress: bool | None = None,
 ) -> pd.DataFrame:
     """Per-head means of d~, d_max (Theorem 1 as reconstructed) and E for every N and its lengths in ``grid``.
@@ -39,7 +53,9 @@ def distance_table(
     top = max(max(v) for v in grid.values())
     records = []
     for w, layer in layer_items(windows, progress, "Alg. 1-2"):
-        alpha, x = w.inputs(layer, top, exclude_sink=exclude_sink, tokens=tokens, precision=precision)
+        alpha, x = w.inputs(
+            layer, top, exclude_sink=exclude_sink, tokens=tokens, precision=precision, normalizer=normalizer
+        )
         window = w.window(layer, top)
         lengths = rowstats.row_lengths(top, first, alpha.device, window)
         expected = rowstats.expectation(alpha, x, ns, first=first, window=window)
@@ -57,10 +73,16 @@ def distance_table(
 # ----------------------------------------------------------------------------------------------------------------
 # Algorithm 3: the critical N, found by a search on the KS decision
 # ----------------------------------------------------------------------------------------------------------------
-def _ks(d_means: np.ndarray, e_means: np.ndarray) -> tuple[float, float]:
+def ks_test(d_means, e_means) -> tuple[float, float]:
+    """Algorithm 3's decision statistic: the two-sample KS test between the heads' mean d~ and their mean E,
+    ``(statistic, p-value)``; the critical N is the first N with p >= the level (the two cannot be told apart)."""
+    import warnings
+
     from scipy.stats import ks_2samp
 
-    res = ks_2samp(d_means, e_means)
+    with warnings.catch_warnings():  # scipy notes when it falls back to the asymptotic p-value
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = ks_2samp(np.asarray(d_means), np.asarray(e_means))
     return float(res.statistic), float(res.pvalue)
 
 
@@ -128,6 +150,7 @@ def critical_n(
     exclude_sink: bool = False,
     tokens: str = "value",
     precision: str = "float64",
+    normalizer: str | None = None,
     progress: bool | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Algorithm 3: for each L, the smallest N at which a two-sample KS test cannot tell apart the per-head means
@@ -146,6 +169,7 @@ def critical_n(
     results: dict[tuple[int, int], tuple[float, float]] = {}
     answers: dict[tuple[int, float], int | None] = {}
     fraction: dict[float, float] = {}
+    opts = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision, "normalizer": normalizer}
     for L in sorted(int(v) for v in lengths):
         chains, pending = {}, {}
         for level in levels:
@@ -155,7 +179,7 @@ def critical_n(
         while pending:
             todo = sorted({(n, L) for n in pending.values() if (n, L) not in results})
             if todo:
-                results.update(_evaluate_ks(windows, todo, first, exclude_sink, tokens, precision, progress))
+                results.update(_evaluate_ks(windows, todo, first, opts, progress))
             nxt = {}
             for level, n in pending.items():
                 try:
@@ -177,8 +201,9 @@ def critical_n(
     return scan, critical
 
 
-def _evaluate_ks(windows, todo, first, exclude_sink, tokens, precision, progress) -> dict:
-    """KS statistic and p-value for every (N, L) in ``todo``, in one pass over the layers."""
+def _evaluate_ks(windows, todo, first, opts, progress) -> dict:
+    """KS statistic and p-value for every (N, L) in ``todo``, in one pass over the layers; ``opts`` are the
+    keyword arguments of :meth:`WindowCapture.inputs`."""
     by_n: dict[int, list[int]] = {}
     for n, L in todo:
         by_n.setdefault(n, []).append(L)
@@ -186,7 +211,7 @@ def _evaluate_ks(windows, todo, first, exclude_sink, tokens, precision, progress
     d_parts: dict[tuple[int, int], list] = {key: [] for key in todo}
     e_parts: dict[tuple[int, int], list] = {key: [] for key in todo}
     for w, layer in layer_items(windows, progress, f"Alg. 3 ({len(todo)} N)"):
-        alpha_full, x_full = w.inputs(layer, top, exclude_sink=exclude_sink, tokens=tokens, precision=precision)
+        alpha_full, x_full = w.inputs(layer, top, **opts)
         window = w.window(layer, top)
         for n, Ls in by_n.items():
             Lmax = max(Ls)
@@ -209,7 +234,7 @@ def _evaluate_ks(windows, todo, first, exclude_sink, tokens, precision, progress
             continue
         d_heads = _pool([d for d, _ in d_parts[key]], windows)[heads] / rows[heads]
         e_heads = _pool([e for e, _ in e_parts[key]], windows)[heads] / rows[heads]
-        out[key] = _ks(d_heads, e_heads)
+        out[key] = ks_test(d_heads, e_heads)
     return out
 
 
@@ -223,17 +248,6 @@ def _pool(parts, windows) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------------------------
 # Algorithm 4: geometric separability N_s / N with Theorem 2's bounds
 # ----------------------------------------------------------------------------------------------------------------
-def _theorem2(weights: torch.Tensor, r: torch.Tensor, delta: torch.Tensor):
-    """Theorem 2's lower bound and the reconstructed upper bound per row on the unit sphere (M = 1), from the
-    selected weights ``(..., n)``, the radius r ``(...)`` and the separation delta ``(...)``."""
-    s1 = weights.sum(-1, keepdim=True) - weights
-    s2 = (weights * weights).sum(-1, keepdim=True) - weights * weights
-    xi = (s2 + (1 - delta.unsqueeze(-1) ** 2 / 2) * (s1 * s1 - s2)).clamp_min(0).sqrt()
-    lower = 1 - (xi / r.unsqueeze(-1)).mean(-1)
-    upper = torch.exp(-((xi - r.unsqueeze(-1)).clamp_min(0) ** 2) / 2).mean(-1)
-    return lower, upper
-
-
 def separability_table(
     windows,
     L: int,
@@ -242,6 +256,7 @@ def separability_table(
     exclude_sink: bool = False,
     tokens: str = "value",
     precision: str = "float64",
+    normalizer: str | None = None,
     progress: bool | None = None,
 ) -> pd.DataFrame:
     """Algorithm 4: per-head mean of N_s / N at the radius R (tokens on the unit sphere) with Theorem 2's bounds.
@@ -253,7 +268,9 @@ def separability_table(
     first = int(exclude_sink)
     records = []
     for w, layer in layer_items(windows, progress, "Alg. 4"):
-        alpha, x = w.inputs(layer, L, exclude_sink=exclude_sink, tokens=tokens, precision=precision)
+        alpha, x = w.inputs(
+            layer, L, exclude_sink=exclude_sink, tokens=tokens, precision=precision, normalizer=normalizer
+        )
         x = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
         pair = torch.cdist(x[:, first:], x[:, first:])
         pair.diagonal(dim1=-2, dim2=-1).fill_(math.inf)
@@ -264,7 +281,7 @@ def separability_table(
             frac, weights, radius = rowstats.separability(alpha, x, n, first=first, window=window)
             keep = (lengths > n) & (radius > 0).all(0)
             d = delta.view(-1, 1).expand(-1, int(keep.sum()))
-            lower, upper = _theorem2(weights[:, keep], radius[:, keep], d)
+            lower, upper = bounds.theorem2_bounds_of_weights(weights[:, keep], r=radius[:, keep], delta=d)
             rows = int(keep.sum())
             means = [t.double().mean(-1).cpu() for t in (frac[:, keep], lower, upper)]
             for h in range(alpha.shape[0]):
@@ -286,15 +303,15 @@ def gradient_table(
     model's scale, 1/sqrt(d_head) here) and on the raw dot products q.k (``logit_scaling = "none"``). Columns:
     ``window, layer, head, T, eps, g, logit_scaling``.
     """
-    from attnlimits import sweeps
-
     check_windows(windows)
     records = []
     for w, layer in layer_items(windows, progress, "Alg. 5"):
         logits = w.logits(layer, L).double()
         scale = w.layer(layer).scaling
         for label, values in (("model", logits), ("none", logits / scale)):
-            g = sweeps.finite_difference_g(values, T=T, eps=eps, seed=seed + 1_000_003 * w.index + layer, reduce=False)
+            g = rowstats.finite_difference_g(
+                values, T=T, eps=eps, seed=seed + 1_000_003 * w.index + layer, reduce=False
+            )
             g = g.cpu().numpy()
             for h in range(g.shape[0]):
                 for i, t in enumerate(T):

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from attnlimits.normalizers import NORMALIZERS
+
 __all__ = [
     "PRECISIONS",
     "TOKENS",
@@ -81,15 +83,27 @@ class WindowCapture:
         return logits.masked_fill_(lc.masked[0, 0, :L, :L], float("-inf"))
 
     def inputs(
-        self, layer: int, L: int, *, exclude_sink: bool = False, tokens: str = "value", precision: str = "float64"
+        self,
+        layer: int,
+        L: int,
+        *,
+        exclude_sink: bool = False,
+        tokens: str = "value",
+        precision: str = "float64",
+        normalizer: str | None = None,
     ):
         """(alpha, x) of one layer over the first L tokens: alpha ``(H, L, L)``, x ``(H, L, d)``.
 
         ``precision="float64"``: alpha is the float64 softmax of the model's logits (rows sum to 1 within 1e-15);
-        ``"float32"``: the model's own float32 weights, bit for bit, and float32 tokens.
+        ``"float32"``: the model's own float32 weights, bit for bit, and float32 tokens. ``normalizer``: None is the
+        model's softmax; a name of :data:`attnlimits.normalizers.NORMALIZERS` applies that normaliser instead to the
+        same masked logits (masked entries get weight 0), in ``precision``.
         """
         dtype = dtype_of(precision)
-        alpha = torch.softmax(self.logits(layer, L).to(dtype), dim=-1)
+        if normalizer is not None and normalizer not in NORMALIZERS:
+            raise ValueError(f"normalizer: must be None (softmax) or one of {list(NORMALIZERS)}, got {normalizer!r}")
+        logits = self.logits(layer, L).to(dtype)
+        alpha = torch.softmax(logits, dim=-1) if normalizer is None else NORMALIZERS[normalizer](logits, dim=-1)
         if exclude_sink:
             alpha = alpha.clone()
             alpha[..., 0] = 0
