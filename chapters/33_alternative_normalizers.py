@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext
 #     text_representation:
@@ -20,7 +20,7 @@
 #
 # **Data:** seeded synthetic heads (float64), then the pretrained model and the text named in the banner further
 # down (GPT-2 on *War and Peace* when they can be loaded, else the offline fallbacks): one window, a few layers,
-# every head. **Preset:** the `default` preset is *reduced* (24 synthetic heads of 4 rows, lengths up to 512; 4
+# every head. **Preset:** the `reduced` preset (24 synthetic heads of 4 rows, lengths up to 256; 4
 # layers of the model, 4 query rows per length, lengths up to 256); `ATTNLIMITS_PRESET=full` or papermill's
 # `preset="full"` runs the larger grids.
 #
@@ -34,20 +34,16 @@
 # %%
 import os
 
-preset = os.environ.get("ATTNLIMITS_PRESET", "default")
+preset = os.environ.get("ATTNLIMITS_PRESET", "reduced")
 
 # %%
 import time
-
-import matplotlib.pyplot as plt
-import pandas as pd
-import seaborn as sns
 
 import attnlimits as al
 
 al.plotting.set_theme()
 alt = al.alternatives
-COLORS = al.plotting.NORMALIZER_COLORS
+show = al.alternatives_report  # chapter 33's tables and figures
 start = time.perf_counter()
 # computed once, then read from results/alternatives/
 syn = alt.cached_synthetic_tables(preset)
@@ -64,20 +60,8 @@ print(f"synthetic diagnostics read or computed in {time.perf_counter() - start:.
 #
 # ### Vanishing attention
 
-# %%
-def by_length(table, y, ax, title, logy=True):
-    sns.lineplot(data=table, x="L", y=y, hue="normalizer", palette=COLORS, marker="o",
-                 errorbar=None, estimator="median", ax=ax)
-    ax.set(xscale="log", yscale="log" if logy else "linear", title=title)
-    ticks = sorted(table.L.unique())
-    ax.set_xticks(ticks, [str(t) for t in ticks])
-    ax.minorticks_off()
-    ax.legend(fontsize=7)
-
-
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-by_length(syn["weights"], "max_weight", axes[0], "largest weight (median head)")
-by_length(syn["weights"], "support_fraction", axes[1], "non-zero weights / L")
+# %% mystnb={"image": {"alt": "Largest weight and share of non-zero weights against L for each normaliser, synthetic heads"}}
+fig = show.vanishing_figure(syn["weights"])
 al.plotting.finish(fig, "33_vanishing")
 
 # %% [markdown]
@@ -85,14 +69,7 @@ al.plotting.finish(fig, "33_vanishing")
 # $L$, synthetic heads.*
 
 # %%
-def slope(table, name, col="max_weight"):
-    """Log-log slope of the median head's value against L."""
-    med = table[table.normalizer == name].groupby("L")[col].median()
-    return al.reproduction.loglog_slope(med.index, med.values)
-
-
-vanish = pd.Series({n: slope(syn["weights"], n) for n in COLORS},
-                   name="slope of max weight vs L")
+vanish = show.max_weight_slopes(syn["weights"])
 assert vanish.idxmin() == "softmax"
 assert (vanish.drop("softmax") > vanish["softmax"] / 2).all()
 vanish.to_frame().style.format("{:.2f}")
@@ -106,36 +83,9 @@ vanish.to_frame().style.format("{:.2f}")
 #
 # ### Distance, its random-selection counterpart and the critical N
 
-# %%
-def distance_panels(dist, fixed_N):
-    """d~ and E against L (fixed N) and N (largest L); N_s / N against N."""
-    top_L = dist.L.max()
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    for name in COLORS:
-        part = dist[(dist.normalizer == name) & (dist.N == fixed_N)].groupby("L")
-        axes[0].plot(part.d_tilde.mean(), "-o", color=COLORS[name], label=f"{name} d~")
-        axes[0].plot(part.E.mean(), ":", color=COLORS[name])
-        part = dist[(dist.normalizer == name) & (dist.L == top_L)].groupby("N")
-        axes[1].plot(part.d_tilde.mean(), "-o", color=COLORS[name], label=name)
-        axes[1].plot(part.E.mean(), ":", color=COLORS[name])
-        axes[2].plot(part.ns_fraction.mean(), "-o", color=COLORS[name], label=name)
-    axes[0].set(xscale="log", yscale="log", xlabel="L",
-                title=f"d~ (solid), E (dotted); N = {fixed_N}")
-    lengths = sorted(dist.L.unique())
-    axes[0].set_xticks(lengths, [str(t) for t in lengths])
-    axes[0].minorticks_off()
-    axes[1].set(xscale="log", yscale="log", xlabel="N",
-                title=f"d~ (solid), E (dotted); L = {top_L}")
-    axes[2].set(xscale="log", xlabel="N", ylabel="N_s / N",
-                title=f"separable fraction; L = {top_L}")
-    axes[1].legend(fontsize=7)
-    return fig
-
-
-dist = syn["distance"]
-fixed_N = alt.get_preset(preset)["fixed_N"]
-top_L = dist.L.max()
-fig = distance_panels(dist, fixed_N)
+# %% mystnb={"image": {"alt": "Distance and its random-selection expectation against L and N, and the separable fraction against N"}}
+fixed_N = alt.get_preset(preset).fixed_N
+fig = show.distance_figure(syn["distance"], fixed_N)
 al.plotting.finish(fig, "33_distance")
 
 # %% [markdown]
@@ -144,9 +94,7 @@ al.plotting.finish(fig, "33_distance")
 # separable fraction $N_s/N$ against $N$ (right). Synthetic heads.*
 
 # %%
-crit = syn["critical"].pivot(index="L", columns="normalizer",
-                             values="critical_fraction")
-crit.style.format("{:.3f}")
+show.critical_table(syn["critical"]).style.format("{:.3f}")
 
 # %% [markdown]
 # The critical fraction is Algorithm 3's decision on these heads: the first $N$ of the grid at which a
@@ -154,20 +102,8 @@ crit.style.format("{:.3f}")
 #
 # ### Gradient sensitivity
 
-# %%
-jac = syn["jacobian"]
-g = syn["g"]
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-sns.boxplot(data=jac, x="normalizer", y="jacobian_max", hue="normalizer",
-            palette=COLORS, ax=axes[0], log_scale=True)
-axes[0].set(xlabel="", ylabel="max over rows of ‖J‖₂ (T = 1)",
-            title=f"per head, L = {top_L}")
-axes[0].tick_params(axis="x", labelsize=7, rotation=20)
-eps0 = g.eps.min()
-sns.lineplot(data=g[g.eps == eps0], x="T", y="g", hue="normalizer", palette=COLORS,
-             marker="o", ax=axes[1])
-axes[1].set(xscale="log", yscale="log", title=f"g(T, ε = {eps0:g}), max over heads")
-axes[1].legend(fontsize=7)
+# %% mystnb={"image": {"alt": "Jacobian spectral norms per normaliser as boxes, and g against temperature per normaliser"}}
+fig = show.gradient_figure(syn["jacobian"], syn["g"])
 al.plotting.finish(fig, "33_gradient")
 
 # %% [markdown]
@@ -194,22 +130,17 @@ print(f"layers {list(mod['layers'].layer)}; read or computed in "
       f"{time.perf_counter() - start:.1f} s "
       f"(computed in {mod['seconds'].seconds.max():.0f} s)")
 
-# %%
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-by_length(mod["weights"], "max_weight", axes[0], "largest weight (median head)")
-by_length(mod["weights"], "support_fraction", axes[1], "non-zero weights / L")
-sns.lineplot(data=mod["g"][mod["g"].eps == eps0], x="T", y="g", hue="normalizer",
-             palette=COLORS, marker="o", ax=axes[2])
-axes[2].set(xscale="log", yscale="log", title=f"g(T, ε = {eps0:g}), max over heads")
-axes[2].legend(fontsize=7)
+# %% mystnb={"image": {"alt": "On the model's logits: largest weight, share of non-zero weights against L, and g against temperature"}}
+eps0 = syn["g"].eps.min()  # the smallest eps of the preset
+fig = show.model_figure(mod["weights"], mod["g"], eps0)
 al.plotting.finish(fig, "33_model")
 
 # %% [markdown]
 # *Figure: on the model's own logits, the median head's largest weight and fraction of non-zero weights against
 # the length, and $g(T, \varepsilon)$ against the temperature, per normaliser.*
 
-# %%
-fig = distance_panels(mod["distance"], fixed_N)
+# %% mystnb={"image": {"alt": "On the model's logits: distance and its random-selection expectation against L and N, and the separable fraction"}}
+fig = show.distance_figure(mod["distance"], fixed_N)
 al.plotting.finish(fig, "33_model_distance")
 
 # %% [markdown]
@@ -217,9 +148,7 @@ al.plotting.finish(fig, "33_model_distance")
 # (dotted) against $L$ at fixed $N$ and against $N$ at the largest $L$, and the separable fraction $N_s/N$.*
 
 # %%
-mcrit = mod["critical"].pivot(index="L", columns="normalizer",
-                              values="critical_fraction")
-mcrit.style.format("{:.3f}")
+show.critical_table(mod["critical"]).style.format("{:.3f}")
 
 # %% [markdown]
 # ## Which limitation each normaliser escapes, and at what cost
@@ -239,47 +168,19 @@ mcrit.style.format("{:.3f}")
 
 # %%
 train = al.training.cached_sweep(al.training.get_preset(preset)).final
-temp = train[train.experiment == "temperature"]
-frac = train[train.experiment == "fraction"]
-cost = alt.row_cost(1024)
-m_top = mod["distance"].L.max()
-rows = []
-for name in COLORS:
-    w = mod["weights"][(mod["weights"].normalizer == name)]
-    d = mod["distance"]
-    d = d[(d.normalizer == name) & (d.L == m_top)]
-    t = temp[temp.normalizer == name]
-    f = frac[(frac.normalizer == name) & (frac.N == frac.N.max())]
-    rows.append({
-        "normalizer": name,
-        "max-weight slope": slope(mod["weights"], name),
-        "critical N / L": mcrit.loc[m_top, name],
-        "N_s/N": d[d.N == d.N[d.N <= fixed_N].max()].ns_fraction.mean(),
-        "‖J‖ mean": mod["jacobian"].query("normalizer == @name")
-                                  .jacobian_mean.mean(),
-        "g(0.01)": mod["g"][(mod["g"].normalizer == name) & (mod["g"]["T"] == 0.01)
-                            & (mod["g"].eps == eps0)].g.iloc[0],
-        "support": w[w.L == w.L.max()].support_fraction.median(),
-        "trained at T ≤ 0.03": f"{t[t['T'] <= 0.03].steps_to_target.notna().sum()}"
-                               f"/{(t['T'] <= 0.03).sum()}",
-        "trained at T = 1": f"{t[t['T'] == 1].steps_to_target.notna().sum()}"
-                            f"/{(t['T'] == 1).sum()}",
-        "error at N/L = 1/2": f.rel_error.median(),
-        "µs per row": cost.set_index("normalizer").us_per_row[name],
-    })
-verdict = pd.DataFrame(rows).set_index("normalizer")
+verdict = show.verdict_table(mod, train, alt.row_cost(1024), fixed_N, eps0)
 verdict.style.format(precision=3)
 
 # %% [markdown]
 # ## What the numbers say
 #
-# The cell below asserts each sentence after it on the tables above (for the `default` preset and the model
-# and text that build this book; on other runs it prints which sentences hold).
+# The cell below asserts each sentence after it on the tables above (for the `reduced` preset and the model
+# and text that build this book; on other runs it prints those that do not hold).
 
 # %%
 soft = verdict.loc["softmax"]
 sparse = ["sparsemax", "1.5-entmax"]
-others = [n for n in COLORS if n != "softmax"]
+others = [n for n in verdict.index if n != "softmax"]
 claims = {
     "softmax's largest weight decays fastest with L on the model's logits":
         verdict["max-weight slope"].idxmin() == "softmax",
@@ -298,13 +199,11 @@ claims = {
     "sparsemax and 1.5-entmax fail at N/L = 1/2 (median relative error > 0.9)":
         (verdict.loc[sparse, "error at N/L = 1/2"] > 0.9).all(),
 }
-for sentence, holds in claims.items():
-    print(("holds   " if holds else "FAILS   ") + sentence)
-described = al.reproduction.DESCRIBED
-builds_book = (model.provenance.as_dict().get("model_id") == described["model"]
-               and text.provenance.name == described["text"])
-if preset == "default" and builds_book:
-    assert all(claims.values()), [s for s, ok in claims.items() if not ok]
+model_id = model.provenance.as_dict().get("model_id")
+this_run = (model_id, text.provenance.name, preset)
+al.reproduction.assert_sentences(
+    claims, described=al.reproduction.describes(this_run, {"preset": "reduced"}),
+    about="the reduced preset on the model and text that build this book")
 
 # %% [markdown]
 # - **Vanishing attention.** On the model's own logits softmax's largest weight falls fastest with the length
@@ -333,16 +232,4 @@ if preset == "default" and builds_book:
 # measurement.
 
 # %%
-seconds = {
-    "chapter 32: training sweep":
-        train.groupby(["experiment", "normalizer", "L"]).seconds.first().sum(),
-    "chapter 33: synthetic heads": syn["seconds"].seconds.sum(),
-    "chapter 33: model (capture included)":
-        mod["seconds"].set_index("part").seconds["model"],
-}
-work, work_full = alt.work(preset), alt.work("full")
-ratio = [al.training.work("full") / al.training.work(preset),
-         work_full["synthetic"] / work["synthetic"], work_full["model"] / work["model"]]
-times = pd.DataFrame({"computed in (s)": seconds})
-times["full preset, extrapolated (min)"] = times["computed in (s)"] * ratio / 60
-times.style.format("{:.0f}")
+show.execution_times(train, syn, mod, preset).style.format("{:.0f}")

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext
 #     text_representation:
@@ -70,7 +70,7 @@ al.comparison.overview(manifest).T  # one column per model: fits the page
 
 # %%
 overview = al.comparison.overview(manifest)
-trained = [e["label"] for e in manifest["models"] if e["present"] and e["trained"]]
+trained = al.comparison.trained_labels(manifest)
 absent = [e["label"] for e in manifest["models"] if not e["present"]]
 assert (overview.loc[trained, "capture vs eager"] == 0.0).all()
 assert overview.loc[trained, "masks exact"].all()
@@ -88,7 +88,7 @@ print("present:", trained, "| not present here:", absent or "none")
 summary = al.comparison.summary(results)
 summary.style.format("{:.3g}")
 
-# %%
+# %% mystnb={"image": {"alt": "Three panels, one line per model, untrained controls dashed: median distance d~ against L, median separable fraction N_s/N against N, and the largest g against temperature"}}
 fig = al.comparison.figure(results)
 al.plotting.finish(fig, "34_models")
 
@@ -108,7 +108,7 @@ trends
 # %% [markdown]
 # What the tables say, for the models that built this page (SmolLM2-135M and Gemma-3-270M with their
 # controls, `reduced` preset; the cell after the list asserts every sentence on the numbers above, and on
-# another set of models or preset prints which sentences no longer hold instead):
+# another set of models, text or preset prints which sentences no longer hold instead):
 #
 # - **Softmax itself.** The bound $d_{\max}$ holds for every head of every model (it is a theorem, so it must).
 #   The critical $N$ sits near the end of the row in every model, trained or not: between
@@ -152,13 +152,12 @@ statements = {
     ).all(),
     "N_s/N plateaus differ by > 0.2": s.loc[trained, "N_s/N plateau"].agg(np.ptp) > 0.2,
 }
-described = trained == ["SmolLM2-135M", "Gemma-3-270M"] and preset["name"] == "reduced"
-failed = [k for k, ok in statements.items() if not ok]
-if described:
-    assert not failed, f"the text above no longer matches the numbers: {failed}"
-else:
-    print("the text describes SmolLM2 and Gemma; on these models it misses:", failed)
-pd.Series(statements, name="holds")
+written_for = {"model": ("SmolLM2-135M", "Gemma-3-270M"), "preset": "reduced"}
+al.reproduction.assert_sentences(
+    statements,
+    described=al.reproduction.describes(al.comparison.run_id(manifest), written_for),
+    about="SmolLM2-135M and Gemma-3-270M on the reduced preset",
+)
 
 # %% [markdown]
 # ## Running the full set

@@ -190,3 +190,36 @@ def test_max_weight_sweep_rejects_bad_arguments(kwargs, match):
     kwargs = {"lengths": [4], **kwargs}
     with pytest.raises(ValueError, match=match):
         sweeps.max_weight_sweep(**kwargs)
+
+
+def test_registry_entries_call_their_function_and_carry_label_and_colour():
+    logits = torch.randn(3, 9, dtype=torch.float64)
+    fns = [nz.softmax, nz.sparsemax, nz.entmax15, nz.scalable_softmax, nz.adaptive_temperature]
+    for entry, fn in zip(nz.NORMALIZERS.values(), fns, strict=True):
+        assert isinstance(entry, nz.Normalizer) and entry.fn is fn and entry.label
+        torch.testing.assert_close(entry(logits, dim=0, T=0.5), fn(logits, dim=0, T=0.5), rtol=0, atol=0)
+    colors = [entry.color for entry in nz.NORMALIZERS.values()]
+    assert len(set(colors)) == len(colors)
+
+
+def test_registry_entries_reject_what_cannot_be_drawn_or_called():
+    with pytest.raises(ValueError, match="fn: must be callable"):
+        nz.Normalizer("softmax", "softmax")
+    with pytest.raises(ValueError, match="label: must be a non-empty string"):
+        nz.Normalizer(nz.softmax, "")
+
+
+def test_every_normaliser_gets_a_colour_of_its_own(monkeypatch):
+    from matplotlib.colors import to_rgb
+
+    from attnlimits import plotting
+
+    assert plotting.NORMALIZER_COLORS == {n: to_rgb(e.color) for n, e in nz.NORMALIZERS.items()}
+    monkeypatch.setitem(nz.NORMALIZERS, "uncoloured", nz.Normalizer(nz.softmax, "uncoloured one"))
+    monkeypatch.setitem(nz.NORMALIZERS, "bare", nz.softmax)  # a plain function, as an older registry held
+    names = [*nz.NORMALIZERS, "not-registered"]
+    colors = plotting.normalizer_colors(names)
+    assert list(colors) == names and len(set(colors.values())) == len(names)
+    assert plotting.normalizer_colors(["bare"]) == {"bare": colors["bare"]}  # the same colour in every figure
+    labels = plotting.normalizer_labels(names)
+    assert labels["uncoloured"] == "uncoloured one" and labels["bare"] == "bare" and labels["softmax"] == "softmax"

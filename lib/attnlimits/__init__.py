@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 SUBMODULES = (
     "alternatives",
+    "alternatives_report",
     "bounds",
     "cache",
     "checks",

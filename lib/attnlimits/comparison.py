@@ -35,7 +35,9 @@ __all__ = [
     "load_or_compute",
     "manifest_path",
     "overview",
+    "run_id",
     "summary",
+    "trained_labels",
     "trends",
     "untrained",
     "verdicts",
@@ -200,6 +202,17 @@ def collect(preset="reduced", root=None) -> tuple[dict, dict]:
         except cache.StaleEntry as why:
             raise ValueError(f"{why}: run {_compute_command(preset)} again") from None
     return manifest, out
+
+
+def trained_labels(manifest: dict) -> list[str]:
+    """The labels of the trained models that were present in a :func:`compute` run, in :data:`MODELS` order."""
+    return [e["label"] for e in manifest["models"] if e["present"] and e["trained"]]
+
+
+def run_id(manifest: dict) -> tuple[tuple[str, ...], str | None, str]:
+    """What a :func:`compute` run is, as :func:`attnlimits.reproduction.describes` reads it: (the trained models
+    present, the text's name, the preset's name)."""
+    return tuple(trained_labels(manifest)), (manifest["text"] or {}).get("name"), manifest["preset"]["name"]
 
 
 # ------------------------------------------------------------------------------------------------------------------

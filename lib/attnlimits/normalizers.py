@@ -10,12 +10,15 @@ masked positions (weight exactly 0); NaN and ``+inf`` logits are rejected. Tempe
 - :func:`entmax15`             1.5-entmax (Peters et al. 2019), exact zeros, between softmax and sparsemax.
 - :func:`scalable_softmax`     softmax(s * log(L) * l / T) (Nakanishi 2025), L = number of unmasked entries.
 - :func:`adaptive_temperature` softmax with an entropy-dependent inverse temperature (Velickovic et al. 2024).
+
+:data:`NORMALIZERS` registers them by name, each as a :class:`Normalizer` carrying its display label and colour.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import entmax as _entmax
 import torch
@@ -25,6 +28,7 @@ from attnlimits import validation
 __all__ = [
     "ADAPTIVE_TEMPERATURE_COEFFS",
     "NORMALIZERS",
+    "Normalizer",
     "adaptive_temperature",
     "entmax15",
     "general",
@@ -156,11 +160,36 @@ def adaptive_temperature(
     return torch.softmax(z * beta, dim=dim)
 
 
-#: Name -> normaliser, in the order the book shows them.
-NORMALIZERS: dict[str, Callable[..., torch.Tensor]] = {
-    "softmax": softmax,
-    "sparsemax": sparsemax,
-    "1.5-entmax": entmax15,
-    "scalable-softmax": scalable_softmax,
-    "adaptive-temperature": adaptive_temperature,
+@dataclass(frozen=True)
+class Normalizer:
+    """A registered normaliser: the function, the label legends show, and the colour every figure draws it in.
+
+    Calling the entry calls the function, so ``NORMALIZERS[name](logits, dim=-1, **params)`` works as for the
+    bare function. ``color`` is any matplotlib colour; ``None`` lets :func:`attnlimits.plotting.normalizer_colors`
+    give it a palette colour no other normaliser uses, so a new normaliser is always drawn.
+    """
+
+    fn: Callable[..., torch.Tensor]
+    label: str
+    color: str | None = None
+
+    def __post_init__(self):
+        if not callable(self.fn):
+            raise ValueError(f"fn: must be callable as (logits, dim=-1, **params), got {type(self.fn).__name__}")
+        if not isinstance(self.label, str) or not self.label:
+            raise ValueError(f"label: must be a non-empty string, got {self.label!r}")
+
+    def __call__(self, logits, dim: int = -1, **params) -> torch.Tensor:
+        return self.fn(logits, dim=dim, **params)
+
+
+#: Name -> registered normaliser, in the order the book shows them. To add one, add an entry here: every study
+#: (training, the alternatives, the sweeps) and every figure and table of chapters 32-33 then includes it. The
+#: colours are the first five of seaborn's colour-blind palette.
+NORMALIZERS: dict[str, Normalizer] = {
+    "softmax": Normalizer(softmax, "softmax", "#0173b2"),
+    "sparsemax": Normalizer(sparsemax, "sparsemax", "#de8f05"),
+    "1.5-entmax": Normalizer(entmax15, "1.5-entmax", "#029e73"),
+    "scalable-softmax": Normalizer(scalable_softmax, "scalable-softmax", "#d55e00"),
+    "adaptive-temperature": Normalizer(adaptive_temperature, "adaptive-temperature", "#cc78bc"),
 }

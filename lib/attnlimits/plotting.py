@@ -1,4 +1,4 @@
-"""One look for every figure: a seaborn theme, fixed colours per normaliser, one helper to finish a figure."""
+"""One look for every figure: a seaborn theme, each normaliser's colour and label, one helper to finish a figure."""
 
 from __future__ import annotations
 
@@ -10,18 +10,55 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 import torch
 
-__all__ = ["NORMALIZER_COLORS", "draw_selection", "finish", "plot_attention", "set_theme"]
+__all__ = [
+    "NORMALIZER_COLORS",
+    "draw_selection",
+    "finish",
+    "normalizer_colors",
+    "normalizer_labels",
+    "plot_attention",
+    "set_theme",
+]
 
 _PALETTE = sns.color_palette("colorblind", 8)
+#: Colours for normalisers registered without one: the rest of the colour-blind palette, then matplotlib's cycle.
+_SPARE = [*sns.color_palette("colorblind", 10), *sns.color_palette("tab10")]
 
-#: The same normaliser has the same colour in every chapter.
-NORMALIZER_COLORS = {
-    "softmax": _PALETTE[0],
-    "sparsemax": _PALETTE[1],
-    "1.5-entmax": _PALETTE[2],
-    "scalable-softmax": _PALETTE[3],
-    "adaptive-temperature": _PALETTE[4],
-}
+
+def normalizer_colors(names=None) -> dict:
+    """A colour (RGB tuple) for every normaliser in ``names`` (default: every registered one).
+
+    A registered normaliser keeps the colour its :class:`attnlimits.normalizers.Normalizer` entry names; any
+    other name (a normaliser registered without a colour, or not registered at all) gets the first spare palette
+    colour that no other normaliser uses, in registry order, so that a figure never drops a normaliser and the
+    same normaliser gets the same colour in every figure.
+    """
+    from matplotlib.colors import to_rgb
+
+    from attnlimits.normalizers import NORMALIZERS
+
+    names = list(NORMALIZERS) if names is None else list(dict.fromkeys(names))
+    fixed = {n: to_rgb(c) for n, e in NORMALIZERS.items() if (c := getattr(e, "color", None)) is not None}
+    spare = [c for c in map(to_rgb, _SPARE) if c not in fixed.values()]
+    colors = dict(fixed)
+    for name in [*NORMALIZERS, *names]:
+        if name not in colors:
+            colors[name] = spare[(len(colors) - len(fixed)) % len(spare)]
+    return {n: colors[n] for n in names}
+
+
+def normalizer_labels(names=None) -> dict[str, str]:
+    """The label legends show for each normaliser in ``names`` (default: every registered one): its registry
+    entry's label, else the name itself."""
+    from attnlimits.normalizers import NORMALIZERS
+
+    names = list(NORMALIZERS) if names is None else list(dict.fromkeys(names))
+    return {n: getattr(NORMALIZERS.get(n), "label", n) for n in names}
+
+
+#: The same normaliser has the same colour in every chapter (the registered normalisers; for any list of names,
+#: :func:`normalizer_colors` also colours those registered without a colour).
+NORMALIZER_COLORS = normalizer_colors()
 
 
 def set_theme() -> None:
