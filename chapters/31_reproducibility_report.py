@@ -3,7 +3,7 @@
 #   jupytext:
 #     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
-#     notebook_metadata_filter: kernelspec,jupytext
+#     notebook_metadata_filter: execution,jupytext,kernelspec,mystnb
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -35,7 +35,7 @@ from IPython.display import Markdown
 import attnlimits as al
 
 start = time.perf_counter()
-verdicts = al.checks.run_all(trials=2000, seed=0)
+verdicts = al.checks.run_all(trials=al.report.CHECK_TRIALS, seed=al.report.CHECK_SEED)
 elapsed = time.perf_counter() - start
 print(
     f"{len(verdicts)} checks, {sum(v.trials for v in verdicts):,} trials "
@@ -95,8 +95,8 @@ print("bounds the book shows to be violated as printed:", violated)
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
-# computed once, then read from the cache under results/
-res = al.experiments.results(model, text, "paper")
+# computed once (by `make results`), then read from the cache under results/
+res = al.experiments.results(model, text, al.report.EXPERIMENTS_PRESET)
 print(res.summary())
 experiment_claims = al.reproduction.claims(res)
 experiment_claims[["figure", "paper", "measured", "verdict"]].style.hide(axis="index")
@@ -111,11 +111,15 @@ experiment_claims[["figure", "paper", "measured", "verdict"]].style.hide(axis="i
 # reproduced*; *corrected* (the paper's statement fails and the book proves a replacement that holds); *not
 # testable here*. "(the book's reconstruction)" marks a claim whose formula the paper does not print in full:
 # what is checked is the book's reading of it, so a failure refutes that reading, not the paper. The
-# {doc}`introduction <intro>` shows the same table: this cell writes the file it includes.
+# {doc}`introduction <intro>` shows the same table: `make results` writes the file it includes, from the same
+# checks and results, and this cell fails if that file is missing or differs from the table shown here.
 
 # %%
 claims = al.report.claims(verdicts, res)
-al.report.write_include(claims)  # al.report.INCLUDE, included by the introduction
+# the table the introduction includes (al.report.INCLUDE), written by `make results`
+assert al.report.read_include() == al.report.markdown(claims), (
+    f"{al.report.INCLUDE} differs from this table: run `make results` again"
+)
 columns = ("claim", "paper", "ours", "source", "verdict", "where")
 Markdown(al.report.markdown(claims, columns=columns))
 

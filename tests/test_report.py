@@ -134,39 +134,38 @@ def test_write_include_records_the_table(fake, tmp_path):
     assert record["code_sha256"] == report.code_hash() and len(record["table"]) == len(report.ROWS)
 
 
-def test_intro_table_is_the_reports():
-    """The introduction includes the file that the reproducibility report writes, and types in no claims table."""
+def test_intro_table_is_written_by_make_results_and_checked_by_the_report():
+    """The introduction includes the file that `make results` writes and types in no claims table; the report
+    builds the table from the same inputs and compares it with that file, but never writes it."""
     intro = (ROOT / "chapters" / "intro.md").read_text()
     chapter = (ROOT / "chapters" / "31_reproducibility_report.py").read_text()
     rel = report.INCLUDE.relative_to(ROOT / "chapters").as_posix()
     assert re.search(r"```\{include\}\s+" + re.escape(rel) + r"\s*\n```", intro), "intro must include " + rel
     assert "| Claim of the paper |" not in intro and "| Lemma 1" not in intro
-    assert "al.report.write_include(" in chapter and "al.report.INCLUDE" in chapter
-    assert "al.report.claims(" in chapter
+    assert "write_include" not in chapter
+    assert "al.report.claims(" in chapter and "al.report.read_include()" in chapter
+    for name in ("CHECK_TRIALS", "CHECK_SEED", "EXPERIMENTS_PRESET"):
+        assert f"al.report.{name}" in chapter
+    makefile = (ROOT / "Makefile").read_text()
+    results = re.search(r"^results:.*?(?=^\S|\Z)", makefile, flags=re.M | re.S).group(0)
+    for call in ("r.write_include(r.claims(", "al.checks.run_all(trials=r.CHECK_TRIALS, seed=r.CHECK_SEED)"):
+        assert call in results, f"`make results` must write the include: {call}"
+    assert "r.EXPERIMENTS_PRESET" in results
+
+
+def test_a_missing_include_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="`make results` writes it"):
+        report.read_include(tmp_path / "claims.md")
+
+
+def test_read_include_reads_what_write_include_wrote(fake, tmp_path):
+    _, table = fake
+    t = table().reset_index()
+    path = report.write_include(t, tmp_path / "claims.md")
+    assert report.read_include(path) == report.markdown(t)
 
 
 def test_verdicts_replace(fake):
     """The rows are frozen dataclasses (a table cannot be edited in place by a chapter)."""
     with pytest.raises(dataclasses.FrozenInstanceError):
         report.ROWS[0].claim = "x"  # type: ignore[misc]
-
-
-def test_the_book_reads_the_report_before_the_introduction():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("report_first", ROOT / "_ext" / "report_first.py")
-    ext = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ext)
-    known = {ext.INTRO, ext.REPORT, "chapters/11_x"}
-    # A fresh build: the introduction moves right after the report, whatever order Sphinx chose.
-    order = [ext.INTRO, "chapters/11_x", ext.REPORT]
-    ext.report_before_intro(order, known)
-    assert order == ["chapters/11_x", ext.REPORT, ext.INTRO]
-    # Only the report changed: the introduction is read again after it, for the fresh table.
-    order = [ext.REPORT]
-    ext.report_before_intro(order, known)
-    assert order == [ext.REPORT, ext.INTRO]
-    # The report not read: nothing changes.
-    order = [ext.INTRO]
-    ext.report_before_intro(order, known)
-    assert order == [ext.INTRO]

@@ -4,8 +4,10 @@ Each row is a claim of the paper (Lemma 1, Corollaries 1-3, Theorems 1-2, Lemma 
 2a-4 and the guidelines): the paper's number, ours with where it came from, a verdict and the chapter that shows
 it. Verdicts are decided here by fixed rules from the registry's verdict records (:mod:`attnlimits.checks`) and
 from :mod:`attnlimits.reproduction`'s experimental verdicts; nothing in the table is typed in by hand except the
-paper's side. The reproducibility report and the introduction both render :func:`claims` (the introduction through
-the file :func:`write_include` writes), so the two cannot differ.
+paper's side. ``make results`` writes the introduction's copy (:func:`write_include`, from the checks run with
+:data:`CHECK_TRIALS` and :data:`CHECK_SEED` and the experiments' :data:`EXPERIMENTS_PRESET` results); the
+reproducibility report builds the same table from the same inputs, shows it, and fails when the introduction's copy
+(:func:`read_include`) differs from it or is missing.
 
 Verdicts: "reproduced", "reproduced with a different constant", "not reproduced", "corrected" (the paper's
 statement fails and the book proves a replacement), "not testable here"; "(the book's reconstruction)" marks a
@@ -23,7 +25,10 @@ import pandas as pd
 from attnlimits import cache, provenance, reproduction
 
 __all__ = [
+    "CHECK_SEED",
+    "CHECK_TRIALS",
     "CORRECTED",
+    "EXPERIMENTS_PRESET",
     "INCLUDE",
     "NOT_TESTABLE",
     "ROWS",
@@ -33,6 +38,7 @@ __all__ = [
     "code_hash",
     "collapse_at_full_selection",
     "markdown",
+    "read_include",
     "write_include",
 ]
 
@@ -46,8 +52,13 @@ VERDICTS = (REPRODUCED, DIFFERENT, NOT, CORRECTED, NOT_TESTABLE)
 RECONSTRUCTION = " (the book's reconstruction)"
 
 
-#: The introduction's claims table, written by the reproducibility report and included by ``chapters/intro.md``.
+#: The introduction's claims table, written by ``make results`` and included by ``chapters/intro.md``.
 INCLUDE = (provenance.book_checkout() or Path.cwd()) / "chapters" / "_generated" / "claims.md"
+#: The table's inputs, the same for ``make results`` and the reproducibility report: the checks' random trials and
+#: seed (:func:`attnlimits.checks.run_all`) and the experiments' preset (:func:`attnlimits.experiments.results`).
+CHECK_TRIALS = 2000
+CHECK_SEED = 0
+EXPERIMENTS_PRESET = "paper"
 
 
 @dataclass(frozen=True)
@@ -336,3 +347,15 @@ def write_include(table: pd.DataFrame, path=None) -> Path:
     record = {"code_sha256": code_hash(), "table": table.to_dict("records")}
     path.with_suffix(".json").write_text(json.dumps(record, indent=1))
     return path
+
+
+def read_include(path=None) -> str:
+    """The claims table that ``make results`` wrote for the introduction (``path``, default :data:`INCLUDE`);
+    ``FileNotFoundError`` naming the command when it is not there."""
+    path = Path(INCLUDE if path is None else path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} does not exist: the introduction includes it; `make results` writes it (the book's build runs "
+            "`make results` first)"
+        )
+    return path.read_text()
