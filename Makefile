@@ -47,14 +47,14 @@ test-fresh-chapter: setup
 results: setup
 	$(BIN)/python -c "import attnlimits as al; m, t = al.models.load(), al.texts.load(); \
 	p = al.experiments.book_preset(); \
-	[al.experiments.results(m, t, p, exclude_sink=s) for s in (False, True)]"
+	[al.experiments.results(m, t, p, exclude_sink=s, progress='lines') for s in (False, True)]"
 	$(BIN)/python -c "import os, attnlimits as al; p = os.environ.get('ATTNLIMITS_PRESET', 'reduced'); \
 	al.training.cached_sweep(p); al.alternatives.cached_synthetic_tables(p); \
 	al.alternatives.cached_model_tables(al.models.load(), al.texts.load(), p)"
 	$(BIN)/python -c "import attnlimits as al; al.comparison.load_or_compute('reduced')"
 	# The introduction's claims table (chapters/_generated/claims.md): every check's verdict and the experiments'.
 	$(BIN)/python -c "import attnlimits as al; r = al.report; \
-	res = al.experiments.results(al.models.load(), al.texts.load(), r.EXPERIMENTS_PRESET); \
+	res = al.experiments.results(al.models.load(), al.texts.load(), al.experiments.book_preset()); \
 	print('wrote', r.write_include(r.claims(al.checks.run_all(trials=r.CHECK_TRIALS, seed=r.CHECK_SEED), res)))"
 
 ## Every model (SmolLM2, Gemma-3-270M, GPT-2 when it loads) and its untrained control with the paper preset, for

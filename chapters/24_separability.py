@@ -40,8 +40,8 @@ al.plotting.set_theme()
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
-# the paper preset (ATTNLIMITS_EXPERIMENTS_PRESET=quick: a smoke run of seconds), computed once,
-# then read from the cache under results/
+# the paper preset (ATTNLIMITS_EXPERIMENTS_PRESET=quick: a smoke run),
+# computed once, then read from the cache under results/
 preset = al.experiments.book_preset()
 res = al.experiments.results(model, text, preset)
 print(res.summary())

@@ -1,5 +1,7 @@
 # ---
 # jupyter:
+#   execution:
+#     timeout: 3600
 #   jupytext:
 #     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
@@ -13,6 +15,8 @@
 #     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
+#   mystnb:
+#     execution_timeout: 3600
 # ---
 
 # %% [markdown]
@@ -96,7 +100,7 @@ model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
 # computed once (by `make results`), then read from the cache under results/
-res = al.experiments.results(model, text, al.report.EXPERIMENTS_PRESET)
+res = al.experiments.results(model, text, al.experiments.book_preset())
 print(res.summary())
 experiment_claims = al.reproduction.claims(res)
 experiment_claims[["figure", "paper", "measured", "verdict"]].style.hide(axis="index")

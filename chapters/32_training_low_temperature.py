@@ -1,9 +1,11 @@
 # ---
 # jupyter:
+#   execution:
+#     timeout: 1800
 #   jupytext:
 #     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
-#     notebook_metadata_filter: kernelspec,jupytext
+#     notebook_metadata_filter: execution,jupytext,kernelspec,mystnb
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -13,6 +15,8 @@
 #     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
+#   mystnb:
+#     execution_timeout: 1800
 # ---
 
 # %% [markdown]

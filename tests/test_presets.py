@@ -88,3 +88,15 @@ def test_results_accessors_select_what_each_algorithm_computed():
         res.g(eps=0.5)
     with pytest.raises(ValueError, match="scaling: must be one of"):
         res.g(scaling="softmax")
+
+
+def test_the_experiments_chapters_preset_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv(experiments.PRESET_VARIABLE, raising=False)
+    assert experiments.book_preset() is experiments.PRESETS["paper"]
+    monkeypatch.setenv(experiments.PRESET_VARIABLE, "")
+    assert experiments.book_preset() is experiments.PRESETS["paper"]
+    monkeypatch.setenv(experiments.PRESET_VARIABLE, "quick")
+    assert experiments.book_preset() is experiments.PRESETS["quick"]
+    monkeypatch.setenv(experiments.PRESET_VARIABLE, "huge")
+    with pytest.raises(ValueError, match="ATTNLIMITS_EXPERIMENTS_PRESET: must be one of"):
+        experiments.book_preset()

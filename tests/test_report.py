@@ -144,13 +144,13 @@ def test_intro_table_is_written_by_make_results_and_checked_by_the_report():
     assert "| Claim of the paper |" not in intro and "| Lemma 1" not in intro
     assert "write_include" not in chapter
     assert "al.report.claims(" in chapter and "al.report.read_include()" in chapter
-    for name in ("CHECK_TRIALS", "CHECK_SEED", "EXPERIMENTS_PRESET"):
-        assert f"al.report.{name}" in chapter
+    for name in ("report.CHECK_TRIALS", "report.CHECK_SEED", "experiments.book_preset()"):
+        assert f"al.{name}" in chapter
     makefile = (ROOT / "Makefile").read_text()
     results = re.search(r"^results:.*?(?=^\S|\Z)", makefile, flags=re.M | re.S).group(0)
     for call in ("r.write_include(r.claims(", "al.checks.run_all(trials=r.CHECK_TRIALS, seed=r.CHECK_SEED)"):
         assert call in results, f"`make results` must write the include: {call}"
-    assert "r.EXPERIMENTS_PRESET" in results
+    assert "al.experiments.book_preset()" in results
 
 
 def test_a_missing_include_is_a_clear_error(tmp_path):

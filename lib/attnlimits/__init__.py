@@ -24,6 +24,7 @@ SUBMODULES = (
     "models",
     "normalizers",
     "plotting",
+    "presets",
     "profiling",
     "provenance",
     "report",

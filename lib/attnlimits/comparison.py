@@ -23,12 +23,11 @@ import pandas as pd
 import torch
 
 from attnlimits import cache, experiments, provenance, reproduction
-from attnlimits.experiments.presets import PRESETS, Preset, get_preset
+from attnlimits.experiments.presets import get_preset
 from attnlimits.models import registry
 
 __all__ = [
     "MODELS",
-    "REDUCED",
     "collect",
     "compute",
     "figure",
@@ -54,28 +53,6 @@ def _compute_command(preset) -> str:
         f"'attnlimits models --compute --preset {get_preset(preset).name}' ('make models' runs it with the paper "
         "preset, 'make results' with the reduced one)"
     )
-
-
-#: The preset that fits the book's build: one window, L up to 256, the paper's N grids, its smallest eps, T on a
-#: grid of half decades, and the KS level 0.05 only.
-REDUCED = Preset(
-    name="reduced",
-    windows=1,
-    alg1_N=5,
-    alg1_L=(32, 64, 128, 256),
-    alg2_L=256,
-    alg2_N=(1, 5, 10, 20, 100),
-    alg4_L=256,
-    alg4_N=(1, 2, 4, 8, 16, 32, 64),
-    alg5_L=256,
-    alg5_T=PRESETS["paper"].alg5_T[::2],
-    alg5_eps=(min(PRESETS["paper"].alg5_eps),),
-    ks_levels=(0.05,),
-)
-
-
-def _preset(preset) -> Preset:
-    return REDUCED if preset == "reduced" else get_preset(preset)
 
 
 def untrained(loaded, seed: int = 0):
@@ -111,7 +88,7 @@ def untrained(loaded, seed: int = 0):
 def manifest_path(preset="reduced", root=None) -> Path:
     """Where :func:`compute` writes its manifest: ``<results>/models-<preset>.json``."""
     root = provenance.results_root() if root is None else root
-    return Path(root) / f"models-{_preset(preset).name}.json"
+    return Path(root) / f"models-{get_preset(preset).name}.json"
 
 
 def _exactness(model, text) -> dict:
@@ -137,7 +114,7 @@ def compute(names=None, preset="reduced", *, controls: bool = True, seed: int = 
     bad = [n for n in names if n not in MODELS]
     if bad:
         raise ValueError(f"names: unknown model(s) {bad}; choose from {list(MODELS)}")
-    p = _preset(preset)
+    p = get_preset(preset)
     text = texts.load() if text is None else text
     entries, started = [], time.perf_counter()
     for name in names:
@@ -221,8 +198,7 @@ def run_id(manifest: dict) -> tuple[tuple[str, ...], str | None, str]:
 def _one_over_t_range(res) -> tuple[float, float]:
     """The T range where max-over-heads g (smallest eps, the model's logits) follows 1/T: the longest run of
     consecutive grid intervals whose log-log slope lies in [-1.2, -0.8], as ``(T_lo, T_hi)``; NaNs when none."""
-    t = res.gradient[(res.gradient.logit_scaling == "model") & (res.gradient.eps == res.gradient.eps.min())]
-    top = t.groupby("T").g.max()
+    top = res.g_max()
     T, g = np.log(top.index.to_numpy(float)), np.log(top.to_numpy(float))
     ok = (np.diff(g) / np.diff(T) >= -1.2) & (np.diff(g) / np.diff(T) <= -0.8)
     best, start = (0, -1), None
@@ -248,11 +224,8 @@ def summary(results: dict) -> pd.DataFrame:
         crit = res.critical[res.critical.ks_level == 0.05].dropna(subset=["critical_N"])
         frac = crit.critical_N.astype(float) / crit.L
         sep = res.separability.groupby("N").ns_frac.median()
-        p = res.provenance["preset"]
-        dist = res.distance[(res.distance.N == p["alg1_N"]) & res.distance.L.isin(p["alg1_L"])]
-        med = dist.groupby("L").d_tilde.median()
-        g = res.gradient[(res.gradient.logit_scaling == "model") & (res.gradient.eps == res.gradient.eps.min())]
-        top = g.groupby("T").g.max()
+        med = res.alg1().groupby("L").d_tilde.median()
+        top = res.g_max()
         low = top[top.index < 0.1]
         rows.append(
             {
@@ -311,17 +284,15 @@ def figure(results: dict):
         base = label.removesuffix(" (untrained)")
         color = colors.setdefault(base, f"C{len(colors)}")
         style = {"color": color, "ls": "--" if base != label else "-", "marker": "o", "ms": 3, "label": label}
-        p = res.provenance["preset"]
-        dist = res.distance[(res.distance.N == p["alg1_N"]) & res.distance.L.isin(p["alg1_L"])]
-        med = dist.groupby("L").d_tilde.median()
+        p = res.preset
+        med = res.alg1().groupby("L").d_tilde.median()
         axes[0].loglog(med.index, med.values, **style)
         sep = res.separability.groupby("N").ns_frac.median()
         axes[1].semilogx(sep.index, sep.values, **style)
-        g = res.gradient[(res.gradient.logit_scaling == "model") & (res.gradient.eps == res.gradient.eps.min())]
-        top = g.groupby("T").g.max()
+        top = res.g_max()
         axes[2].loglog(top.index, top.values, **style)
-    axes[0].set(xlabel="L", ylabel="median d~ over heads", title=f"Figure 2a: d~ vs L (N = {p['alg1_N']})")
-    axes[1].set(xlabel="N", ylabel="median N_s / N over heads", title=f"Figure 3: N_s/N (L = {p['alg4_L']})")
+    axes[0].set(xlabel="L", ylabel="median d~ over heads", title=f"Figure 2a: d~ vs L (N = {p.alg1_N})")
+    axes[1].set(xlabel="N", ylabel="median N_s / N over heads", title=f"Figure 3: N_s/N (L = {p.alg4_L})")
     axes[2].set(xlabel="T", ylabel="max g over heads", title="Figure 4: g(T) (smallest eps)")
     axes[0].legend(fontsize=8)
     return fig

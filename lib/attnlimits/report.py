@@ -5,7 +5,8 @@ Each row is a claim of the paper (Lemma 1, Corollaries 1-3, Theorems 1-2, Lemma 
 it. Verdicts are decided here by fixed rules from the registry's verdict records (:mod:`attnlimits.checks`) and
 from :mod:`attnlimits.reproduction`'s experimental verdicts; nothing in the table is typed in by hand except the
 paper's side. ``make results`` writes the introduction's copy (:func:`write_include`, from the checks run with
-:data:`CHECK_TRIALS` and :data:`CHECK_SEED` and the experiments' :data:`EXPERIMENTS_PRESET` results); the
+:data:`CHECK_TRIALS` and :data:`CHECK_SEED` and the experiments' results at
+:func:`attnlimits.experiments.book_preset`); the
 reproducibility report builds the same table from the same inputs, shows it, and fails when the introduction's copy
 (:func:`read_include`) differs from it or is missing.
 
@@ -28,7 +29,6 @@ __all__ = [
     "CHECK_SEED",
     "CHECK_TRIALS",
     "CORRECTED",
-    "EXPERIMENTS_PRESET",
     "INCLUDE",
     "NOT_TESTABLE",
     "ROWS",
@@ -55,10 +55,9 @@ RECONSTRUCTION = " (the book's reconstruction)"
 #: The introduction's claims table, written by ``make results`` and included by ``chapters/intro.md``.
 INCLUDE = (provenance.book_checkout() or Path.cwd()) / "chapters" / "_generated" / "claims.md"
 #: The table's inputs, the same for ``make results`` and the reproducibility report: the checks' random trials and
-#: seed (:func:`attnlimits.checks.run_all`) and the experiments' preset (:func:`attnlimits.experiments.results`).
+#: seed (:func:`attnlimits.checks.run_all`); the experiments' preset is :func:`attnlimits.experiments.book_preset`.
 CHECK_TRIALS = 2000
 CHECK_SEED = 0
-EXPERIMENTS_PRESET = "paper"
 
 
 @dataclass(frozen=True)

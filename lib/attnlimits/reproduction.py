@@ -46,8 +46,7 @@ def loglog_slope(x, y) -> float:
 
 def _fig2a(res, column, key, name):
     p = res.provenance["preset"]
-    t = res.distance[(res.distance.N == p["alg1_N"]) & res.distance.L.isin(p["alg1_L"])]
-    med = t.groupby("L")[column].median()
+    med = res.alg1().groupby("L")[column].median()
     slope = loglog_slope(med.index, med.values)
     verdict = REPRODUCED if 0.8 <= slope <= 1.2 else NOT
     return Claim(
@@ -90,8 +89,7 @@ def fig2a_bound(res) -> Claim:
 def fig2b_plateau(res) -> Claim:
     """Figure 2b: beyond N ~ 20 the distance plateaus (L fixed)."""
     p = res.provenance["preset"]
-    t = res.distance[res.distance.L == p["alg2_L"]]
-    med = t.groupby("N").d_tilde.median()
+    med = res.alg2().groupby("N").d_tilde.median()
     ns = sorted(n for n in p["alg2_N"] if n >= 20)
     ns = ns if len(ns) >= 2 else sorted(p["alg2_N"])[-2:]  # a small preset: its two largest N
     ratio = float(med.loc[ns[-1]] / med.loc[ns[0]])
@@ -109,7 +107,7 @@ def fig2b_plateau(res) -> Claim:
 def fig2b_convergence(res) -> Claim:
     """Figure 2b: true and expected distances converge as N grows to 100."""
     p = res.provenance["preset"]
-    t = res.distance[res.distance.L == p["alg2_L"]]
+    t = res.alg2()
     ratio = (t.E / t.d_tilde).groupby(t.N).median()
     lo, hi = min(p["alg2_N"]), max(p["alg2_N"])
     closer = abs(np.log(ratio.loc[hi])) < abs(np.log(ratio.loc[lo]))
@@ -203,15 +201,10 @@ def fig3_bounds(res) -> Claim:
     )
 
 
-def _g_top(res, eps):
-    t = res.gradient[(res.gradient.logit_scaling == "model") & (res.gradient.eps == eps)]
-    return t.groupby("T").g.max()
-
-
 def fig4_slope(res) -> Claim:
     """Figure 4: g follows 1/T for T < 0.1."""
     eps = min(res.gradient.eps)
-    top = _g_top(res, eps)
+    top = res.g_max(eps)
     low = top[top.index < 0.1]
     slope = loglog_slope(low.index, low.values)
     verdict = REPRODUCED if -1.2 <= slope <= -0.8 else NOT
@@ -228,7 +221,7 @@ def fig4_slope(res) -> Claim:
 def fig4_drop(res) -> Claim:
     """Figure 4: g drops by about two orders of magnitude once T >= 1."""
     eps = min(res.gradient.eps)
-    top = _g_top(res, eps)
+    top = res.g_max(eps)
     at_one = float(top[top.index >= 1].iloc[0])
     drop = float(top.max() / at_one)
     verdict = REPRODUCED if 30 <= drop <= 300 else NOT

@@ -27,16 +27,18 @@ from attnlimits.experiments.algorithms import (
     separability_table,
     sink_table,
 )
-from attnlimits.experiments.presets import PRESETS, Preset, get_preset, validate_grid
+from attnlimits.experiments.presets import PRESET_VARIABLE, PRESETS, Preset, book_preset, get_preset, validate_grid
 from attnlimits.experiments.runs import TABLES, Results, merge, results, results_folder, run
 from attnlimits.experiments.windows import WindowCapture, capture_windows
 
 __all__ = [
     "PRESETS",
+    "PRESET_VARIABLE",
     "TABLES",
     "Preset",
     "Results",
     "WindowCapture",
+    "book_preset",
     "capture_windows",
     "critical_n",
     "critical_search",

@@ -39,7 +39,7 @@ def distance_table(
     tokens: str = "value",
     precision: str = "float64",
     normalizer: str | None = None,
-    progress: bool | None = None,
+    progress: bool | str | None = None,
 ) -> pd.DataFrame:
     """Per-head means of d~, d_max (Theorem 1 as reconstructed) and E for every N and its lengths in ``grid``.
 
@@ -151,7 +151,7 @@ def critical_n(
     tokens: str = "value",
     precision: str = "float64",
     normalizer: str | None = None,
-    progress: bool | None = None,
+    progress: bool | str | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Algorithm 3: for each L, the smallest N at which a two-sample KS test cannot tell apart the per-head means
     of d~ and of E (p >= level), at every level.
@@ -257,7 +257,7 @@ def separability_table(
     tokens: str = "value",
     precision: str = "float64",
     normalizer: str | None = None,
-    progress: bool | None = None,
+    progress: bool | str | None = None,
 ) -> pd.DataFrame:
     """Algorithm 4: per-head mean of N_s / N at the radius R (tokens on the unit sphere) with Theorem 2's bounds.
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from attnlimits.presets import Registry, StudyPreset
 
-__all__ = ["PRESETS", "Preset", "get_preset", "validate_grid"]
+__all__ = ["PRESETS", "PRESET_VARIABLE", "Preset", "book_preset", "get_preset", "validate_grid"]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -103,6 +104,20 @@ PRESETS = Registry(
 def get_preset(preset: str | Preset) -> Preset:
     """A :class:`Preset` by name (``"paper"``, ``"reduced"`` or ``"quick"``), or the given one unchanged."""
     return PRESETS.get(preset)
+
+
+#: The environment variable that chooses the preset of the Experiments chapters and of ``make results``.
+PRESET_VARIABLE = "ATTNLIMITS_EXPERIMENTS_PRESET"
+
+
+def book_preset() -> Preset:
+    """The preset the Experiments chapters read: ``$ATTNLIMITS_EXPERIMENTS_PRESET`` (a name of :data:`PRESETS`),
+    else ``"paper"``. A smaller preset (``quick``) makes a chapter run in seconds from an empty results cache; the
+    prose then no longer describes the numbers, and the chapters print what differs instead of asserting it."""
+    name = os.environ.get(PRESET_VARIABLE) or "paper"
+    if name not in PRESETS:
+        raise ValueError(f"{PRESET_VARIABLE}: must be one of {list(PRESETS)}, got {name!r}")
+    return PRESETS[name]
 
 
 def validate_grid(preset: Preset, *, max_positions: int | None = None, windows: int | None = None) -> None:

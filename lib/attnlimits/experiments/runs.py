@@ -176,7 +176,7 @@ def run(
     tokens: str = "value",
     precision: str = "float32",
     seed: int = 0,
-    progress: bool | None = None,
+    progress: bool | str | None = None,
 ) -> Results:
     """Algorithms 1-5 (and the sink weights) on ``windows`` windows of ``text`` (the preset's count by default).
 
@@ -185,7 +185,8 @@ def run(
     captures, and the tests check it). Algorithms 4 and 5 always run in float64: N_s/N counts tokens on either
     side of a radius, and float32 moves a few of them (about 4 % relative on a head's mean, measured by the
     benchmark); Algorithm 5's smallest eps needs the precision. The grid is validated before anything is captured.
-    Everything runs on the model's device.
+    Everything runs on the model's device. ``progress``: as :func:`attnlimits.experiments.windows.progress_bar`
+    (None: a bar on a terminal only; True: a bar; ``"lines"``: a bar on a terminal, else a line per step).
     """
     dtype_of(precision)
     p = get_preset(preset)
@@ -282,7 +283,7 @@ def results(
     precision: str = "float32",
     seed: int = 0,
     root=None,
-    progress: bool | None = None,
+    progress: bool | str | None = None,
 ) -> Results:
     """The results of :func:`run` from the cache when the same model, text, preset, options, seed and code produced
     them, else computed now and cached (so a test run computes once and the book build reuses the numbers).

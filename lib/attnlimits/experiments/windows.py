@@ -134,7 +134,7 @@ def capture_windows(
     first_window: int = 0,
     tokens: str = "value",
     layers=None,
-    progress: bool | None = None,
+    progress: bool | str | None = None,
 ) -> list[WindowCapture]:
     """Capture ``count`` consecutive windows of ``length`` tokens (from window ``first_window`` on), one pass each;
     ``layers``: the layer numbers to keep (all by default)."""
