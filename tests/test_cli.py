@@ -248,7 +248,11 @@ def test_check_rejects_every_value_outside_the_allowed_range(option, value):
     stderr = io.StringIO()
     with redirect_stderr(stderr), pytest.raises(SystemExit) as exc:
         cli.main(["check", f"{option}={value}"])
-    assert exc.value.code == 2 and f"argument {option}: must be an integer" in stderr.getvalue()
+    message = stderr.getvalue()
+    assert exc.value.code == 2
+    assert f"argument {option}: must be an integer" in message or (
+        value == "--" and f"argument {option}: expected one value, got '--'" in message
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -475,3 +479,21 @@ def test_progress_is_silent_off_a_terminal_unless_lines_are_asked_for(capsys):
     assert capsys.readouterr().err == ""
     with pytest.raises(ValueError, match="progress: must be True, False, None or 'lines'"):
         progress_bar(items, "capture", "bars")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "--only=--"],
+        ["check", "--seed=--"],
+        ["analyze", "--out=--"],
+        ["analyze", "--out", "x", "--windows=--"],
+        ["analyze", "--out", "x", "--preset=--"],
+    ],  # fmt: skip
+)
+def test_a_bare_double_dash_is_no_option_value(argv):
+    """argparse (Python < 3.12) stores ``--opt=--`` as an empty list, bypassing the option's type."""
+    stderr = io.StringIO()
+    with redirect_stderr(stderr), pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2 and "expected one value, got '--'" in stderr.getvalue()

@@ -98,6 +98,8 @@ def test_readme_documents_every_environment_variable():
     for path in [*LIB.rglob("*.py"), *(ROOT / "chapters").glob("*.py")]:
         read |= set(re.findall(r"environ(?:\.get)?\(\s*[\"'](ATTNLIMITS_\w+)", path.read_text(encoding="utf-8")))
         read |= set(re.findall(r"environ\[[\"'](ATTNLIMITS_\w+)", path.read_text(encoding="utf-8")))
+        # a variable named once as a constant (``PRESET_VARIABLE = "ATTNLIMITS_..."``) and read through it
+        read |= set(re.findall(r"^\w*VARIABLE = [\"'](ATTNLIMITS_\w+)", path.read_text(encoding="utf-8"), flags=re.M))
     assert {"ATTNLIMITS_MODEL", "ATTNLIMITS_TEXT", "ATTNLIMITS_CACHE", "ATTNLIMITS_FIGURES"} <= read
     table = set(re.findall(r"^\| `(ATTNLIMITS_\w+)` \|", README, flags=re.M))
     assert read == table, f"README table lacks {sorted(read - table)}; lists unread {sorted(table - read)}"

@@ -399,7 +399,13 @@ def main(argv: list[str] | None = None) -> int:
 
     Invalid arguments make argparse print a usage message and raise ``SystemExit(2)``.
     """
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # argparse (Python < 3.12) takes a bare "--" as an option's value (`--seed=--`) and stores an empty list
+    # without calling the option's type: refuse it here, as the type would have.
+    for name, value in vars(args).items():
+        if isinstance(value, list) and (value == [] or [] in value):
+            parser.error(f"argument --{name.replace('_', '-')}: expected one value, got '--'")
     return args.func(args)
 
 
