@@ -152,7 +152,8 @@ fig = al.figures.distance_vs_n(res)
 al.plotting.finish(fig, "22_fig2b")
 
 # %%
-res.alg2().groupby("N")[["rows", "d_tilde", "E", "d_max"]].median().round(3)
+alg2 = res.alg2()
+alg2.groupby("N")[["rows", "d_tilde", "E", "d_max"]].median().round(3)
 
 # %% [markdown]
 # ## Paper reports, we measure
