@@ -41,6 +41,7 @@ import os
 preset = os.environ.get("ATTNLIMITS_PRESET", "reduced")
 
 # %%
+import textwrap
 import time
 
 import attnlimits as al
@@ -51,7 +52,7 @@ show = al.alternatives_report  # chapter 33's tables and figures
 start = time.perf_counter()
 # computed once, then read from results/alternatives/
 syn = alt.cached_synthetic_tables(preset)
-print(f"preset {preset}: {alt.get_preset(preset)}")
+print(textwrap.fill(f"preset {alt.get_preset(preset)}", 88, subsequent_indent="    "))
 print(f"synthetic diagnostics read or computed in {time.perf_counter() - start:.1f} s "
       f"(computed in {syn['seconds'].seconds.sum():.0f} s)")
 
