@@ -33,16 +33,11 @@ import naive_experiments as naive  # noqa: E402
 import attnlimits as al  # noqa: E402
 
 PAPER_SECONDS = {"alg1": 24 * 60, "alg2": 37 * 60, "alg3": 17 * 3600 + 4 * 60, "alg4": 7 * 60, "alg5": 60}
-REDUCED = dict(
-    alg1_N=5,
-    alg1_L=(32, 64, 128, 256),
-    alg2_L=256,
-    alg2_N=(1, 5, 10, 20, 100),
-    alg4_L=256,
-    alg4_N=(1, 2, 4, 8, 16, 32, 64),
-    alg5_L=256,
-    alg5_T=al.experiments.PRESETS["paper"].alg5_T,
-    alg5_eps=(1e-3, 1e-1, 10.0),
+PAPER = al.experiments.PRESETS["paper"]
+#: The book's reduced preset with Algorithm 5 at every T and eps of the paper's grid (the literal reference runs
+#: them all) and both of its KS levels.
+REDUCED = al.experiments.PRESETS["reduced"].replace(
+    alg5_T=PAPER.alg5_T, alg5_eps=PAPER.alg5_eps, ks_levels=PAPER.ks_levels
 )
 LAYERS = [0, 14, 29]
 
@@ -71,10 +66,10 @@ def _agree(ours: pd.DataFrame, ref: pd.DataFrame, keys, values, rel) -> float:
 
 def reduced(model, text, windows: int, repeats: int) -> None:
     p = REDUCED
-    caps = al.experiments.capture_windows(model, text, length=256, count=windows, layers=LAYERS, progress=False)
-    grid = {p["alg1_N"]: list(p["alg1_L"])}
-    for n in p["alg2_N"]:
-        grid.setdefault(n, []).append(p["alg2_L"])
+    caps = al.experiments.capture_windows(
+        model, text, length=p.max_length, count=windows, layers=LAYERS, progress=False
+    )
+    grid = p.distance_grid()
     rows = []
 
     def bench(name, ours_fn, naive_fn, compare, run_path="float32"):
@@ -114,21 +109,21 @@ def reduced(model, text, windows: int, repeats: int) -> None:
 
     bench(
         "alg3",
-        lambda prec: al.experiments.critical_n(caps, p["alg1_L"], precision=prec),
-        lambda: naive.critical_scan(caps, p["alg1_L"]),
+        lambda prec: al.experiments.critical_n(caps, p.alg1_L, p.ks_levels, precision=prec),
+        lambda: naive.critical_scan(caps, p.alg1_L, p.ks_levels),
         crit_compare,
     )
     bench(
         "alg4",
-        lambda prec: al.experiments.separability_table(caps, p["alg4_L"], p["alg4_N"], precision=prec),
-        lambda: naive.separability_table(caps, p["alg4_L"], p["alg4_N"]),
+        lambda prec: al.experiments.separability_table(caps, p.alg4_L, p.alg4_N, precision=prec),
+        lambda: naive.separability_table(caps, p.alg4_L, p.alg4_N),
         lambda o, r, rel: _agree(o, r, ["window", "layer", "head", "L", "N"], ["ns_frac", "lower", "upper"], rel),
         run_path="float64",
     )
     bench(
         "alg5",
-        lambda prec: al.experiments.gradient_table(caps, p["alg5_L"], p["alg5_T"], p["alg5_eps"]),
-        lambda: naive.gradient_table(caps, p["alg5_L"], p["alg5_T"], p["alg5_eps"]),
+        lambda prec: al.experiments.gradient_table(caps, p.alg5_L, p.alg5_T, p.alg5_eps),
+        lambda: naive.gradient_table(caps, p.alg5_L, p.alg5_T, p.alg5_eps),
         lambda o, r, rel: _agree(o, r, ["window", "layer", "head", "T", "eps", "logit_scaling"], ["g"], 1e-6),
         run_path="float64",
     )
