@@ -287,6 +287,7 @@ VALID = {
     "--precision": st.sampled_from(["float32", "float64"]),
     "--device": st.sampled_from(["cpu", "cuda"]),
     "--preset": st.sampled_from(sorted(al.experiments.PRESETS)),
+    "--jobs": st.one_of(st.integers(1, 10**6), st.just(-1)).map(str),
 }
 INVALID = {
     "--windows": st.one_of(st.integers(max_value=0).map(str), st.text("xyz.", max_size=3)),
@@ -295,6 +296,7 @@ INVALID = {
     "--precision": st.text("float3264", max_size=8).filter(lambda s: s not in ("float32", "float64")),
     "--device": st.text("cpuda:0", max_size=6).filter(lambda s: s not in ("cpu", "cuda")),
     "--preset": st.text("paerquick", max_size=6).filter(lambda s: s not in al.experiments.PRESETS),
+    "--jobs": st.one_of(st.integers(max_value=-2), st.just(0), st.text("xyz.", max_size=3)).map(str),
 }
 
 
@@ -320,6 +322,18 @@ def test_analyze_rejects_every_value_outside_the_allowed_range_naming_the_option
     with pytest.MonkeyPatch.context() as mp:
         code, err = _analyze(["--out", "never-written", f"{option}={value}"], mp)
     assert code == 2 and f"argument {option}:" in err
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "1.5", "all", ""])
+def test_jobs_must_be_a_positive_integer_or_minus_one(monkeypatch, value):
+    code, err = _analyze(["--out", "never-written", f"--jobs={value}"], monkeypatch)
+    assert code == 2 and "argument --jobs: must be an integer >= 1, or -1 for every core" in err
+
+
+def test_jobs_help_says_the_workers_share_the_cores_and_change_no_result():
+    analyze = cli.build_parser()._subparsers._group_actions[0].choices["analyze"]
+    help_text = " ".join(analyze.format_help().split())
+    assert "split the machine's cores" in help_text and "results are identical for any J" in help_text
 
 
 def test_every_preset_is_a_choice_named_in_the_help():
@@ -412,6 +426,13 @@ def test_a_complete_run_is_renamed_into_place_and_asks_for_progress_lines(monkey
     )
     assert [p.name for p in out.parent.iterdir()] == ["run"], "no partial folder left beside it"
     assert calls["progress"] == "lines" and calls["seed"] == 7
+    assert calls["n_jobs"] == 1, "one worker unless --jobs asks for more"
+
+
+@pytest.mark.parametrize(("argv", "n_jobs"), [(["--jobs", "3"], 3), (["--jobs", "-1"], -1), (["--jobs=1"], 1)])
+def test_jobs_reaches_the_run(monkeypatch, tmp_path, argv, n_jobs):
+    code, _, _, calls = _fake_analyze(monkeypatch, tmp_path / "run", *argv)
+    assert code == 0 and calls["n_jobs"] == n_jobs
 
 
 def test_force_replaces_the_old_folder_only_once_the_new_one_is_complete(monkeypatch, tmp_path):

@@ -10,7 +10,7 @@ refutes (Corollary 3 as printed); otherwise 1. Bad arguments, and unknown ids, e
 
     attnlimits analyze --out DIR [--force] [--model NAME_OR_PATH] [--text NAME_OR_PATH] [--preset NAME]
                        [--windows K] [--first-window I] [--device cpu|cuda] [--exclude-sink]
-                       [--precision float32|float64] [--seed S]
+                       [--precision float32|float64] [--seed S] [--jobs J]
 
 runs the paper's Algorithms 1-5 on every head of a causal language model and writes their tables (CSV),
 ``provenance.json`` and the figures (PNG and SVG) into DIR. Runs over disjoint window ranges
@@ -18,7 +18,8 @@ runs the paper's Algorithms 1-5 on every head of a causal language model and wri
 Bad grids and arguments, and a DIR that cannot be written (a file, an unwritable place, a non-empty folder without
 ``--force``), exit with status 2 before any model is loaded. DIR appears only complete: everything is written into a
 temporary sibling folder that is renamed into place at the end; an error or Ctrl-C (exit status 130) leaves DIR as
-it was. Progress goes to stderr: a bar on a terminal, else one line per step.
+it was. Progress goes to stderr: a bar on a terminal, else one line per step. ``--jobs J`` runs the windows'
+per-layer work in J workers (-1: one per core) that share the machine's cores; the results are the same for any J.
 
 Subcommands are registered in :func:`build_parser` through ``_add_<name>(subparsers)`` helpers, each setting
 ``func`` to a handler ``(args) -> int``.
@@ -58,6 +59,17 @@ def _int_at_least(minimum: int):
 
 _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
+
+
+def _jobs(text: str) -> int:
+    """An argparse type: a number of workers, an integer >= 1 or -1 for one per core (joblib's convention)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, or -1 for every core, got {text!r}") from None
+    if value < 1 and value != -1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, or -1 for every core, got {value}")
+    return value
 
 
 def _seed(text: str) -> int:
@@ -246,6 +258,7 @@ def _run_analyze(args) -> int:
             precision=args.precision,
             seed=args.seed,
             progress="lines",
+            n_jobs=args.jobs,
         )
 
         def write(folder: Path) -> None:
@@ -329,6 +342,14 @@ def _add_analyze(subparsers) -> None:
         help="arithmetic of Algorithms 1-3 (default float32: agrees with float64 within 1e-5 relative)",
     )
     p.add_argument("--seed", type=_seed, default=0, metavar="S", help="seed of Algorithm 5's directions (default 0)")
+    p.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=1,
+        metavar="J",
+        help="run the windows' per-layer work in J parallel workers, -1 for one per core (default 1); the J "
+        "workers split the machine's cores between them, and the results are identical for any J",
+    )
     p.set_defaults(func=_run_analyze)
 
 
