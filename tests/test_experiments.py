@@ -410,6 +410,42 @@ def test_seeded_runs_repeat_exactly_and_merge(tiny_dir, text, tmp_path):
         experiments.merge([parts[0], parts[0]])
 
 
+@pytest.mark.parametrize("backend", ["threading", "loky"])
+def test_parallel_windows_give_the_same_tables(tiny_dir, text, tmp_path, backend):
+    """n_jobs=2 (threads by default, or processes when joblib's configuration says so) writes byte-identical
+    tables to n_jobs=1, Algorithm 3's pooled search included; a capture passed in equals capturing again."""
+    import joblib
+
+    model = models.load(str(tiny_dir))
+    one = experiments.run(model, text, TINY_PRESET, seed=3)
+    with joblib.parallel_config(backend=backend):
+        two = experiments.run(model, text, TINY_PRESET, seed=3, n_jobs=2)
+    caps = experiments.capture_windows(model, text, length=TINY_PRESET.max_length, count=TINY_PRESET.windows)
+    reused = experiments.run(model, text, TINY_PRESET, seed=3, captures=caps)
+    folders = [r.save(tmp_path / name) for r, name in ((one, "one"), (two, "two"), (reused, "reused"))]
+    for name in experiments.TABLES:
+        first = (folders[0] / f"{name}.csv").read_bytes()
+        assert all((f / f"{name}.csv").read_bytes() == first for f in folders[1:]), name
+    assert reused.provenance["seconds"]["capture"] == 0
+
+
+@pytest.mark.parametrize("n_jobs", [0, -2, 1.5, True, "2"])
+def test_bad_job_counts_raise(tiny, n_jobs):
+    _, windows = tiny
+    with pytest.raises(ValueError, match="n_jobs: must be an integer >= 1, or -1"):
+        experiments.distance_table(windows, {2: [8]}, n_jobs=n_jobs)
+
+
+def test_captures_of_other_windows_or_lengths_are_refused(tiny_dir, text):
+    model = models.load(str(tiny_dir))
+    caps = experiments.capture_windows(model, text, length=TINY_PRESET.max_length, count=TINY_PRESET.windows)
+    with pytest.raises(ValueError, match="captures: the run reads windows \\[1"):
+        experiments.run(model, text, TINY_PRESET, windows=1, first_window=1, captures=caps[:1])
+    short = experiments.capture_windows(model, text, length=TINY_PRESET.max_length - 1, count=TINY_PRESET.windows)
+    with pytest.raises(ValueError, match="captures: the run reads"):
+        experiments.run(model, text, TINY_PRESET, captures=short)
+
+
 def test_results_cache_is_reused_and_invalidated(tiny_dir, text, tmp_path, monkeypatch):
     model = models.load(str(tiny_dir))
     first = experiments.results(model, text, TINY_PRESET, root=tmp_path)

@@ -113,12 +113,20 @@ def _selected_by_complement(a: torch.Tensor, visible: torch.Tensor, n: int) -> t
     return selected.scatter_(-1, idx, ~drop.expand_as(idx)) & visible
 
 
-def _pair_norms(a, x, xx, s, ss, tokens) -> torch.Tensor:
-    """||alpha_i x_i - s_t|| for every row t of the block and column i, 0 where column i is not a token."""
-    g = torch.bmm(s, x.transpose(1, 2))  # x_i . s_t
+def _pair_norms(a, xx, g, ss, tokens) -> torch.Tensor:
+    """||alpha_i x_i - s_t|| for every row t of the block and column i from g = x_i . s_t, 0 where column i is not
+    a token (``tokens`` 0/1)."""
     d2 = a * xx.unsqueeze(1)
     d2.sub_(g, alpha=2).mul_(a).add_(ss.unsqueeze(-1))
     return d2.clamp_min_(0).sqrt_().mul_(tokens)
+
+
+def _ranks(idx: torch.Tensor, c: int) -> torch.Tensor:
+    """(H, B, c) int32: each column's place among the row's top-k columns ``idx`` (0 = the largest weight), k for
+    the columns outside them; ``rank < n`` is then the row's top n, for every n <= k, from one scatter."""
+    H, B, k = idx.shape
+    rank = torch.full((H, B, c), k, dtype=torch.int32, device=idx.device)
+    return rank.scatter_(-1, idx, torch.arange(k, dtype=torch.int32, device=idx.device).expand(H, B, k).contiguous())
 
 
 def distances(
@@ -136,7 +144,8 @@ def distances(
 
     Returns ``(d_tilde, d_max)``, each ``(len(ns), H, R)`` (R rows of alpha); ``d_max`` is None unless asked.
     Values of rows with at most n tokens are meaningless (nothing is dropped) and left as computed; callers skip
-    them. The token distances that d_max needs are computed once for every n.
+    them. One top-k per block serves every n (the top n are its first n); the token distances that d_max needs
+    are computed once for every n.
     """
     positions = _check_positions(alpha, x, positions)
     H, R = alpha.shape[0], alpha.shape[1]
@@ -149,21 +158,72 @@ def distances(
     for r0, r1, t, c in _blocks(R, positions, x.device):
         a, xb = alpha[:, r0:r1, :c], x[:, :c]
         visible = _visible(t, c, first, window)
-        by_complement = not bound and max(ns) > c // 2
-        if not by_complement:
+        if bound or max(ns) <= c // 2:
             top_val, top_idx = _top(a, visible, max(ns))  # sorted: the first n columns are the top n
-        for j, n in enumerate(ns):
-            if by_complement:
-                selected = _selected_by_complement(a, visible, n)
-            else:
-                val, idx = top_val[..., :n], top_idx[..., :n]
-                selected = torch.zeros_like(a, dtype=torch.bool).scatter_(-1, idx, True) & visible
-            s = torch.bmm(torch.where(selected, a, 0.0), xb)
-            keep = (visible & ~selected).to(x.dtype)
-            d_tilde[j, :, r0:r1] = _pair_norms(a, xb, xx[:, :c], s, (s * s).sum(-1), keep).sum(-1)
+            rank = _ranks(top_idx, c)
             if bound:
-                d_max[j, :, r0:r1] = _dmax_block(pair, farthest, xx.sqrt(), val.clamp_min(0), idx, selected, visible, t)
+                rows = slice(r0, r1) if positions is None else t
+                d_max[:, :, r0:r1] = _dmax_block(pair, farthest, xx.sqrt(), top_val, top_idx, rank, visible, rows, ns)
+        for j, n in enumerate(ns):
+            if bound or max(ns) <= c // 2:
+                selected = rank < n
+            else:  # n close to the row length: the top n as the complement of the few smallest
+                selected = _selected_by_complement(a, visible, n)
+            s = torch.bmm(torch.where(selected, a, 0.0), xb)
+            g = torch.bmm(s, xb.transpose(1, 2))
+            keep = visible & ~selected
+            d_tilde[j, :, r0:r1] = _pair_norms(a, xx[:, :c], g, (s * s).sum(-1), keep.to(x.dtype)).sum(-1)
     return d_tilde, d_max
+
+
+def _dmax_block(pair, farthest, norms, top_val, top_idx, rank, visible, rows, ns):
+    """(1 - abar) d1 + [(1 - abar) + (l - N) abar] max_{j in I} ||x_j|| for a block of rows and every N in ``ns``
+    (Theorem 1, as reconstructed), ``(len(ns), H, B)``, with l the row's token count and d1 the largest distance
+    between a selected and a dropped token; ``rows`` indexes the block's query positions in ``farthest``.
+
+    d1 is exact, in steps that each handle what the previous one left open. The prefix maximum of ||x_i - x_j|| over
+    i <= t is an upper bound for selected j, and the value itself when its maximiser is dropped (most pairs); pairs
+    whose bound cannot beat the best exact value are done; the rest take the first dropped token of row t among
+    the tokens farthest from j, or else a masked maximum over the whole row. Rows with at most N tokens drop
+    nothing and are skipped.
+    """
+    H, B, _ = top_idx.shape
+    r1 = rank.shape[-1]
+    P, A, order = farthest
+    per_j_all = torch.gather(P[:, rows], -1, top_idx)  # (H, B, K): max over all i <= t, an upper bound
+    arg_all = torch.gather(A[:, rows], -1, top_idx)
+    arg_rank = torch.gather(rank, -1, arg_all)
+    arg_visible = torch.gather(visible.expand(H, B, r1), -1, arg_all)
+    norm_max = torch.cummax(torch.gather(norms[:, :r1].unsqueeze(1).expand(H, B, r1), -1, top_idx), -1).values
+    mass = torch.cumsum(top_val.clamp_min(0), -1)
+    length = visible.sum(-1)
+    out = pair.new_zeros(len(ns), H, B)
+    for q, n in enumerate(ns):
+        k = min(n, top_idx.shape[-1])
+        per_j = per_j_all[..., :k]
+        exact = arg_visible[..., :k] & (arg_rank[..., :k] >= n)  # the prefix maximiser is dropped: the bound is exact
+        best = torch.where(exact, per_j, 0.0).amax(-1, keepdim=True)
+        open_ = (~exact & (per_j > best) & (length > n).view(1, B, 1)).nonzero()
+        per_j = torch.where(exact, per_j, 0.0)
+        if len(open_):
+            h, b, i = open_.unbind(-1)
+            j = top_idx[h, b, i]
+            cand = order[h, j]  # (F, walk) farthest first
+            inside = cand.clamp_max(r1 - 1)
+            ok = (cand < r1) & visible[b.unsqueeze(-1), inside] & (rank[h.unsqueeze(-1), b.unsqueeze(-1), inside] >= n)
+            found = ok.any(-1)
+            first_ok = torch.gather(cand, -1, ok.to(torch.int8).argmax(-1, keepdim=True)).squeeze(-1)
+            per_j[h[found], b[found], i[found]] = pair[h[found], j[found], first_ok[found]]
+            rest = (~found).nonzero().squeeze(-1)
+            for c in range(0, len(rest), _FALLBACK_CHUNK):
+                sel = rest[c : c + _FALLBACK_CHUNK]
+                hh, bb, ii = h[sel], b[sel], i[sel]
+                dropped = visible[bb] & (rank[hh, bb] >= n)
+                per_j[hh, bb, ii] = (pair[hh, j[sel], :r1] * dropped).amax(-1)  # distances are >= 0
+        d1 = per_j.amax(-1)
+        out_mass = (1 - mass[..., k - 1]).clamp_min(0)
+        out[q] = out_mass * d1 + (out_mass + (length - n).to(pair.dtype) * (1 - out_mass)) * norm_max[..., k - 1]
+    return out
 
 
 def _farthest(pair: torch.Tensor, walk: int):
@@ -178,47 +238,6 @@ def _farthest(pair: torch.Tensor, walk: int):
 _WALK = 32
 #: Pairs (row, selected token) resolved at once by the exact masked maximum (bounds memory).
 _FALLBACK_CHUNK = 8192
-
-
-def _dmax_block(pair, farthest, norms, val, idx, selected, visible, t):
-    """(1 - abar) d1 + [(1 - abar) + (l - N) abar] max_{j in I} ||x_j|| for a block of rows (Theorem 1, as
-    reconstructed), with l the row's token count and d1 the largest distance between a selected and a dropped token;
-    ``t`` holds the rows' query positions.
-
-    d1 is exact, in steps that each handle what the previous one left open. The prefix maximum of ||x_i - x_j|| over
-    i <= t is an upper bound for selected j, and the value itself when its maximiser is dropped (most pairs); pairs
-    whose bound cannot beat the best exact value are done; the rest take the first dropped token of row t among
-    the tokens farthest from j, or else a masked maximum over the whole row.
-    """
-    H, B, N = idx.shape
-    r1 = selected.shape[-1]
-    abar = val.sum(-1)
-    out_mass = (1 - abar).clamp_min(0)
-    m = torch.gather(norms[:, :r1].unsqueeze(1).expand(H, B, r1), -1, idx).amax(-1)
-    dropped = visible & ~selected  # (H, B, r1)
-    P, A, order = farthest
-    per_j = torch.gather(P[:, t], -1, idx)  # (H, B, N): max over all i <= t, an upper bound
-    arg = torch.gather(A[:, t], -1, idx)
-    exact = torch.gather(dropped, -1, arg)  # the prefix maximiser is dropped: the bound is the value
-    best = torch.where(exact, per_j, 0.0).amax(-1, keepdim=True)
-    open_ = (~exact & (per_j > best)).nonzero()  # only pairs that could still beat the best exact value
-    per_j = torch.where(exact, per_j, 0.0)
-    if len(open_):
-        h, b, k = open_.unbind(-1)
-        j = idx[h, b, k]
-        cand = order[h, j]  # (F, walk) farthest first
-        ok = (cand < r1) & dropped[h.unsqueeze(-1), b.unsqueeze(-1), cand.clamp_max(r1 - 1)]
-        found = ok.any(-1)
-        first_ok = torch.gather(cand, -1, ok.to(torch.int8).argmax(-1, keepdim=True)).squeeze(-1)
-        per_j[h[found], b[found], k[found]] = pair[h[found], j[found], first_ok[found]]
-        rest = (~found).nonzero().squeeze(-1)
-        for c in range(0, len(rest), _FALLBACK_CHUNK):
-            sel = rest[c : c + _FALLBACK_CHUNK]
-            hh, bb, kk = h[sel], b[sel], k[sel]
-            per_j[hh, bb, kk] = (pair[hh, j[sel], :r1] * dropped[hh, bb]).amax(-1)  # distances are >= 0
-    d1 = per_j.amax(-1)
-    length = visible.sum(-1).to(pair.dtype)
-    return out_mass * d1 + (out_mass + (length - N) * (1 - out_mass)) * m
 
 
 def expectation(
@@ -270,9 +289,10 @@ def separability(
         a, xb = alpha[:, r0:r1, :c], x[:, :c]
         visible = _visible(t, c, first, window)
         val, idx = _top(a, visible, n)
-        selected = torch.zeros_like(a, dtype=torch.bool).scatter_(-1, idx, True) & visible
+        selected = (_ranks(idx, c) < n) & visible
         s = torch.bmm(torch.where(selected, a, 0.0), xb)
-        dist = _pair_norms(a, xb, xx[:, :c], s, (s * s).sum(-1), visible.to(x.dtype))
+        g = torch.bmm(s, xb.transpose(1, 2))
+        dist = _pair_norms(a, xx[:, :c], g, (s * s).sum(-1), visible.to(x.dtype))
         r = dist.masked_fill(~(visible & ~selected), torch.inf).amin(-1)
         inside = (selected & (dist <= r.unsqueeze(-1))).sum(-1)
         frac[:, r0:r1] = inside.to(x.dtype) / n

@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from attnlimits import bounds, rowstats
-from attnlimits.experiments.windows import check_windows, layer_items, row_means
+from attnlimits.experiments.windows import check_windows, map_layers, row_means
 
 __all__ = [
     "critical_n",
@@ -40,19 +40,20 @@ def distance_table(
     precision: str = "float64",
     normalizer: str | None = None,
     progress: bool | str | None = None,
+    n_jobs: int = 1,
 ) -> pd.DataFrame:
     """Per-head means of d~, d_max (Theorem 1 as reconstructed) and E for every N and its lengths in ``grid``.
 
     ``grid`` maps N to the lengths L it is wanted at (Alg. 1: {5: [32, ..., 1024]}; Alg. 2: {N: [1024]}). One pass
     per layer computes every row once at the largest L; shorter L are prefix means. Columns: ``window, layer,
-    head, L, N, rows, d_tilde, d_max, E``.
+    head, L, N, rows, d_tilde, d_max, E``. ``n_jobs``: windows in parallel (:func:`map_layers`).
     """
     check_windows(windows)
     first = int(exclude_sink)
     ns = sorted(grid)
     top = max(max(v) for v in grid.values())
-    records = []
-    for w, layer in layer_items(windows, progress, "Alg. 1-2"):
+
+    def one_layer(w, layer):
         alpha, x = w.inputs(
             layer, top, exclude_sink=exclude_sink, tokens=tokens, precision=precision, normalizer=normalizer
         )
@@ -60,6 +61,7 @@ def distance_table(
         lengths = rowstats.row_lengths(top, first, alpha.device, window)
         expected = rowstats.expectation(alpha, x, ns, first=first, window=window)
         d_tilde, d_max = rowstats.distances(alpha, x, ns, first=first, bound=True, window=window)
+        records = []
         for j, n in enumerate(ns):
             for L in sorted(grid[n]):
                 d_mean, rows = row_means(d_tilde[j], lengths, n, L)
@@ -67,6 +69,9 @@ def distance_table(
                 e_mean, _ = row_means(expected[j], lengths, n, L)
                 for h in range(alpha.shape[0]):
                     records.append((str(w.index), layer, h, L, n, rows, d_mean[h], b_mean[h], e_mean[h]))
+        return records
+
+    records = [r for part in map_layers(windows, one_layer, "Alg. 1-2", progress, n_jobs) for r in part]
     return pd.DataFrame(records, columns=["window", "layer", "head", "L", "N", "rows", "d_tilde", "d_max", "E"])
 
 
@@ -152,6 +157,7 @@ def critical_n(
     precision: str = "float64",
     normalizer: str | None = None,
     progress: bool | str | None = None,
+    n_jobs: int = 1,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Algorithm 3: for each L, the smallest N at which a two-sample KS test cannot tell apart the per-head means
     of d~ and of E (p >= level), at every level.
@@ -162,7 +168,8 @@ def critical_n(
     length (the first length brackets by doubling). The levels of one L search side by side in rounds, and a round reads
     every layer once and evaluates every N it was asked for. Returns ``(scan, critical)``: scan ``L, N, ks_stat,
     p_value, window`` (one row per N actually evaluated) and critical ``L, critical_N, ks_level, window``
-    (``window = "all"``: the pooled test over the run's windows).
+    (``window = "all"``: the pooled test over the run's windows). ``n_jobs``: windows in parallel within each
+    round (:func:`map_layers`); the pooled sums and so the answers do not depend on it.
     """
     check_windows(windows)
     first = int(exclude_sink)
@@ -179,7 +186,7 @@ def critical_n(
         while pending:
             todo = sorted({(n, L) for n in pending.values() if (n, L) not in results})
             if todo:
-                results.update(_evaluate_ks(windows, todo, first, opts, progress))
+                results.update(_evaluate_ks(windows, todo, first, opts, progress, n_jobs))
             nxt = {}
             for level, n in pending.items():
                 try:
@@ -201,39 +208,57 @@ def critical_n(
     return scan, critical
 
 
-def _evaluate_ks(windows, todo, first, opts, progress) -> dict:
+def _evaluate_ks(windows, todo, first, opts, progress, n_jobs=1) -> dict:
     """KS statistic and p-value for every (N, L) in ``todo``, in one pass over the layers; ``opts`` are the
-    keyword arguments of :meth:`WindowCapture.inputs`."""
+    keyword arguments of :meth:`WindowCapture.inputs`.
+
+    Only the rows that count are computed: at N, the rows with more than N tokens (a suffix of the window, since a
+    row's token count never decreases with t), so a search near N = L reads a few rows instead of all of them."""
     by_n: dict[int, list[int]] = {}
     for n, L in todo:
         by_n.setdefault(n, []).append(L)
     top = max(L for _, L in todo)
-    d_parts: dict[tuple[int, int], list] = {key: [] for key in todo}
-    e_parts: dict[tuple[int, int], list] = {key: [] for key in todo}
-    for w, layer in layer_items(windows, progress, f"Alg. 3 ({len(todo)} N)"):
-        alpha_full, x_full = w.inputs(layer, top, **opts)
+
+    def one_layer(w, layer):
+        """Per (N, L): the head sums of d~ and of E over the counted rows, and their row count."""
+        parts = {}
         window = w.window(layer, top)
+        lengths = rowstats.row_lengths(top, first, device="cpu", window=window)
+        starts = {n: int(torch.searchsorted(lengths, n, right=True)) for n in by_n}  # first row with > n tokens
+        start = min(starts.values())
+        if start >= top:
+            alpha_all = x_all = None
+        else:
+            alpha_all, x_all = w.inputs(layer, top, first_row=start, **opts)
+        heads = w.layer(layer).q.shape[1]
         for n, Ls in by_n.items():
-            Lmax = max(Ls)
-            alpha, x = alpha_full[:, :Lmax, :Lmax], x_full[:, :Lmax]
-            lengths = rowstats.row_lengths(Lmax, first, alpha.device, window)
-            d_tilde = rowstats.distances(alpha, x, [n], first=first, window=window)[0][0]
-            expected = rowstats.expectation(alpha, x, [n], first=first, window=window)[0]
+            Lmax, t0 = max(Ls), starts[n]
+            d_sum = e_sum = torch.zeros(heads, 0, dtype=torch.float64)
+            if t0 < Lmax:
+                alpha = alpha_all[:, t0 - start : Lmax - start, :Lmax]
+                x = x_all[:, :Lmax]
+                rows = torch.arange(t0, Lmax, device=alpha.device)
+                d_tilde = rowstats.distances(alpha, x, [n], first=first, window=window, positions=rows)[0][0]
+                expected = rowstats.expectation(alpha, x, [n], first=first, window=window, positions=rows)[0]
+                d_sum = torch.cumsum(d_tilde.double(), -1).cpu()  # per head, the sum over rows t0..t
+                e_sum = torch.cumsum(expected.double(), -1).cpu()
             for L in Ls:
-                keep = lengths[:L] > n
-                rows = np.full(alpha.shape[0], int(keep.sum()))
-                d_parts[(n, L)].append((d_tilde[:, :L][:, keep].double().sum(-1).cpu().numpy(), rows))
-                e_parts[(n, L)].append((expected[:, :L][:, keep].double().sum(-1).cpu().numpy(), rows))
+                count = max(0, L - t0)
+                sums = [v[:, count - 1].numpy() if count else np.zeros(heads) for v in (d_sum, e_sum)]
+                parts[(n, L)] = (*sums, np.full(heads, count))
+        return parts
+
+    per_layer = map_layers(windows, one_layer, f"Alg. 3 ({len(todo)} N)", progress, n_jobs)
     out = {}
     for key in todo:
         # rows per head over every window (a sliding-window layer has none with more tokens than its window)
-        rows = _pool([r for _, r in d_parts[key]], windows)
+        rows = _pool([part[key][2] for part in per_layer], windows)
         heads = rows > 0
         if not heads.any():
             out[key] = (math.nan, math.nan)
             continue
-        d_heads = _pool([d for d, _ in d_parts[key]], windows)[heads] / rows[heads]
-        e_heads = _pool([e for e, _ in e_parts[key]], windows)[heads] / rows[heads]
+        d_heads = _pool([part[key][0] for part in per_layer], windows)[heads] / rows[heads]
+        e_heads = _pool([part[key][1] for part in per_layer], windows)[heads] / rows[heads]
         out[key] = ks_test(d_heads, e_heads)
     return out
 
@@ -258,16 +283,18 @@ def separability_table(
     precision: str = "float64",
     normalizer: str | None = None,
     progress: bool | str | None = None,
+    n_jobs: int = 1,
 ) -> pd.DataFrame:
     """Algorithm 4: per-head mean of N_s / N at the radius R (tokens on the unit sphere) with Theorem 2's bounds.
 
     delta is the window's smallest distance between two of the head's (normalised) tokens. Columns: ``window,
-    layer, head, L, N, rows, ns_frac, lower, upper, delta``.
+    layer, head, L, N, rows, ns_frac, lower, upper, delta``. ``n_jobs``: windows in parallel (:func:`map_layers`).
     """
     check_windows(windows)
     first = int(exclude_sink)
-    records = []
-    for w, layer in layer_items(windows, progress, "Alg. 4"):
+
+    def one_layer(w, layer):
+        records = []
         alpha, x = w.inputs(
             layer, L, exclude_sink=exclude_sink, tokens=tokens, precision=precision, normalizer=normalizer
         )
@@ -286,6 +313,9 @@ def separability_table(
             means = [t.double().mean(-1).cpu() for t in (frac[:, keep], lower, upper)]
             for h in range(alpha.shape[0]):
                 records.append((str(w.index), layer, h, L, n, rows, *(float(m[h]) for m in means), float(delta[h])))
+        return records
+
+    records = [r for part in map_layers(windows, one_layer, "Alg. 4", progress, n_jobs) for r in part]
     return pd.DataFrame(
         records, columns=["window", "layer", "head", "L", "N", "rows", "ns_frac", "lower", "upper", "delta"]
     )
@@ -295,17 +325,25 @@ def separability_table(
 # Algorithm 5: g(T, eps) on the captured logits; the attention sink
 # ----------------------------------------------------------------------------------------------------------------
 def gradient_table(
-    windows, L: int, T: Sequence[float], eps: Sequence[float], *, seed: int = 0, progress: bool | None = None
+    windows,
+    L: int,
+    T: Sequence[float],
+    eps: Sequence[float],
+    *,
+    seed: int = 0,
+    progress: bool | str | None = None,
+    n_jobs: int = 1,
 ) -> pd.DataFrame:
     """Algorithm 5: per head, g(T, eps) = mean over rows of ||softmax((l + eps v)/T) - softmax(l/T)|| / eps.
 
     Computed on the logits as the model feeds them to its softmax (``logit_scaling = "model"``: q.k times the
     model's scale, 1/sqrt(d_head) here) and on the raw dot products q.k (``logit_scaling = "none"``). Columns:
-    ``window, layer, head, T, eps, g, logit_scaling``.
+    ``window, layer, head, T, eps, g, logit_scaling``. ``n_jobs``: windows in parallel (:func:`map_layers`).
     """
     check_windows(windows)
-    records = []
-    for w, layer in layer_items(windows, progress, "Alg. 5"):
+
+    def one_layer(w, layer):
+        records = []
         logits = w.logits(layer, L).double()
         scale = w.layer(layer).scaling
         for label, values in (("model", logits), ("none", logits / scale)):
@@ -317,6 +355,9 @@ def gradient_table(
                 for i, t in enumerate(T):
                     for j, e in enumerate(eps):
                         records.append((str(w.index), layer, h, float(t), float(e), float(g[h, i, j]), label))
+        return records
+
+    records = [r for part in map_layers(windows, one_layer, "Alg. 5", progress, n_jobs) for r in part]
     return pd.DataFrame(records, columns=["window", "layer", "head", "T", "eps", "g", "logit_scaling"])
 
 

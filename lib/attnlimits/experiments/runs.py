@@ -23,7 +23,7 @@ from attnlimits.experiments.algorithms import (
     sink_table,
 )
 from attnlimits.experiments.presets import Preset, get_preset, validate_grid
-from attnlimits.experiments.windows import TOKENS, capture_windows, dtype_of
+from attnlimits.experiments.windows import TOKENS, WindowCapture, capture_windows, check_jobs, dtype_of
 
 __all__ = ["TABLES", "Results", "merge", "results", "results_folder", "run"]
 
@@ -177,6 +177,8 @@ def run(
     precision: str = "float32",
     seed: int = 0,
     progress: bool | str | None = None,
+    n_jobs: int = 1,
+    captures: Sequence[WindowCapture] | None = None,
 ) -> Results:
     """Algorithms 1-5 (and the sink weights) on ``windows`` windows of ``text`` (the preset's count by default).
 
@@ -187,8 +189,16 @@ def run(
     benchmark); Algorithm 5's smallest eps needs the precision. The grid is validated before anything is captured.
     Everything runs on the model's device. ``progress``: as :func:`attnlimits.experiments.windows.progress_bar`
     (None: a bar on a terminal only; True: a bar; ``"lines"``: a bar on a terminal, else a line per step).
+
+    ``n_jobs`` (an integer >= 1, or -1 for every core) runs the windows in parallel through joblib
+    (:func:`attnlimits.experiments.windows.map_layers`: threads by default, or the backend that
+    ``joblib.parallel_config`` sets, e.g. a Dask cluster); the results do not depend on it. ``captures``: the
+    windows already captured by :func:`capture_windows` (the same model and text, ``length`` at least the preset's
+    longest L, the windows ``first_window..first_window+windows-1``, the same ``tokens``), so that several runs
+    (both sink modes, say) share one capture; its time is then not in ``seconds``.
     """
     dtype_of(precision)
+    check_jobs(n_jobs)
     p = get_preset(preset)
     count = p.windows if windows is None else windows
     validate_grid(p, max_positions=_max_positions(model), windows=count)
@@ -196,11 +206,21 @@ def run(
         raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
     seconds = {}
     started = time.perf_counter()
-    caps = capture_windows(
-        model, text, length=p.max_length, count=count, first_window=first_window, tokens=tokens, progress=progress
-    )
-    seconds["capture"] = time.perf_counter() - started
-    opts = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision, "progress": progress}
+    if captures is None:
+        caps = capture_windows(
+            model, text, length=p.max_length, count=count, first_window=first_window, tokens=tokens, progress=progress
+        )
+        seconds["capture"] = time.perf_counter() - started
+    else:
+        caps = _check_captures(captures, p.max_length, count, first_window, tokens)
+        seconds["capture"] = 0.0
+    opts = {
+        "exclude_sink": exclude_sink,
+        "tokens": tokens,
+        "precision": precision,
+        "progress": progress,
+        "n_jobs": n_jobs,
+    }
 
     def timed(name, fn, *args, **kwargs):
         t0 = time.perf_counter()
@@ -214,7 +234,9 @@ def run(
     scan["windows"] = window_range
     critical["windows"] = window_range
     separability = timed("alg4", separability_table, caps, p.alg4_L, p.alg4_N, **{**opts, "precision": "float64"})
-    gradient = timed("alg5", gradient_table, caps, p.alg5_L, p.alg5_T, p.alg5_eps, seed=seed, progress=progress)
+    gradient = timed(
+        "alg5", gradient_table, caps, p.alg5_L, p.alg5_T, p.alg5_eps, seed=seed, progress=progress, n_jobs=n_jobs
+    )
     sink = timed("sink", sink_table, caps, p.max_length)
     seconds["total"] = time.perf_counter() - started
     provenance = {
@@ -232,6 +254,23 @@ def run(
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
     }
     return Results(distance, scan, critical, separability, gradient, sink, provenance)
+
+
+def _check_captures(captures, length: int, count: int, first_window: int, tokens: str) -> list:
+    """The given captures as a list, after checking they are the windows and length this run reads."""
+    caps = list(captures)
+    if not caps or not all(isinstance(c, WindowCapture) for c in caps):
+        raise ValueError("captures: expected a non-empty list of WindowCapture (see capture_windows)")
+    indices = [c.index for c in caps]
+    wanted = list(range(first_window, first_window + count))
+    if indices != wanted:
+        raise ValueError(f"captures: the run reads windows {wanted}, the captures hold windows {indices}")
+    short = min(c.layers[0].q.shape[-2] for c in caps)
+    if short < length:
+        raise ValueError(f"captures: the run reads {length} tokens per window, the captures hold {short}")
+    if (tokens == "residual") != all(c.residual is not None for c in caps):
+        raise ValueError(f"captures: tokens={tokens!r} needs captures made with the same tokens")
+    return caps
 
 
 def _max_positions(model) -> int | None:
@@ -284,13 +323,16 @@ def results(
     seed: int = 0,
     root=None,
     progress: bool | str | None = None,
+    n_jobs: int = 1,
+    captures: Sequence[WindowCapture] | None = None,
 ) -> Results:
     """The results of :func:`run` from the cache when the same model, text, preset, options, seed and code produced
     them, else computed now and cached (so a test run computes once and the book build reuses the numbers).
 
     The entry (:func:`results_folder`) is keyed by :func:`attnlimits.cache.study_key`: the model's and the text's
     SHA-256, the preset, the options, the windows (all of the preset's), the seed, the code of this module and of
-    everything it imports, and the torch version.
+    everything it imports, and the torch version. ``n_jobs`` and ``captures`` only change how a missing entry is
+    computed (as in :func:`run`), not what it holds.
     """
     p = get_preset(preset)
     options = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision}
@@ -306,7 +348,7 @@ def results(
     return cache.cached(
         results_folder(model, text, p, **options, root=root),
         key,
-        compute=lambda: run(model, text, p, **options, seed=seed, progress=progress),
+        compute=lambda: run(model, text, p, **options, seed=seed, progress=progress, n_jobs=n_jobs, captures=captures),
         save=lambda res, folder: res.save(folder),
         load=Results.load,
     )

@@ -19,7 +19,9 @@ __all__ = [
     "capture_windows",
     "check_windows",
     "dtype_of",
+    "check_jobs",
     "layer_items",
+    "map_layers",
     "progress_bar",
     "row_means",
 ]
@@ -75,12 +77,13 @@ class WindowCapture:
             )
         return w
 
-    def logits(self, layer: int, L: int) -> torch.Tensor:
-        """The model's own float32 logits of the first L tokens, ``(H, L, L)``, masked entries -inf."""
+    def logits(self, layer: int, L: int, first_row: int = 0) -> torch.Tensor:
+        """The model's own float32 logits of the first L tokens, ``(H, L - first_row, L)`` (the query rows
+        ``first_row..L-1``, all of them by default), masked entries -inf."""
         lc = self.layer(layer)
-        q, k = lc.q[0, :, :L], lc.k[0, :, :L]
+        q, k = lc.q[0, :, first_row:L], lc.k[0, :, :L]
         logits = torch.matmul(q, k.transpose(-1, -2)).mul_(lc.scaling)
-        return logits.masked_fill_(lc.masked[0, 0, :L, :L], float("-inf"))
+        return logits.masked_fill_(lc.masked[0, 0, first_row:L, :L], float("-inf"))
 
     def inputs(
         self,
@@ -91,8 +94,10 @@ class WindowCapture:
         tokens: str = "value",
         precision: str = "float64",
         normalizer: str | None = None,
+        first_row: int = 0,
     ):
-        """(alpha, x) of one layer over the first L tokens: alpha ``(H, L, L)``, x ``(H, L, d)``.
+        """(alpha, x) of one layer over the first L tokens: alpha ``(H, L, L)``, x ``(H, L, d)``; with
+        ``first_row`` only the query rows ``first_row..L-1`` of alpha, ``(H, L - first_row, L)``.
 
         ``precision="float64"``: alpha is the float64 softmax of the model's logits (rows sum to 1 within 1e-15);
         ``"float32"``: the model's own float32 weights, bit for bit, and float32 tokens. ``normalizer``: None is the
@@ -102,7 +107,7 @@ class WindowCapture:
         dtype = dtype_of(precision)
         if normalizer is not None and normalizer not in NORMALIZERS:
             raise ValueError(f"normalizer: must be None (softmax) or one of {list(NORMALIZERS)}, got {normalizer!r}")
-        logits = self.logits(layer, L).to(dtype)
+        logits = self.logits(layer, L, first_row).to(dtype)
         alpha = torch.softmax(logits, dim=-1) if normalizer is None else NORMALIZERS[normalizer](logits, dim=-1)
         if exclude_sink:
             alpha = alpha.clone()
@@ -200,6 +205,58 @@ def progress_bar(items, desc: str, progress: bool | str | None):
 def layer_items(windows: Sequence[WindowCapture], progress, desc) -> Iterator[tuple[WindowCapture, int]]:
     pairs = [(w, layer) for w in windows for layer in w.layer_ids]
     yield from progress_bar(pairs, desc, progress)
+
+
+def check_jobs(n_jobs) -> int:
+    """``n_jobs`` as a worker count: an integer >= 1, or -1 for every core (joblib's convention)."""
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or not (n_jobs >= 1 or n_jobs == -1):
+        raise ValueError(f"n_jobs: must be an integer >= 1, or -1 for every core, got {n_jobs!r}")
+    if n_jobs == -1:
+        import joblib
+
+        return joblib.cpu_count()
+    return n_jobs
+
+
+class _Sized:
+    """An iterable with a known length (what :func:`progress_bar` needs) around a generator."""
+
+    def __init__(self, items, length: int):
+        self.items, self.length = items, length
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def map_layers(windows: Sequence[WindowCapture], fn, desc: str, progress=None, n_jobs: int = 1) -> list:
+    """``[fn(w, layer) for every window w and each of its layers]``, in that order.
+
+    With ``n_jobs > 1`` the windows run in parallel through :class:`joblib.Parallel` (threads unless
+    ``joblib.parallel_config`` chooses another backend: loky processes, or a Dask or Ray cluster), each worker
+    doing one window's layers; torch's threads are split between the workers meanwhile, and processes limit
+    their own. The results are the same as with one job: each window's work is the same computation either way.
+    Progress is reported per (window, layer) with one job and per window with several.
+    """
+    n_jobs = check_jobs(n_jobs)
+    if n_jobs == 1 or len(windows) == 1:
+        return [fn(w, layer) for w, layer in layer_items(windows, progress, desc)]
+    from joblib import Parallel, delayed
+
+    def one_window(w):
+        return [fn(w, layer) for layer in w.layer_ids]
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads // min(n_jobs, len(windows))))
+    try:
+        parallel = Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator")
+        done = parallel(delayed(one_window)(w) for w in windows)
+        per_window = list(progress_bar(_Sized(done, len(windows)), desc, progress))
+    finally:
+        torch.set_num_threads(threads)
+    return [out for outs in per_window for out in outs]
 
 
 def row_means(values: torch.Tensor, lengths: torch.Tensor, n: int, L: int) -> tuple[np.ndarray, int]:
