@@ -1,16 +1,27 @@
 """How much faster than the paper's algorithms, and how long the full paper preset takes.
 
-    .venv/bin/python benchmarks/bench_experiments.py [--skip-full] [--windows K]
+    .venv/bin/python benchmarks/bench_experiments.py [--skip-full | --skip-reduced] [--windows K]
+                                                     [--full-repeats R] [--jobs J]
 
 Part 1, in one process and on the same captures: a reduced preset (L <= 256, three layers, two windows; every
 algorithm, including Algorithm 3's critical N at every L) run by the literal implementation in
 ``naive_experiments.py`` (Python loops over heads, rows and every N of the grid; numpy over tokens) and by
 ``attnlimits.experiments``. Checks that they agree (1e-6 relative, float64), prints the time of each and their
-ratio per algorithm, then ``speed-up: <R>x`` for the whole reduced preset. Medians of repeated runs for the fast
-side; the slow side runs once.
+ratio per algorithm, and the ratio for the whole reduced preset. Medians of repeated runs for the fast side; the
+slow side runs once.
 
-Part 2: the full paper preset end to end on the default model (load, 4 captures, Algorithms 1-5) in a child
-process, with its wall time and peak RSS next to the paper's 18 h 13 min.
+Part 2, each run in a fresh child process (``paper_run.py``): the full paper preset end to end on the default model
+(imports, load, 4 captures, Algorithms 1-5), ``--full-repeats`` times: the median wall time, capture time and
+seconds per part, and the largest peak RSS, next to the paper's 18 h 13 min. Then both sink modes from one capture
+in one child, beside the one-mode time; then the arithmetic floor: the FLOPs of the run's matmuls (counted by
+``FlopCounterMode`` on one window, which it slows several times, and scaled by the window count) at the machine's
+float32 ``torch.bmm`` rate, with the BLAS libraries and threads that run. ``--jobs`` is the timed runs' ``n_jobs``.
+Part 2 costs ``--full-repeats`` runs of the paper preset, about two more for both sink modes, and the counted
+window (one window's share of a run, times the counter's slow-down, which the output prints).
+
+The output ends with the lines that compare runs: ``paper preset: <s> s`` (the median wall time) and ``floor
+ratio: <wall / capture>x`` (how many times the model's forward passes the whole run costs), unless ``--skip-full``,
+then ``speed-up: <literal / library>x`` for the reduced preset, unless ``--skip-reduced``.
 """
 
 from __future__ import annotations
@@ -64,7 +75,8 @@ def _agree(ours: pd.DataFrame, ref: pd.DataFrame, keys, values, rel) -> float:
     return worst
 
 
-def reduced(model, text, windows: int, repeats: int) -> None:
+def reduced(model, text, windows: int, repeats: int) -> float:
+    """Time and check the literal implementation against the library; returns the speed-up on run()'s path."""
     p = REDUCED
     caps = al.experiments.capture_windows(
         model, text, length=p.max_length, count=windows, layers=LAYERS, progress=False
@@ -147,49 +159,89 @@ def reduced(model, text, windows: int, repeats: int) -> None:
     )
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print(f"run() path agrees with the literal float64 reference within {table.worst_rel_run.max():.2g} relative")
+    print(f"all in float64, the library is {table.naive_s.sum() / table.f64_s.sum():.0f}x faster than the literal code")
+    return table.naive_s.sum() / table.run_s.sum()
+
+
+CHILD = Path(__file__).resolve().parent / "paper_run.py"
+
+
+def _child(mode: str, preset: str, windows: int, jobs: int) -> dict:
+    """The JSON record of one ``paper_run.py`` run in a fresh process."""
+    argv = [sys.executable, str(CHILD), mode, "--preset", preset, "--windows", str(windows), "--jobs", str(jobs)]
+    out = subprocess.run(argv, capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"{' '.join(argv[1:])} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _blas(info: list[dict]) -> str:
+    """threadpoolctl's pools, one entry per distinct library (numpy and scipy may each load the same one)."""
+    pools = dict.fromkeys(f"{i['internal_api']} {i['num_threads']} threads ({i['prefix']})" for i in info)
+    return ", ".join(pools)
+
+
+def full(preset: str, windows: int, repeats: int, jobs: int) -> tuple[float, float]:
+    """Part 2; returns the median wall time and the median capture time of the one-mode runs."""
+    runs = [_child("one", preset, windows, jobs) for _ in range(repeats)]
+    wall = statistics.median(r["wall"] for r in runs)
+    parts = {k: round(statistics.median(r["seconds"][k] for r in runs), 3) for k in runs[0]["seconds"]}
+    rec, each = runs[0], ", ".join(f"{r['wall']:.1f}" for r in runs)
     print(
-        f"speed-up: {table.naive_s.sum() / table.run_s.sum():.0f}x "
-        f"(all in float64: {table.naive_s.sum() / table.f64_s.sum():.0f}x)"
+        f"Full {preset} preset on {rec['model']} ({rec['heads']} head-windows, n_jobs={jobs}), end to end including "
+        f"imports and model load, median of {repeats}: {wall:.1f} s ({wall / 60:.1f} min; runs "
+        f"{each} s), peak RSS {max(r['rss_gb'] for r in runs):.2f} GB"
     )
-
-
-FULL = """
-import json, resource, time, sys
-t0 = time.perf_counter()
-import attnlimits as al
-model = al.models.load(); text = al.texts.load()
-res = al.experiments.run(model, text, "paper", windows={windows}, progress=False)
-print(json.dumps({{"wall": time.perf_counter() - t0, "seconds": res.provenance["seconds"],
-                  "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
-                  "heads": int(res.sink.shape[0]), "model": res.provenance["model"]["model_id"]}}))
-"""
-
-
-def full(windows: int) -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", FULL.format(windows=windows)], capture_output=True, text=True, check=True
-    )
-    rec = json.loads(out.stdout.strip().splitlines()[-1])
-    paper = sum(PAPER_SECONDS.values())
+    if preset == "paper":
+        paper = sum(PAPER_SECONDS.values())
+        print(f"  the paper: {paper / 3600:.2f} h for 144 heads ({paper / wall:.0f}x)")
+    print("  time per part (s, medians):", json.dumps(parts))
+    both = _child("both", preset, windows, jobs)
     print(
-        f"Full paper preset on {rec['model']} ({rec['heads']} head-windows), end to end including imports and "
-        f"model load: {rec['wall']:.0f} s ({rec['wall'] / 60:.1f} min), peak RSS {rec['rss_gb']:.2f} GB; "
-        f"the paper: {paper / 3600:.2f} h for 144 heads ({paper / rec['wall']:.0f}x)"
+        f"Both sink modes from one capture, end to end: {both['wall']:.1f} s ({both['wall'] / wall:.2f}x the "
+        f"one-mode time; capture {both['capture']:.1f} s, "
+        + ", ".join(f"{mode} {s:.1f} s" for mode, s in both["modes"].items())
+        + f"), peak RSS {both['rss_gb']:.2f} GB"
     )
-    print("  time per part (s):", json.dumps(rec["seconds"]))
+    fl = _child("flops", preset, windows, jobs)
+    gflop = fl["gflop_per_window"] * windows
+    heads, length, head_dim = fl["shape"]
+    floor = gflop / fl["gflops"]
+    print(
+        f"floor: {gflop:.1f} GFLOP at {fl['gflops']:.1f} GFLOP/s = {floor:.1f} s, beside the wall time {wall:.1f} s "
+        f"({wall / floor:.1f}x the floor)"
+    )
+    print(
+        f"  FLOPs of the matmuls of one window's run (FlopCounterMode; {fl['counted_seconds']:.1f} s counted, "
+        f"{fl['counted_seconds'] / (parts['total'] / windows):.1f}x one window's share of a run) x {windows} windows; "
+        f"rate of a float32 torch.bmm ({heads}, {length}, {length}) @ ({heads}, {length}, {head_dim}), median of 7"
+    )
+    print(f"  BLAS/threads: {_blas(fl['blas'])}; torch.get_num_threads() {fl['torch_threads']}")
+    return wall, parts["capture"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skip-full", action="store_true", help="only the reduced-preset comparison")
+    skip = parser.add_mutually_exclusive_group()
+    skip.add_argument("--skip-full", action="store_true", help="only the reduced-preset comparison (part 1)")
+    skip.add_argument("--skip-reduced", action="store_true", help="only the full-preset runs (part 2)")
     parser.add_argument("--windows", type=int, default=4, help="windows of the full run (default 4)")
-    parser.add_argument("--repeats", type=int, default=3, help="repeats of the fast side (default 3)")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats of the fast side of part 1 (default 3)")
+    parser.add_argument("--full-repeats", type=int, default=3, help="runs of the full preset (default 3)")
+    parser.add_argument("--jobs", type=int, default=1, help="n_jobs of the full preset's timed runs (default 1)")
+    parser.add_argument("--preset", default="paper", help=argparse.SUPPRESS)  # a small preset tries part 2 quickly
     args = parser.parse_args()
-    model, text = al.models.load(), al.texts.load()
-    reduced(model, text, windows=2, repeats=args.repeats)
-    print(f"peak RSS of the comparison: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB")
+    speed_up = None
+    if not args.skip_reduced:
+        model, text = al.models.load(), al.texts.load()
+        speed_up = reduced(model, text, windows=2, repeats=args.repeats)
+        print(f"peak RSS of the comparison: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB")
     if not args.skip_full:
-        full(args.windows)
+        wall, capture = full(args.preset, args.windows, args.full_repeats, args.jobs)
+        print(f"{args.preset} preset: {wall:.1f} s")
+        print(f"floor ratio: {wall / capture:.1f}x")
+    if speed_up is not None:
+        print(f"speed-up: {speed_up:.0f}x")
 
 
 if __name__ == "__main__":
