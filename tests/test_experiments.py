@@ -62,8 +62,9 @@ def test_rowstats_equal_the_per_row_definitions(monkeypatch, first, scale, walk)
     d_tilde, d_max = rowstats.distances(alpha, x, ns, first=first, bound=True)
     expected = rowstats.expectation(alpha, x, ns, first=first)
     checked = 0
+    fracs, all_weights, _ = rowstats.separability(alpha, x, ns, first=first)
     for j, n in enumerate(ns):
-        frac, weights, radius = rowstats.separability(alpha, x, n, first=first)
+        frac, weights = fracs[j], all_weights[..., :n]
         for h in range(3):
             for t in range(30):
                 if t + 1 - first <= n:
@@ -100,8 +101,9 @@ def test_rowstats_at_given_query_positions_equal_the_per_row_definitions(monkeyp
     d_tilde, d_max = rowstats.distances(alpha, x, ns, first=first, bound=True, positions=positions)
     expected = rowstats.expectation(alpha, x, ns, first=first, positions=positions)
     assert d_tilde.shape == expected.shape == (2, H, R)
+    fracs, all_weights, _ = rowstats.separability(alpha, x, ns, first=first, positions=positions)
     for j, n in enumerate(ns):
-        frac, weights, _ = rowstats.separability(alpha, x, n, first=first, positions=positions)
+        frac, weights = fracs[j], all_weights[..., :n]
         for h in range(H):
             for r, t in enumerate(positions.tolist()):
                 a, xr = alpha[h, r, first : t + 1], x[h, first : t + 1]
@@ -130,7 +132,7 @@ def test_default_positions_are_the_causal_rows(monkeypatch):
             rowstats.distances(alpha, x, [2, 15], bound=True, positions=rows),
         ),
         (rowstats.expectation(alpha, x, [2, 15]), rowstats.expectation(alpha, x, [2, 15], positions=rows)),
-        (rowstats.separability(alpha, x, 3), rowstats.separability(alpha, x, 3, positions=rows)),
+        (rowstats.separability(alpha, x, [1, 3]), rowstats.separability(alpha, x, [1, 3], positions=rows)),
     ):
         for a, b in zip(plain, given, strict=True):
             assert torch.equal(a, b)

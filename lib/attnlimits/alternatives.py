@@ -143,11 +143,11 @@ def distance_table(inputs: dict, Ns: dict | Sequence[int], names=None) -> pd.Dat
             a = _weights(name, logits)
             d = rowstats.distances(a, xs, grid, positions=seen)[0].mean(-1)  # (len(grid), H)
             e = rowstats.expectation(a, xs, grid, positions=seen).mean(-1)
+            ns = rowstats.separability(a, xs, grid, positions=seen)[0].mean(-1)
             for j, n in enumerate(grid):
-                ns = rowstats.separability(a, xs, n, positions=seen)[0].mean(-1)
                 for h in range(a.shape[0]):
                     rows.append({"normalizer": name, "L": L, "N": n, "head": h, "d_tilde": float(d[j, h]),
-                                 "E": float(e[j, h]), "ns_frac": float(ns[h])})  # fmt: skip
+                                 "E": float(e[j, h]), "ns_frac": float(ns[j, h])})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -272,38 +272,60 @@ def expectation(
 
 
 def separability(
-    alpha: torch.Tensor, x: torch.Tensor, n: int, *, first: int = 0, window: int | None = None, positions=None
+    alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0, window: int | None = None, positions=None
 ):
-    """N_s / N per row at the radius R = min over dropped tokens of ||alpha_j x_j - s|| (Theorem 2 and Algorithm 4;
-    :func:`attnlimits.selection.distinguishable_fraction` at its default radius), with the selected weights (largest
-    first) and R that the bounds need.
+    """N_s / N per row for every N in ``ns``, at the radius R = min over dropped tokens of ||alpha_j x_j - s||
+    (Theorem 2 and Algorithm 4; :func:`attnlimits.selection.distinguishable_fraction` at its default radius), with
+    the selected weights (largest first) and R that the bounds need.
 
-    Returns ``(ns_frac (H, R), weights (H, R, n), radius (H, R))``; for Theorem 2's bounds ``x`` should already lie
+    Returns ``(ns_frac (len(ns), H, R), weights (H, R, max(ns)), radius (len(ns), H, R))``: N's selected weights
+    are ``weights[..., :N]``; one top-k per block serves every N. For Theorem 2's bounds ``x`` should already lie
     on the sphere.
     """
     positions = _check_positions(alpha, x, positions)
     H, R = alpha.shape[0], alpha.shape[1]
+    ns = [int(n) for n in ns]
     xx = (x * x).sum(-1)
-    frac, radius, weights = x.new_zeros(H, R), x.new_zeros(H, R), x.new_zeros(H, R, n)
+    frac, radius = x.new_zeros(len(ns), H, R), x.new_zeros(len(ns), H, R)
+    weights = x.new_zeros(H, R, max(ns))
     for r0, r1, t, c in _blocks(R, positions, x.device):
         a, xb = alpha[:, r0:r1, :c], x[:, :c]
         visible = _visible(t, c, first, window)
-        val, idx = _top(a, visible, n)
-        selected = (_ranks(idx, c) < n) & visible
-        s = torch.bmm(torch.where(selected, a, 0.0), xb)
-        g = torch.bmm(s, xb.transpose(1, 2))
-        dist = _pair_norms(a, xx[:, :c], g, (s * s).sum(-1), visible.to(x.dtype))
-        r = dist.masked_fill(~(visible & ~selected), torch.inf).amin(-1)
-        inside = (selected & (dist <= r.unsqueeze(-1))).sum(-1)
-        frac[:, r0:r1] = inside.to(x.dtype) / n
-        radius[:, r0:r1] = r
+        val, idx = _top(a, visible, max(ns))
+        rank = _ranks(idx, c)
         weights[:, r0:r1, : val.shape[-1]] = val.clamp_min(0)
+        for j, n in enumerate(ns):
+            selected = (rank < n) & visible
+            s = torch.bmm(torch.where(selected, a, 0.0), xb)
+            g = torch.bmm(s, xb.transpose(1, 2))
+            # ||alpha_i x_i - s||^2 - ||s||^2: the same order of the tokens without adding ||s||^2 (much larger than
+            # the differences between tokens), so the comparison with the radius loses no digits to cancellation
+            q = (a * xx[:, :c].unsqueeze(1)).sub_(g, alpha=2).mul_(a)
+            q_r = q.masked_fill(~(visible & ~selected), torch.inf).amin(-1)
+            inside = (selected & (q <= q_r.unsqueeze(-1))).sum(-1)
+            frac[j, :, r0:r1] = inside.to(x.dtype) / n
+            radius[j, :, r0:r1] = (q_r + (s * s).sum(-1)).clamp_min(0).sqrt()
     return frac, weights, radius
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Algorithm 5: the finite-difference sensitivity on logits
 # ----------------------------------------------------------------------------------------------------------------
+#: Rows per block of :func:`finite_difference_g`: a causal block reads only the columns its rows see.
+LOGIT_BLOCK = 32
+
+
+def _logit_blocks(mask: torch.Tensor):
+    """Row blocks ``(rows, c)`` of logits whose masked entries are ``mask`` (..., R, L): c is one past the last
+    column any row of the block (in any head) sees, so the masked columns beyond it (a causal triangle) are
+    never computed on; a normaliser gives them weight 0 either way."""
+    seen = (~mask).reshape(-1, *mask.shape[-2:]).any(0)  # (R, L)
+    last = torch.where(seen, torch.arange(mask.shape[-1], device=mask.device), -1).amax(-1)  # (R,)
+    for r0 in range(0, mask.shape[-2], LOGIT_BLOCK):
+        r1 = min(mask.shape[-2], r0 + LOGIT_BLOCK)
+        yield slice(r0, r1), int(last[r0:r1].max()) + 1
+
+
 def finite_difference_g(logits, *, T, eps, seed: int = 0, normalizer=None, reduce: bool = True) -> torch.Tensor:
     """Algorithm 5's sensitivity g(T, eps) = max over heads of mean over rows of
     ||normalizer((l + eps v)/T) - normalizer(l/T)||_2 / eps, v a random unit vector per row.
@@ -332,12 +354,15 @@ def finite_difference_g(logits, *, T, eps, seed: int = 0, normalizer=None, reduc
     gen = torch.Generator().manual_seed(int(seed))
     v = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device).masked_fill(mask, 0.0)  # CPU draws
     v = (v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)).to(x.dtype)
-    out = torch.empty(*x.shape[:-2], len(T), len(eps), dtype=x.dtype, device=x.device)
-    for i, t in enumerate(T.tolist()):
-        base = normalizer(x, dim=-1, T=t)
-        for j, e in enumerate(eps.tolist()):
-            moved = normalizer(x + e * v, dim=-1, T=t)  # -inf + finite stays -inf: masks are kept
-            out[..., i, j] = (torch.linalg.vector_norm(moved - base, dim=-1) / e).mean(dim=-1)
+    total = torch.zeros(*x.shape[:-2], len(T), len(eps), dtype=x.dtype, device=x.device)
+    for rows, c in _logit_blocks(mask):
+        xb, vb = x[..., rows, :c], v[..., rows, :c]
+        for i, t in enumerate(T.tolist()):
+            base = normalizer(xb, dim=-1, T=t)
+            for j, e in enumerate(eps.tolist()):
+                moved = normalizer(xb + e * vb, dim=-1, T=t)  # -inf + finite stays -inf: masks are kept
+                total[..., i, j] += torch.linalg.vector_norm(moved - base, dim=-1).sum(dim=-1)
+    out = total / (eps * x.shape[-2])
     if not reduce:
         return out
     return out.reshape(-1, len(T), len(eps)).amax(dim=0)

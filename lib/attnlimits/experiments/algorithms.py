@@ -304,11 +304,12 @@ def separability_table(
         delta = pair.flatten(1).amin(-1)  # (H,)
         window = w.window(layer, L)
         lengths = rowstats.row_lengths(L, first, alpha.device, window)
-        for n in ns:
-            frac, weights, radius = rowstats.separability(alpha, x, n, first=first, window=window)
+        fracs, weights, radii = rowstats.separability(alpha, x, ns, first=first, window=window)
+        for j, n in enumerate(ns):
+            frac, radius = fracs[j], radii[j]
             keep = (lengths > n) & (radius > 0).all(0)
             d = delta.view(-1, 1).expand(-1, int(keep.sum()))
-            lower, upper = bounds.theorem2_bounds_of_weights(weights[:, keep], r=radius[:, keep], delta=d)
+            lower, upper = bounds.theorem2_bounds_of_weights(weights[:, keep, :n], r=radius[:, keep], delta=d)
             rows = int(keep.sum())
             means = [t.double().mean(-1).cpu() for t in (frac[:, keep], lower, upper)]
             for h in range(alpha.shape[0]):

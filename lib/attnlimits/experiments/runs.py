@@ -6,7 +6,7 @@ import hashlib
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -324,7 +324,7 @@ def results(
     root=None,
     progress: bool | str | None = None,
     n_jobs: int = 1,
-    captures: Sequence[WindowCapture] | None = None,
+    captures: Sequence[WindowCapture] | Callable[[], Sequence[WindowCapture]] | None = None,
 ) -> Results:
     """The results of :func:`run` from the cache when the same model, text, preset, options, seed and code produced
     them, else computed now and cached (so a test run computes once and the book build reuses the numbers).
@@ -332,7 +332,9 @@ def results(
     The entry (:func:`results_folder`) is keyed by :func:`attnlimits.cache.study_key`: the model's and the text's
     SHA-256, the preset, the options, the windows (all of the preset's), the seed, the code of this module and of
     everything it imports, and the torch version. ``n_jobs`` and ``captures`` only change how a missing entry is
-    computed (as in :func:`run`), not what it holds.
+    computed (as in :func:`run`), not what it holds; ``captures`` may also be a function returning them, called
+    only when the entry must be computed (``functools.cache`` of :func:`capture_windows` lets both sink modes
+    share one capture, and a current cache capture nothing).
     """
     p = get_preset(preset)
     options = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision}
@@ -348,7 +350,16 @@ def results(
     return cache.cached(
         results_folder(model, text, p, **options, root=root),
         key,
-        compute=lambda: run(model, text, p, **options, seed=seed, progress=progress, n_jobs=n_jobs, captures=captures),
+        compute=lambda: run(
+            model,
+            text,
+            p,
+            **options,
+            seed=seed,
+            progress=progress,
+            n_jobs=n_jobs,
+            captures=captures() if callable(captures) else captures,
+        ),
         save=lambda res, folder: res.save(folder),
         load=Results.load,
     )
