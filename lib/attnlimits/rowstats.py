@@ -100,17 +100,21 @@ def _top(a: torch.Tensor, visible: torch.Tensor, n: int) -> tuple[torch.Tensor, 
     return torch.topk(a.masked_fill(~visible, -1.0), k, dim=-1, sorted=True)
 
 
-def _selected_by_complement(a: torch.Tensor, visible: torch.Tensor, n: int) -> torch.Tensor:
-    """Mask of each row's n largest weights, found as the complement of its (tokens - n) smallest: for n close to
-    the row length this asks top-k for a few hundred entries instead of nearly all of them."""
+def _complement_masks(a: torch.Tensor, visible: torch.Tensor, ns):
+    """Masks of each row's n largest weights for every n in ``ns``, found as the complement of its (tokens - n)
+    smallest: for n close to the row length this asks top-k for a few hundred entries instead of nearly all of
+    them, and one top-k of the smallest serves every n."""
     count = visible.sum(-1)  # tokens per row (B,)
-    k = int((count - n).clamp_min(0).max())
-    selected = visible.expand_as(a).clone()
-    if k == 0:
-        return selected
-    idx = torch.topk(a.masked_fill(~visible, torch.inf), k, dim=-1, largest=False, sorted=True).indices
-    drop = torch.arange(k, device=a.device) < (count - n).clamp_min(0).unsqueeze(-1)  # (B, k): first (count-n)
-    return selected.scatter_(-1, idx, ~drop.expand_as(idx)) & visible
+    k = int((count - min(ns)).clamp_min(0).max())
+    idx = None
+    if k:
+        idx = torch.topk(a.masked_fill(~visible, torch.inf), k, dim=-1, largest=False, sorted=True).indices
+    for n in ns:
+        selected = visible.expand_as(a).clone()
+        if idx is not None:
+            drop = torch.arange(k, device=a.device) < (count - n).clamp_min(0).unsqueeze(-1)  # first (count - n)
+            selected.scatter_(-1, idx, ~drop.expand_as(idx))
+        yield selected & visible
 
 
 def _pair_norms(a, xx, g, ss, tokens) -> torch.Tensor:
@@ -164,11 +168,10 @@ def distances(
             if bound:
                 rows = slice(r0, r1) if positions is None else t
                 d_max[:, :, r0:r1] = _dmax_block(pair, farthest, xx.sqrt(), top_val, top_idx, rank, visible, rows, ns)
-        for j, n in enumerate(ns):
-            if bound or max(ns) <= c // 2:
-                selected = rank < n
-            else:  # n close to the row length: the top n as the complement of the few smallest
-                selected = _selected_by_complement(a, visible, n)
+            masks = (rank < n for n in ns)
+        else:  # n close to the row length: the top n as the complement of the few smallest
+            masks = _complement_masks(a, visible, ns)
+        for j, selected in enumerate(masks):
             s = torch.bmm(torch.where(selected, a, 0.0), xb)
             g = torch.bmm(s, xb.transpose(1, 2))
             keep = visible & ~selected

@@ -213,11 +213,13 @@ def _evaluate_ks(windows, todo, first, opts, progress, n_jobs=1) -> dict:
     keyword arguments of :meth:`WindowCapture.inputs`.
 
     Only the rows that count are computed: at N, the rows with more than N tokens (a suffix of the window, since a
-    row's token count never decreases with t), so a search near N = L reads a few rows instead of all of them."""
+    row's token count never decreases with t), so a search near N = L reads a few rows instead of all of them; the
+    N of one round share the weights and one top-k per block."""
     by_n: dict[int, list[int]] = {}
     for n, L in todo:
         by_n.setdefault(n, []).append(L)
     top = max(L for _, L in todo)
+    ns = sorted(by_n)
 
     def one_layer(w, layer):
         """Per (N, L): the head sums of d~ and of E over the counted rows, and their row count."""
@@ -226,26 +228,20 @@ def _evaluate_ks(windows, todo, first, opts, progress, n_jobs=1) -> dict:
         lengths = rowstats.row_lengths(top, first, device="cpu", window=window)
         starts = {n: int(torch.searchsorted(lengths, n, right=True)) for n in by_n}  # first row with > n tokens
         start = min(starts.values())
-        if start >= top:
-            alpha_all = x_all = None
-        else:
-            alpha_all, x_all = w.inputs(layer, top, first_row=start, **opts)
         heads = w.layer(layer).q.shape[1]
-        for n, Ls in by_n.items():
-            Lmax, t0 = max(Ls), starts[n]
-            d_sum = e_sum = torch.zeros(heads, 0, dtype=torch.float64)
-            if t0 < Lmax:
-                alpha = alpha_all[:, t0 - start : Lmax - start, :Lmax]
-                x = x_all[:, :Lmax]
-                rows = torch.arange(t0, Lmax, device=alpha.device)
-                d_tilde = rowstats.distances(alpha, x, [n], first=first, window=window, positions=rows)[0][0]
-                expected = rowstats.expectation(alpha, x, [n], first=first, window=window, positions=rows)[0]
-                d_sum = torch.cumsum(d_tilde.double(), -1).cpu()  # per head, the sum over rows t0..t
-                e_sum = torch.cumsum(expected.double(), -1).cpu()
-            for L in Ls:
+        if start < top:  # every N of the round at once, on the rows that count for the smallest
+            alpha, x = w.inputs(layer, top, first_row=start, **opts)
+            rows = torch.arange(start, top, device=alpha.device)
+            d_tilde = rowstats.distances(alpha, x, ns, first=first, window=window, positions=rows)[0]
+            expected = rowstats.expectation(alpha, x, ns, first=first, window=window, positions=rows)
+        for j, n in enumerate(ns):
+            t0, sums = starts[n], None
+            if t0 < top:  # per head, the sums over the rows t0..t, for every t
+                sums = [torch.cumsum(v[j, :, t0 - start :].double(), -1).cpu() for v in (d_tilde, expected)]
+            for L in by_n[n]:
                 count = max(0, L - t0)
-                sums = [v[:, count - 1].numpy() if count else np.zeros(heads) for v in (d_sum, e_sum)]
-                parts[(n, L)] = (*sums, np.full(heads, count))
+                parts[(n, L)] = (*(v[:, count - 1].numpy() if count else np.zeros(heads) for v in sums or (0, 0)),
+                                 np.full(heads, count))  # fmt: skip
         return parts
 
     per_layer = map_layers(windows, one_layer, f"Alg. 3 ({len(todo)} N)", progress, n_jobs)
