@@ -339,9 +339,9 @@ def finite_difference_g(logits, *, T, eps, seed: int = 0, normalizer=None, reduc
     with ``reduce=False`` the per-head means (..., nT, neps). Seeded: same seed, same v, same result.
     The default normaliser is softmax; any ``(logits, dim, T=...)`` normaliser of :mod:`attnlimits.normalizers` works.
     """
-    from attnlimits.normalizers import softmax
+    from attnlimits.normalizers import softmax_of_checked
 
-    normalizer = softmax if normalizer is None else normalizer
+    normalizer = (lambda x, dim, T: softmax_of_checked(x, T=T)) if normalizer is None else normalizer
     x = torch.as_tensor(logits)
     if not torch.is_floating_point(x):
         x = x.to(torch.float64)
@@ -365,7 +365,7 @@ def finite_difference_g(logits, *, T, eps, seed: int = 0, normalizer=None, reduc
             for j, e in enumerate(eps.tolist()):
                 moved = normalizer(xb + e * vb, dim=-1, T=t)  # -inf + finite stays -inf: masks are kept
                 total[..., i, j] += torch.linalg.vector_norm(moved - base, dim=-1).sum(dim=-1)
-    out = total / (eps * x.shape[-2])
+    out = total / (eps.to(total) * x.shape[-2])
     if not reduce:
         return out
     return out.reshape(-1, len(T), len(eps)).amax(dim=0)
