@@ -185,8 +185,9 @@ def run(
     ``precision`` applies to Algorithms 1-3: ``"float32"`` reads the model's own float32 weights and values (it
     agrees with ``"float64"`` within 1e-5 relative: benchmarks/bench_experiments.py measures it on the same
     captures, and the tests check it). Algorithms 4 and 5 always run in float64: N_s/N counts tokens on either
-    side of a radius, and float32 moves a few of them (about 4 % relative on a head's mean, measured by the
-    benchmark); Algorithm 5's smallest eps needs the precision. The grid is validated before anything is captured.
+    side of a radius, and float32 moves a token across it now and then (a head's mean by up to about 1e-4
+    relative, measured by the benchmark: above the 1e-5 of Algorithms 1-3, for a saving of only about 1.4x);
+    Algorithm 5's smallest eps needs the precision. The grid is validated before anything is captured.
     Everything runs on the model's device. ``progress``: as :func:`attnlimits.experiments.windows.progress_bar`
     (None: a bar on a terminal only; True: a bar; ``"lines"``: a bar on a terminal, else a line per step).
 
