@@ -196,7 +196,7 @@ def run(
     ``joblib.parallel_config`` sets, e.g. a Dask cluster); the results do not depend on it. ``captures``: the
     windows already captured by :func:`capture_windows` (the same model and text, ``length`` at least the preset's
     longest L, the windows ``first_window..first_window+windows-1``, the same ``tokens``), so that several runs
-    (both sink modes, say) share one capture; its time is then not in ``seconds``.
+    (both sink modes, say) share one capture; ``seconds["capture"]`` is then the captures' own time.
     """
     dtype_of(precision)
     check_jobs(n_jobs)
@@ -214,7 +214,7 @@ def run(
         seconds["capture"] = time.perf_counter() - started
     else:
         caps = _check_captures(captures, p.max_length, count, first_window, tokens)
-        seconds["capture"] = 0.0
+        seconds["capture"] = sum(c.seconds for c in caps)
     opts = {
         "exclude_sink": exclude_sink,
         "tokens": tokens,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -41,6 +42,7 @@ class WindowCapture:
     index: int
     layers: list  # of attnlimits.models.LayerCapture (their weights may be dropped: they are recomputed)
     residual: dict | None = None  # layer number -> that layer's input residual stream (1, L, d_model)
+    seconds: float = 0.0  # how long this window's capture took (its forward passes)
 
     def __post_init__(self):
         self._by_layer = {lc.layer: lc for lc in self.layers}
@@ -152,10 +154,12 @@ def capture_windows(
     ids = texts.windows(model, text, length=length, count=first_window + count)[first_window:]
     out = []
     for i, row in enumerate(progress_bar(ids, "capture", progress)):
+        started = time.perf_counter()
         cap = models.capture(model, row, layers=layers)
         kept = [dataclasses.replace(lc, weights=lc.weights.new_empty(0)) for lc in cap]  # recomputed: free them
         residual = _residual_stream(model, row, cap.layer_ids) if tokens == "residual" else None
-        out.append(WindowCapture(index=first_window + i, layers=kept, residual=residual))
+        seconds = time.perf_counter() - started
+        out.append(WindowCapture(index=first_window + i, layers=kept, residual=residual, seconds=seconds))
     return out
 
 
