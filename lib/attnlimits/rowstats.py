@@ -31,10 +31,13 @@ import torch
 from attnlimits import validation
 
 __all__ = [
+    "COUNTINGS",
     "ROW_BLOCK",
     "distances",
     "expectation",
     "finite_difference_g",
+    "permuted_distance",
+    "random_expectation",
     "row_blocks",
     "row_lengths",
     "separability",
@@ -74,23 +77,33 @@ def _check_positions(alpha: torch.Tensor, x: torch.Tensor, positions) -> torch.T
     return p
 
 
-def _blocks(rows: int, positions: torch.Tensor | None, device):
+def _blocks(rows: int, positions: torch.Tensor | None, device, columns: int | None = None):
     """Row blocks ``(r0, r1, t, c)``: the block's query positions t ``(r1 - r0,)`` and the columns ``[0, c)`` it
-    reads, c = max(t) + 1 (the causal triangle: ``c = r1`` for the default positions)."""
+    reads, c = max(t) + 1 (the causal triangle: ``c = r1`` for the default positions), or every one of
+    ``columns`` when given (the ``row`` counting reads the whole row)."""
     for r0, r1 in row_blocks(rows):
-        if positions is None:
-            yield r0, r1, torch.arange(r0, r1, device=device), r1
-        else:
-            t = positions[r0:r1]
-            yield r0, r1, t, int(t.max()) + 1
+        t = torch.arange(r0, r1, device=device) if positions is None else positions[r0:r1]
+        yield r0, r1, t, (int(t.max()) + 1 if columns is None else columns)
 
 
-def _visible(t: torch.Tensor, c: int, first: int, window: int | None = None) -> torch.Tensor:
-    """(len(t), c) boolean: column n is a token of the query at position t (first <= n <= t, and t - window < n)."""
+def _visible(t: torch.Tensor, c: int, first: int, window: int | None = None, counting: str = "visible"):
+    """(len(t), c) boolean: column n is a token of the query at position t (first <= n <= t, and t - window < n);
+    with ``counting="row"`` every column n >= first is (the whole row, masked positions included)."""
     t = t.unsqueeze(-1)
     n = torch.arange(c, device=t.device)
+    if counting == "row":
+        return (n >= first).expand(t.shape[0], c)
     visible = (n <= t) & (n >= first)
     return visible if window is None else visible & (n > t - window)
+
+
+COUNTINGS = ("visible", "row")
+
+
+def _check_counting(counting: str) -> str:
+    if counting not in COUNTINGS:
+        raise ValueError(f"counting: must be one of {COUNTINGS}, got {counting!r}")
+    return counting
 
 
 def _top(a: torch.Tensor, visible: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -142,6 +155,7 @@ def distances(
     bound: bool = False,
     window: int | None = None,
     positions=None,
+    counting: str = "visible",
 ):
     """Cumulative distance d~ per row for every n in ``ns`` (Theorem 1), and with ``bound=True`` also the
     reconstructed d_max.
@@ -149,9 +163,12 @@ def distances(
     Returns ``(d_tilde, d_max)``, each ``(len(ns), H, R)`` (R rows of alpha); ``d_max`` is None unless asked.
     Values of rows with at most n tokens are meaningless (nothing is dropped) and left as computed; callers skip
     them. One top-k per block serves every n (the top n are its first n); the token distances that d_max needs
-    are computed once for every n.
+    are computed once for every n. ``counting="row"``: every position of the row is a token, a masked one with
+    weight 0 (each then adds ||s|| to d~); d_max is only defined for the visible tokens.
     """
     positions = _check_positions(alpha, x, positions)
+    if _check_counting(counting) == "row" and bound:
+        raise ValueError("bound: d_max is computed for counting='visible' only")
     H, R = alpha.shape[0], alpha.shape[1]
     ns = [int(n) for n in ns]
     xx = (x * x).sum(-1)
@@ -159,24 +176,41 @@ def distances(
     d_max = x.new_zeros(len(ns), H, R) if bound else None
     pair = torch.cdist(x, x) if bound else None
     farthest = _farthest(pair, _WALK) if bound else None
-    for r0, r1, t, c in _blocks(R, positions, x.device):
+    columns = alpha.shape[-1] if counting == "row" else None
+    for r0, r1, t, c in _blocks(R, positions, x.device, columns):
         a, xb = alpha[:, r0:r1, :c], x[:, :c]
-        visible = _visible(t, c, first, window)
-        if bound or max(ns) <= c // 2:
-            top_val, top_idx = _top(a, visible, max(ns))  # sorted: the first n columns are the top n
+        visible = _visible(t, c, first, window, counting)
+        if bound:
+            top_val, top_idx = _top(a, visible, max(ns))
             rank = _ranks(top_idx, c)
-            if bound:
-                rows = slice(r0, r1) if positions is None else t
-                d_max[:, :, r0:r1] = _dmax_block(pair, farthest, xx.sqrt(), top_val, top_idx, rank, visible, rows, ns)
-            masks = (rank < n for n in ns)
-        else:  # n close to the row length: the top n as the complement of the few smallest
-            masks = _complement_masks(a, visible, ns)
-        for j, selected in enumerate(masks):
-            s = torch.bmm(torch.where(selected, a, 0.0), xb)
-            g = torch.bmm(s, xb.transpose(1, 2))
-            keep = visible & ~selected
-            d_tilde[j, :, r0:r1] = _pair_norms(a, xx[:, :c], g, (s * s).sum(-1), keep.to(x.dtype)).sum(-1)
+            rows = slice(r0, r1) if positions is None else t
+            d_max[:, :, r0:r1] = _dmax_block(pair, farthest, xx.sqrt(), top_val, top_idx, rank, visible, rows, ns)
+            masks = [rank < n for n in ns]
+        else:
+            masks = _selections(a, visible, ns)
+        d_tilde[:, :, r0:r1] = _dtilde_block(a, xb, xx[:, :c], visible, masks)
     return d_tilde, d_max
+
+
+def _selections(a: torch.Tensor, visible: torch.Tensor, ns):
+    """Masks of each row's n largest weights for every n in ``ns``: one top-k of the largest when every n is at
+    most half the block's columns, else the complement of the few smallest (:func:`_complement_masks`)."""
+    if max(ns) <= a.shape[-1] // 2:
+        rank = _ranks(_top(a, visible, max(ns))[1], a.shape[-1])  # sorted: the first n columns are the top n
+        return (rank < n for n in ns)
+    return _complement_masks(a, visible, ns)
+
+
+def _dtilde_block(a, xb, xx, visible, masks) -> torch.Tensor:
+    """d~ of every row of a block for each selection mask in ``masks`` (an iterable of (H or 1, B, c) booleans):
+    ``(len(masks), H, B)``."""
+    out = []
+    for selected in masks:
+        s = torch.bmm(torch.where(selected, a, 0.0), xb)
+        g = torch.bmm(s, xb.transpose(1, 2))
+        keep = visible & ~selected
+        out.append(_pair_norms(a, xx, g, (s * s).sum(-1), keep.to(xb.dtype)).sum(-1))
+    return torch.stack(out)
 
 
 def _dmax_block(pair, farthest, norms, top_val, top_idx, rank, visible, rows, ns):
@@ -244,22 +278,34 @@ _FALLBACK_CHUNK = 8192
 
 
 def expectation(
-    alpha: torch.Tensor, x: torch.Tensor, ns, *, first: int = 0, window: int | None = None, positions=None
+    alpha: torch.Tensor,
+    x: torch.Tensor,
+    ns,
+    *,
+    first: int = 0,
+    window: int | None = None,
+    positions=None,
+    counting: str = "visible",
+    full: bool = False,
 ) -> torch.Tensor:
     """Closed-form random-selection expectation E per row for every n in ``ns``: shape ``(len(ns), H, R)``.
 
     E = ((l - n) / l) sum_i ||(1 + c) y_i - c Y||, c = n / (l - 1), y_i = alpha_i x_i, Y = sum_i y_i, l the row's
-    token count (:func:`attnlimits.selection.random_selection_expectation` on the visible prefix). The matmul
-    x_i . Y is shared by every n.
+    token count (:func:`attnlimits.selection.random_selection_expectation` on the visible prefix): the book's
+    reconstruction of the paper's Eq. (10). ``full=True`` is the reading with the inner factor n / (l - 1)
+    replaced by 1, E_full = ((l - n) / l) sum_i ||2 y_i - Y|| (it grows like l whenever ||Y|| does not vanish).
+    ``counting="row"``: every position of the row is a token, a masked one with weight 0 (l = the row's length).
+    The matmul x_i . Y is shared by every n.
     """
     positions = _check_positions(alpha, x, positions)
     H, R = alpha.shape[0], alpha.shape[1]
     ns = [int(n) for n in ns]
     xx = (x * x).sum(-1)
     out = x.new_zeros(len(ns), H, R)
-    for r0, r1, t, c in _blocks(R, positions, x.device):
+    columns = alpha.shape[-1] if _check_counting(counting) == "row" else None
+    for r0, r1, t, c in _blocks(R, positions, x.device, columns):
         a, xb = alpha[:, r0:r1, :c], x[:, :c]
-        visible = _visible(t, c, first, window)
+        visible = _visible(t, c, first, window, counting)
         tokens = visible.to(x.dtype)
         Y = torch.bmm(a, xb)
         g = torch.bmm(Y, xb.transpose(1, 2))
@@ -267,11 +313,115 @@ def expectation(
         ay = a * a * xx[:, :c].unsqueeze(1)
         length = visible.sum(-1).to(x.dtype)  # (B,)
         for j, n in enumerate(ns):
-            c = (n / (length - 1).clamp_min(1)).view(1, -1, 1)
-            d2 = ay * (1 + c) ** 2 - 2 * c * (1 + c) * a * g + c * c * yy
+            k = torch.ones_like(length) if full else n / (length - 1).clamp_min(1)
+            k = k.view(1, -1, 1)
+            d2 = ay * (1 + k) ** 2 - 2 * k * (1 + k) * a * g + k * k * yy
             total = d2.clamp_min_(0).sqrt_().mul_(tokens).sum(-1)
             out[j, :, r0:r1] = ((length - n).clamp_min(0) / length.clamp_min(1)) * total
     return out
+
+
+def _random_order(visible: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """(B, c) int64: each row's tokens in a uniformly random order, then its non-tokens in column order, drawn on
+    the CPU from ``gen`` (the same draws on any device)."""
+    B, c = visible.shape
+    keys = torch.rand(B, c, generator=gen, dtype=torch.float64).to(visible.device)
+    keys = torch.where(visible, keys, 2.0 + torch.arange(c, device=visible.device, dtype=torch.float64))
+    return keys.argsort(-1)
+
+
+def _inverse(order: torch.Tensor) -> torch.Tensor:
+    """The ranks of a permutation per row: ``rank[order[k]] = k``."""
+    B, c = order.shape
+    return torch.empty_like(order).scatter_(-1, order, torch.arange(c, device=order.device).expand(B, c))
+
+
+def _check_samples(samples) -> int:
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"samples: must be an integer >= 1, got {samples!r}")
+    return samples
+
+
+def random_expectation(
+    alpha: torch.Tensor,
+    x: torch.Tensor,
+    ns,
+    *,
+    samples: int = 2,
+    seed: int = 0,
+    first: int = 0,
+    window: int | None = None,
+    positions=None,
+    counting: str = "visible",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exact expectation of d~ over uniformly random n-subsets of each row's tokens, by Monte Carlo:
+    ``(mean, variance)``, each ``(len(ns), H, R)``.
+
+    ``samples`` subsets per row (the same subsets for every head; nested over n: the first n of one random order),
+    averaged; ``variance`` is the variance of that average (the sample variance over the draws / samples; 0 with
+    one sample), so a head's mean over m rows has the standard error sqrt(sum of variances) / m. Seeded: the same
+    call repeats exactly. Unlike :func:`expectation` (the norm of a conditional mean), this is the expectation
+    itself; it is bounded by (1 + n) max_i ||x_i|| at every length (the distance-vs-length chapter proves it).
+    """
+    positions = _check_positions(alpha, x, positions)
+    samples = _check_samples(samples)
+    H, R = alpha.shape[0], alpha.shape[1]
+    ns = [int(n) for n in ns]
+    xx = (x * x).sum(-1)
+    total, squares = x.new_zeros(len(ns), H, R), x.new_zeros(len(ns), H, R)
+    gen = torch.Generator().manual_seed(int(seed))
+    columns = alpha.shape[-1] if _check_counting(counting) == "row" else None
+    for r0, r1, t, c in _blocks(R, positions, x.device, columns):
+        a, xb = alpha[:, r0:r1, :c], x[:, :c]
+        visible = _visible(t, c, first, window, counting)
+        for _ in range(samples):
+            rank = _inverse(_random_order(visible, gen))  # rank < n: a uniform n-subset of the tokens, every n
+            d = _dtilde_block(a, xb, xx[:, :c], visible, [(rank < n).unsqueeze(0) & visible for n in ns])
+            total[:, :, r0:r1] += d
+            squares[:, :, r0:r1] += d * d
+    mean = total / samples
+    variance = ((squares - samples * mean * mean).clamp_min(0) / max(samples - 1, 1) / samples) * (samples > 1)
+    return mean, variance
+
+
+def permuted_distance(
+    alpha: torch.Tensor,
+    x: torch.Tensor,
+    ns,
+    *,
+    samples: int = 1,
+    seed: int = 0,
+    first: int = 0,
+    window: int | None = None,
+    positions=None,
+    counting: str = "visible",
+) -> torch.Tensor:
+    """A permutation null of d~: d~ of each row after its weights are permuted uniformly over its tokens (the row's
+    top n weights land on n random tokens, the rest of the weights on the others), averaged over ``samples``
+    permutations per row (the same for every head): ``(len(ns), H, R)``.
+
+    It keeps how concentrated a head's weights are and removes which tokens carry them: d~ against this null
+    measures selection by content, not the shape of the weights. Seeded: the same call repeats exactly.
+    """
+    positions = _check_positions(alpha, x, positions)
+    samples = _check_samples(samples)
+    H, R = alpha.shape[0], alpha.shape[1]
+    ns = [int(n) for n in ns]
+    xx = (x * x).sum(-1)
+    out = x.new_zeros(len(ns), H, R)
+    gen = torch.Generator().manual_seed(int(seed))
+    columns = alpha.shape[-1] if _check_counting(counting) == "row" else None
+    for r0, r1, t, c in _blocks(R, positions, x.device, columns):
+        a, xb = alpha[:, r0:r1, :c], x[:, :c]
+        visible = _visible(t, c, first, window, counting)
+        B = visible.shape[0]
+        by_column = torch.where(visible, 0, 1).argsort(dim=-1, stable=True)  # tokens in column order, then the rest
+        for _ in range(samples):
+            # the k-th token in column order takes the weight of the k-th token in a random order; others stay
+            sigma = torch.empty_like(by_column).scatter_(-1, by_column, _random_order(visible, gen))
+            permuted = a.gather(-1, sigma.expand(H, B, c))
+            out[:, :, r0:r1] += _dtilde_block(permuted, xb, xx[:, :c], visible, _selections(permuted, visible, ns))
+    return out / samples
 
 
 def separability(
