@@ -3,6 +3,8 @@
 - :class:`Provenance`                 the record every loaded model carries (printed at the top of every experiment
                                       chapter).
 - :func:`config_facts`, :func:`facts` a model's shape facts (layers, heads, key/value heads, head dim, positions).
+- :func:`default_bos`                 the BOS token a tokenizer prepends by default (the experiments' windows then
+                                      start with it).
 - :func:`banner`, :func:`banner_text` the provenance banner of a model and, when given, of a text.
 - :func:`sha256_file`, :func:`hash_files`  hashing of weight and text files.
 - :func:`cache_dir`                   attnlimits' cache directory (``$ATTNLIMITS_CACHE`` or the user cache).
@@ -33,6 +35,7 @@ __all__ = [
     "cache_dir",
     "results_root",
     "config_facts",
+    "default_bos",
     "facts",
     "hash_files",
     "portable",
@@ -67,6 +70,9 @@ class Provenance:
     notes: tuple[str, ...] = ()
     #: The fallback only: seconds this machine took to dequantise the GGUF and write the cache (its first load).
     first_load_seconds: float | None = None
+    #: The id of the BOS token the tokenizer prepends by default (:func:`default_bos`), which then starts every window
+    #: of :func:`attnlimits.texts.windows`; None when it prepends none (GPT-2, SmolLM2) or there is no tokenizer.
+    bos_token_id: int | None = None
 
     def as_dict(self) -> dict:
         """The record as a plain dict (for JSON)."""
@@ -116,6 +122,20 @@ def _rope_of_layer_type(config, layer_type: str, rope: dict) -> str:
     where = f"the {len(layers)} {what} layers" + (" " + ", ".join(map(str, layers)) if len(layers) <= 6 else "")
     kind = rope.get("rope_type", "default")
     return f"theta={rope.get('rope_theta', float('nan')):g} on {where}" + ("" if kind == "default" else f", {kind}")
+
+
+def default_bos(tokenizer) -> int | None:
+    """The id of the BOS token ``tokenizer`` prepends by default, or None when it prepends none.
+
+    The rule is the tokenizer's own behaviour, not a list of models: it has a ``bos_token_id`` and
+    ``tokenizer("x").input_ids`` starts with it (Gemma 3's does; GPT-2's and SmolLM2's do not). A model trained on
+    sequences that start with BOS sees the experiments' windows the same way (:func:`attnlimits.texts.windows`).
+    """
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if tokenizer is None or bos is None:
+        return None
+    ids = list(tokenizer("x")["input_ids"])
+    return int(bos) if ids and ids[0] == bos else None
 
 
 def facts(model) -> dict:
@@ -270,6 +290,12 @@ def banner_text(model, text=None) -> str:
         f"           sha256  {p.sha256}",
     ]
     lines += [f"           note: {n}" for n in p.notes]
+    if p.bos_token_id is None:
+        lines.append("windows    no BOS token prepended (the tokenizer adds none by default)")
+    else:
+        lines.append(
+            f"windows    each starts with the BOS token (id {p.bos_token_id}), as the tokenizer adds it by default"
+        )
     if text is not None:
         t = text.provenance if hasattr(text, "provenance") else text
         if getattr(t, "source", None) == "fallback":

@@ -8,7 +8,8 @@ than pinned here (Gutenberg revises its files; pin one with ``sha256=`` or ``ATT
 
 Offline, ``load`` falls back, loudly, to a long English text every Python has: the standard library's
 ``pydoc_data.topics`` (the reference manual's topic pages). ``load(path)`` reads a local UTF-8 file.
-``windows(tokenizer, text, length, count)`` cuts consecutive, non-overlapping token windows from the first chapter.
+``windows(tokenizer, text, length, count)`` cuts consecutive, non-overlapping token windows from the first chapter,
+each starting with the tokenizer's BOS token when the tokenizer adds one by default (Gemma 3; not GPT-2 or SmolLM2).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from attnlimits.provenance import cache_dir, say
+from attnlimits.provenance import cache_dir, default_bos, say
 
 __all__ = [
     "FALLBACK_NAME",
@@ -39,6 +40,7 @@ __all__ = [
     "first_chapter_start",
     "load",
     "strip_gutenberg",
+    "window_bos",
     "windows",
 ]
 
@@ -382,14 +384,8 @@ def _encode(tokenizer, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def windows(tokenizer, text: Text | str, length: int, count: int = 1) -> torch.Tensor:
-    """``count`` consecutive, non-overlapping windows of ``length`` tokens from the start of the first chapter.
-
-    ``tokenizer``: a Hugging Face tokenizer (or a ``LoadedModel``, whose tokenizer is used). ``text``: a
-    :class:`Text` (its ``body``) or a string (from its first "CHAPTER I", or its beginning). Returns a
-    ``(count, length)`` LongTensor. Only as much text is tokenised as the windows need (a prefix cut at a line
-    break, minus a safety margin of tokens at the cut, so the windows equal those of tokenising the whole text).
-    """
+def _tokenizer_of(tokenizer):
+    """The Hugging Face tokenizer itself, from a tokenizer or a ``LoadedModel``."""
     if hasattr(tokenizer, "tokenizer") and hasattr(tokenizer, "provenance"):
         if tokenizer.tokenizer is None:
             raise ValueError(
@@ -399,6 +395,42 @@ def windows(tokenizer, text: Text | str, length: int, count: int = 1) -> torch.T
         tokenizer = tokenizer.tokenizer
     if tokenizer is None or not callable(tokenizer):
         raise ValueError("tokenizer must be a Hugging Face tokenizer (or a LoadedModel that has one)")
+    return tokenizer
+
+
+def window_bos(tokenizer, bos: bool | None = None) -> int | None:
+    """The id of the BOS token :func:`windows` starts each window with, or None when it prepends none.
+
+    ``bos``: None follows the tokenizer's default (:func:`attnlimits.provenance.default_bos`); True needs a
+    tokenizer with a BOS token; False prepends none. ``tokenizer``: a tokenizer or a ``LoadedModel``.
+    """
+    if bos not in (None, True, False):
+        raise ValueError(f"bos: must be None (the tokenizer's default), True or False, got {bos!r}")
+    tokenizer = _tokenizer_of(tokenizer)
+    if bos is None:
+        return default_bos(tokenizer)
+    if bos and getattr(tokenizer, "bos_token_id", None) is None:
+        raise ValueError("bos: True needs a tokenizer with a BOS token (its bos_token_id is None)")
+    return int(tokenizer.bos_token_id) if bos else None
+
+
+def windows(tokenizer, text: Text | str, length: int, count: int = 1, *, bos: bool | None = None) -> torch.Tensor:
+    """``count`` consecutive, non-overlapping windows of ``length`` tokens from the start of the first chapter.
+
+    ``tokenizer``: a Hugging Face tokenizer (or a ``LoadedModel``, whose tokenizer is used). ``text``: a
+    :class:`Text` (its ``body``) or a string (from its first "CHAPTER I", or its beginning). Returns a
+    ``(count, length)`` LongTensor. Only as much text is tokenised as the windows need (a prefix cut at a line
+    break, minus a safety margin of tokens at the cut, so the windows equal those of tokenising the whole text).
+
+    ``bos``: whether each window starts with the tokenizer's BOS token; None (the default) does what the tokenizer
+    does by default (:func:`attnlimits.provenance.default_bos`), so a model trained on sequences that start with
+    BOS (Gemma 3) reads its windows that way, and GPT-2 (the paper's setting) and SmolLM2 read bare text. A window
+    keeps its ``length``: with BOS it is ``[BOS]`` and the next ``length - 1`` text tokens, so window i holds text
+    tokens ``i (length - 1)`` to ``(i + 1)(length - 1) - 1``: the windows still tile the text without gaps or
+    overlap, ``length - 1`` tokens at a time (position 0 of a window is the BOS, position t its text token t - 1).
+    """
+    tokenizer = _tokenizer_of(tokenizer)
+    bos_id = window_bos(tokenizer, bos)
     for name, value in (("length", length), ("count", count)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
@@ -411,7 +443,8 @@ def windows(tokenizer, text: Text | str, length: int, count: int = 1) -> torch.T
         raise ValueError(f"text must be an attnlimits.texts.Text or a str, got {type(text).__name__}")
     if not body.strip():
         raise ValueError("text is empty")
-    need = length * count
+    per_window = length - (bos_id is not None)
+    need = per_window * count
     margin = 16
     chars = need * 8 + 1024
     while True:
@@ -429,4 +462,7 @@ def windows(tokenizer, text: Text | str, length: int, count: int = 1) -> torch.T
             f"the text has only {len(tokens):,} tokens from the start of its first chapter; "
             f"windows(length={length}, count={count}) needs {need:,}"
         )
-    return torch.tensor(tokens[:need], dtype=torch.long).reshape(count, length)
+    out = torch.tensor(tokens[:need], dtype=torch.long).reshape(count, per_window)
+    if bos_id is None:
+        return out
+    return torch.cat([torch.full((count, 1), bos_id, dtype=torch.long), out], dim=1)

@@ -4,7 +4,10 @@ Definitions (each a parameter; the Experiments chapters state them):
 
 - Per head, alpha is the captured causal attention row of query t, recomputed in float64 from the model's own
   logits (``softmax(logits.double())``: exact, and rows sum to 1 within 1e-15), and x_i are that head's value
-  vectors (after grouped-query expansion), or with ``tokens="residual"`` the layer's input residual stream.
+  vectors (after grouped-query expansion), or with ``tokens="residual"`` the layer's input residual stream, or
+  with ``tokens="embedding"`` the input token embeddings normalised to unit length.
+- A window starts with the tokenizer's BOS token when the tokenizer adds one by default (Gemma 3; not GPT-2 or
+  SmolLM2), keeping its length: ``[BOS]`` and the next L - 1 text tokens.
 - Row t's tokens are the visible ones, n <= t. A length L uses the first L tokens of each window (the prefix
   property), so one capture per window serves every L of the grid.
 - A statistic of a head is its mean over the rows t < L with more than N tokens (rows where nothing is dropped are

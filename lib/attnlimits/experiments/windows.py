@@ -36,13 +36,16 @@ class WindowCapture:
     """One window's per-layer queries, keys, values and scaling (the attention weights are recomputed from them).
 
     ``index`` is the window's position in the text (0 = the first window after the first chapter heading);
-    ``residual`` holds the layers' input residual streams when they were asked for.
+    ``residual`` holds the layers' input residual streams and ``embedding`` the input token embeddings when they
+    were asked for; ``bos``: whether the window starts with the tokenizer's BOS token (then token 0 is that BOS).
     """
 
     index: int
     layers: list  # of attnlimits.models.LayerCapture (their weights may be dropped: they are recomputed)
     residual: dict | None = None  # layer number -> that layer's input residual stream (1, L, d_model)
     seconds: float = 0.0  # how long this window's capture took (its forward passes)
+    embedding: torch.Tensor | None = None  # the embedding layer's output (1, L, d_model), before layer 0
+    bos: bool = False
 
     def __post_init__(self):
         self._by_layer = {lc.layer: lc for lc in self.layers}
@@ -101,6 +104,11 @@ class WindowCapture:
         """(alpha, x) of one layer over the first L tokens: alpha ``(H, L, L)``, x ``(H, L, d)``; with
         ``first_row`` only the query rows ``first_row..L-1`` of alpha, ``(H, L - first_row, L)``.
 
+        ``tokens`` (one of :data:`TOKENS`): x is the head's value vectors (``"value"``), the layer's input residual
+        stream (``"residual"``) or the input token embeddings normalised to unit length per token
+        (``"embedding"``, the same for every layer: the paper's "extract and normalize token embeddings"); the
+        last two are the same for every head and need a capture made with that ``tokens``.
+
         ``precision="float64"``: alpha is the float64 softmax of the model's logits (rows sum to 1 within 1e-15);
         ``"float32"``: the model's own float32 weights, bit for bit, and float32 tokens. ``normalizer``: None is the
         model's softmax; a name of :data:`attnlimits.normalizers.NORMALIZERS` applies that normaliser instead to the
@@ -116,13 +124,22 @@ class WindowCapture:
             alpha[..., 0] = 0
             alpha = alpha / alpha.sum(-1, keepdim=True).clamp_min(torch.finfo(alpha.dtype).tiny)
         if tokens == "value":
-            x = self.layer(layer).v[0, :, :L].to(dtype)
+            return alpha, self.layer(layer).v[0, :, :L].to(dtype)
+        if tokens not in TOKENS:
+            raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
+        held = self.residual if tokens == "residual" else self.embedding
+        if held is None:
+            raise ValueError(f"tokens: {tokens!r} needs a capture made with capture_windows(..., tokens={tokens!r})")
+        if tokens == "residual":
+            x = held[layer][0, :L].to(dtype)
         else:
-            x = self.residual[layer][0, :L].to(dtype).expand(alpha.shape[0], -1, -1)
-        return alpha, x
+            x = torch.nn.functional.normalize(held[0, :L].to(dtype), dim=-1)
+        return alpha, x.expand(alpha.shape[0], -1, -1)
 
 
-TOKENS = ("value", "residual")
+#: What the tokens x of :meth:`WindowCapture.inputs` are: the heads' values, the layer's input residual stream, or
+#: the input token embeddings normalised to unit length.
+TOKENS = ("value", "residual", "embedding")
 PRECISIONS = {"float32": torch.float32, "float64": torch.float64}
 
 
@@ -142,25 +159,52 @@ def capture_windows(
     tokens: str = "value",
     layers=None,
     progress: bool | str | None = None,
+    bos: bool | None = None,
 ) -> list[WindowCapture]:
     """Capture ``count`` consecutive windows of ``length`` tokens (from window ``first_window`` on), one pass each;
-    ``layers``: the layer numbers to keep (all by default)."""
+    ``layers``: the layer numbers to keep (all by default).
+
+    The windows are :func:`attnlimits.texts.windows`: with ``bos=None`` (the default) each starts with the
+    tokenizer's BOS token exactly when the tokenizer adds one by default (Gemma 3 does; GPT-2 and SmolLM2 do not),
+    keeping its ``length`` (``[BOS]`` and ``length - 1`` text tokens); each capture records it in ``bos``.
+    ``tokens="residual"`` also keeps the layers' input residual streams and ``tokens="embedding"`` the input token
+    embeddings (each costs ``length * d_model`` floats per window, the residual streams that per layer).
+    """
     from attnlimits import models, texts
 
     if tokens not in TOKENS:
         raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
     if isinstance(first_window, bool) or not isinstance(first_window, int) or first_window < 0:
         raise ValueError(f"first_window: must be an integer >= 0, got {first_window!r}")
-    ids = texts.windows(model, text, length=length, count=first_window + count)[first_window:]
+    ids = texts.windows(model, text, length=length, count=first_window + count, bos=bos)[first_window:]
+    with_bos = texts.window_bos(model, bos) is not None
     out = []
     for i, row in enumerate(progress_bar(ids, "capture", progress)):
         started = time.perf_counter()
         cap = models.capture(model, row, layers=layers)
         kept = [dataclasses.replace(lc, weights=lc.weights.new_empty(0)) for lc in cap]  # recomputed: free them
         residual = _residual_stream(model, row, cap.layer_ids) if tokens == "residual" else None
+        embedding = _input_embedding(model, row) if tokens == "embedding" else None
         seconds = time.perf_counter() - started
-        out.append(WindowCapture(index=first_window + i, layers=kept, residual=residual, seconds=seconds))
+        out.append(
+            WindowCapture(
+                index=first_window + i,
+                layers=kept,
+                residual=residual,
+                seconds=seconds,
+                embedding=embedding,
+                bos=with_bos,
+            )
+        )
     return out
+
+
+def _input_embedding(model, ids) -> torch.Tensor:
+    """The embedding layer's output for ``ids``, (1, L, d_model): what layer 0 reads, before any position
+    embedding (GPT-2 adds its own afterwards) and including the model's own scaling (Gemma's sqrt(d_model))."""
+    hf = getattr(model, "model", model)
+    with torch.inference_mode():
+        return hf.get_input_embeddings()(ids.unsqueeze(0).to(next(hf.parameters()).device)).detach()
 
 
 def _residual_stream(model, ids, layer_ids) -> dict:

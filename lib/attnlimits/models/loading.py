@@ -39,7 +39,7 @@ from attnlimits.models.hf import (
     import_transformers,
     tokenizer,
 )
-from attnlimits.provenance import Provenance, config_facts, hash_files, say
+from attnlimits.provenance import Provenance, config_facts, default_bos, hash_files, say
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -391,6 +391,7 @@ def load(
         transformers_version=__import__("transformers").__version__,
         notes=tuple(notes),
         first_load_seconds=first_load,
+        bos_token_id=default_bos(tok),
         **config_facts(model.config),
     )
     say(f"model {model_id} [{source}] in {provenance.load_seconds:.1f} s: {reason}")
