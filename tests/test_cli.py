@@ -153,6 +153,8 @@ def test_check_ids_are_stable_and_distinct_from_the_display_names():
         "thm1-dmax-sharp",
         "thm1-residual-sign",
         "thm1-residual-bound",
+        "cor2-expectation-linear",
+        "cor2-expectation-bounded",
         "thm2-lower",
         "thm2-upper-reconstructed",
         "thm2-upper",

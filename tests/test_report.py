@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 
@@ -22,6 +23,7 @@ EXPERIMENT_KEYS = (
     "fig2b-plateau",
     "fig2b-convergence",
     "fig2c-critical",
+    "fig2c-proportional",
     "fig3-plateau",
     "fig3-bounds",
     "fig4-slope",
@@ -49,10 +51,13 @@ class _Results:
 @pytest.fixture
 def fake(monkeypatch):
     """Every check holds and every experimental claim is reproduced, unless a test says otherwise."""
-    state = {"violated": set(), "experiments": {k: reproduction.REPRODUCED for k in EXPERIMENT_KEYS}}
+    state = {"violated": set(), "experiments": {k: reproduction.REPRODUCED for k in EXPERIMENT_KEYS}, "values": {}}
 
     def claims(res):
-        rows = [{"key": k, "measured": f"{k} measured", "verdict": v} for k, v in state["experiments"].items()]
+        rows = [
+            {"key": k, "measured": f"{k} measured", "verdict": v, **state["values"].get(k, {})}
+            for k, v in state["experiments"].items()
+        ]
         return pd.DataFrame(rows)
 
     monkeypatch.setattr(reproduction, "claims", claims)
@@ -71,7 +76,7 @@ def test_rows_name_registered_checks_and_known_claims():
         assert (ROOT / "chapters" / f"{row.where}.py").is_file(), row.where
     claims = [r.claim for r in report.ROWS]
     assert len(claims) == len(set(claims))
-    for needed in ("Lemma 1", "Corollary 1", "Corollary 3", "Multi-head coverage", "Figure 2c", "Figure 4: 1/T"):
+    for needed in ("Lemma 1", "Corollary 1", "Corollary 3", "Multi-head coverage", "Figure 2c", "Figure 4: $1/T$"):
         assert needed in claims
 
 
@@ -79,10 +84,11 @@ def test_verdict_rules(fake):
     state, table = fake
     t = table()
     assert t.loc["Lemma 1", "verdict"] == "reproduced"
-    assert t.loc["Theorem 1: d_max", "verdict"] == "reproduced (the book's reconstruction)"
+    assert t.loc[r"Theorem 1: $d_{\max}$", "verdict"] == "reproduced (the book's reconstruction)"
     assert t.loc["Corollary 2 (ii)", "verdict"] == "reproduced"  # computed: E = d~ = 0 at N = L
     assert t.loc["Guideline: normalisers", "verdict"] == "not testable here"
     assert "some/model on some-text, preset paper, 2 windows" in t.loc["Figure 2c", "source"]
+    assert t.loc["Lemma 1", "source"].startswith("synthetic, 10 seeded trials")
     # the paper's statement fails and the book's replacement holds: corrected, or for a reconstruction, refuted
     state["violated"] = {"cor3-printed", "thm2-upper-reconstructed"}
     t = table()
@@ -98,8 +104,131 @@ def test_verdict_rules(fake):
     t = table()
     assert t.loc["Figure 2c", "verdict"] == t.loc["Guideline: active set", "verdict"] == reproduction.DIFFERENT
     # two measurements that disagree never add up to a reproduction
-    state["experiments"]["fig4-drop"] = reproduction.NOT
+    state["violated"] = {"cor3-spectral"}
     assert table().loc["Guideline: temperature", "verdict"] == "not reproduced"
+
+
+def test_active_set_guideline_follows_the_constant_only(fake):
+    state, table = fake
+    state["experiments"]["fig2c-proportional"] = reproduction.NOT  # N grows with L, but not as 0.06 L: no matter
+    t = table()
+    assert t.loc["Guideline: active set", "verdict"] == "reproduced"
+    assert t.loc["Figure 2c: proportional", "verdict"] == "not reproduced"
+    state["experiments"]["fig2c-critical"] = reproduction.NOT
+    assert table().loc["Guideline: active set", "verdict"] == "not reproduced"
+
+
+def test_temperature_guideline_follows_the_model_below_T_one_tenth(fake):
+    state, table = fake
+    state["experiments"]["fig4-drop"] = reproduction.NOT  # the drop at T >= 1 does not decide it
+    assert table().loc["Guideline: temperature", "verdict"] == "reproduced"
+    state["experiments"]["fig4-slope"] = reproduction.NOT  # the bound holds, but g does not grow as 1/T
+    t = table()
+    assert t.loc["Guideline: temperature", "verdict"] == "not reproduced"
+    assert t.loc["Guideline: temperature", "where"] == "25_gradient_in_the_model"
+
+
+def test_an_inconclusive_experiment_makes_its_rows_inconclusive(fake):
+    state, table = fake
+    inconclusive = report.INCONCLUSIVE
+    state["experiments"]["fig4-slope"] = state["experiments"]["fig2c-critical"] = inconclusive
+    t = table()
+    for claim in ("Guideline: temperature", "Guideline: active set", "Figure 2c", "Figure 4: $1/T$"):
+        assert t.loc[claim, "verdict"] == inconclusive, claim
+    # ... unless another measurement of the claim fails outright
+    state["violated"] = {"cor3-spectral"}
+    assert table().loc["Guideline: temperature", "verdict"] == "not reproduced"
+
+
+def test_corollary_2_i_expectation_is_corrected_and_the_distance_has_its_own_row(fake):
+    state, table = fake
+    state["violated"] = {"cor2-expectation-linear"}  # the printed linear growth of E fails, the bound holds
+    t = table()
+    assert t.loc["Corollary 2 (i): $E$", "verdict"] == "corrected"
+    assert t.loc["Corollary 2 (i): $E$", "where"] == "13_distance_collapse"
+    assert t.loc[r"Corollary 2 (i): $\tilde d$", "verdict"] == "reproduced"
+    state["experiments"]["fig2a-distance-linear"] = reproduction.NOT
+    assert table().loc[r"Corollary 2 (i): $\tilde d$", "verdict"] == "not reproduced"
+    state["violated"] = {"cor2-expectation-linear", "cor2-expectation-bounded"}  # the bound fails too
+    assert table().loc["Corollary 2 (i): $E$", "verdict"] == "not reproduced"
+    state["violated"] = set()  # linear growth would hold: nothing to correct
+    assert table().loc["Corollary 2 (i): $E$", "verdict"] == "reproduced"
+
+
+def test_measured_values_carry_their_interval(fake):
+    state, table = fake
+    state["values"] = {
+        "fig2c-critical": {"value": 0.0912, "lo": 0.05, "hi": 0.12},
+        "fig4-slope": {"value": -0.36, "lo": math.nan, "hi": math.nan},
+        "fig4-drop": {"value": math.nan, "lo": math.nan, "hi": math.nan},
+    }
+    t = table()
+    assert t.loc["Figure 2c", "value"] == "0.0912 [0.05, 0.12]"
+    assert t.loc["Figure 4: $1/T$", "value"] == "-0.36"
+    assert t.loc["Figure 4: drop", "value"] == ""  # no number
+    assert t.loc["Figure 2b: plateau", "value"] == ""  # results computed before claims carried values
+    assert t.loc["Guideline: temperature", "value"] == "worst ratio 1; -0.36"
+    assert t.loc["Corollary 3", "value"] == "worst ratios 1, 1, 1"
+
+
+def test_a_claim_the_results_do_not_have(fake, monkeypatch):
+    state, table = fake
+    del state["experiments"]["fig2c-proportional"]  # results from before the claim existed
+    t = table()
+    assert t.loc["Figure 2c: proportional", "verdict"] == "not testable here"
+    assert t.loc["Figure 2c: proportional", "source"] == ""
+    assert t.loc["Figure 2c", "verdict"] == "reproduced"
+    monkeypatch.setattr(
+        report,
+        "ROWS",
+        (report.Row("Mixed", "x", "23_critical_n", experiments=("fig2c-critical", "fig2c-proportional")),),
+    )
+    with pytest.raises(KeyError, match="fig2c-proportional"):
+        table()
+
+
+#: ASCII formulas the book never prints outside math: comparisons, arrows, tildes, subscripts, norms, powers and
+#: Greek letters or functions spelled out.
+ASCII_FORMULA = re.compile(
+    r"<=|>=|->|!=|\w~|~\w|\\?\|\\?\||\^|\b[A-Za-z]+_[A-Za-z0-9{]|\b(?:alpha|Delta|eps|xi|mu|sigma|sqrt|inf)\b"
+)
+
+
+def ascii_formulas(markdown: str) -> list[str]:
+    """The ASCII formulas left in ``markdown`` outside math, code and roles, and every cell with an unpaired $."""
+    found = []
+    for line in markdown.splitlines():
+        for cell in re.split(r"(?<!\\)\|", line):
+            if cell.count("$") % 2:
+                found.append(f"unpaired $ in {cell.strip()!r}")
+                continue
+            prose = re.sub(r"\$[^$]*\$|\{\w+\}`[^`]*`|`[^`]*`", " ", cell)
+            found += [m.group(0) for m in ASCII_FORMULA.finditer(prose)]
+    return found
+
+
+def test_the_formula_detector_flags_ascii():
+    for bad in ("C1/L <= alpha_i", "d~ grows", "N_s/N falls", r"\|\|grad\|\|", "L^1.04", "E -> 0", "a $x$ and $y"):
+        assert ascii_formulas(bad), bad
+    for good in (r"$C_1/L \le \alpha_i$", r"$\tilde d$ grows", "{doc}`15_gradient_sensitivity`", "`cor3-printed`"):
+        assert not ascii_formulas(good), good
+
+
+@pytest.fixture(scope="module")
+def check_verdicts():
+    """Every registered check's verdict on a few trials: their statements are what the table prints."""
+    return checks.run_all(trials=24, seed=0)
+
+
+def test_the_table_prints_formulas_typeset(fake, check_verdicts):
+    state, _ = fake
+    state["values"] = {"fig2c-critical": {"value": 0.09, "lo": 0.05, "hi": 0.12}}
+    t = report.claims(check_verdicts, _Results())
+    assert ascii_formulas(report.markdown(t)) == []  # the introduction's table
+    columns = ("claim", "paper", "ours", "source", "value", "verdict", "where")
+    assert ascii_formulas(report.markdown(t, columns=columns)) == []  # every column, check statements included
+    shown = {i for row in report.ROWS for i in (*row.checks, *row.book)}
+    assert all(f"`{v.id}` {v.statement}" in " ".join(t.ours) for v in check_verdicts if v.id in shown)
 
 
 def test_vocabulary_and_markdown(fake):
@@ -110,9 +239,12 @@ def test_vocabulary_and_markdown(fake):
     md = report.markdown(t)
     lines = md.strip().splitlines()
     assert len(lines) == 2 + len(report.ROWS)
-    assert all(line.count(" | ") == 3 for line in lines[2:])  # pipes inside cells are escaped
+    assert lines[0] == "| Claim of the paper | The paper | Measured on | Measured | Verdict | Where |"
+    assert all(line.count(" | ") == 5 for line in lines[2:])
     assert "{doc}`15_gradient_sensitivity`" in md
-    assert "\\|\\|grad_l alpha\\|\\|_2" in md
+    assert r"$\lVert \nabla_l \alpha \rVert_2 \le \min\{1/(4T), \sqrt 2\}$" in md
+    piped = t.assign(paper="a | b")  # pipes inside cells are escaped
+    assert all(line.count(" | ") == 5 for line in report.markdown(piped).splitlines()[2:])
 
 
 def test_collapse_is_computed_not_typed():

@@ -302,3 +302,31 @@ def test_bad_samples_and_too_many_subsets():
     big = torch.full((40,), 1 / 40, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"^n:"):
         sel.random_selection_exact(big, torch.zeros(40, 2, dtype=torch.float64), 20)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    length=st.integers(1, 7), dim=st.integers(1, 4), seed=st.integers(0, 2**20), masked=st.booleans(), data=st.data()
+)
+def test_random_context_norm_exact_matches_enumeration(length, dim, seed, masked, data):
+    n = data.draw(st.integers(1, length))
+    alpha, x = _random(batch=(2,), length=length, dim=dim, seed=seed)
+    if masked and length > 1:  # trailing positions of weight 0, counted as tokens
+        alpha[:, length // 2 + 1 :] = 0
+        alpha = alpha / alpha.sum(dim=-1, keepdim=True)
+    got = sel.random_context_norm_exact(alpha, x, n)
+    for row in range(2):
+        y = (alpha[row, :, None] * x[row]).numpy()
+        want = np.mean([np.linalg.norm(y[list(c)].sum(axis=0)) for c in itertools.combinations(range(length), n)])
+        assert float(got[row]) == pytest.approx(want, rel=1e-12, abs=1e-15)
+
+
+def test_random_context_norm_exact_at_full_selection_and_bad_input():
+    alpha, x = _random(batch=(3,), length=5)
+    full = torch.linalg.vector_norm(torch.einsum("bl,bld->bd", alpha, x), dim=-1)
+    torch.testing.assert_close(sel.random_context_norm_exact(alpha, x, 5), full)
+    assert sel.random_context_norm_exact(alpha.float(), x.float(), 2).dtype == torch.float32
+    with pytest.raises(ValueError, match="^n:"):
+        sel.random_context_norm_exact(alpha, x, 6)
+    with pytest.raises(ValueError, match="subsets exceed"):
+        sel.random_context_norm_exact(torch.full((40,), 1 / 40), torch.ones(40, 1), 20)

@@ -12,6 +12,7 @@ weight-scaled tokens and ``s = sum_{i in I_N} y_i`` is the context vector.
 - :func:`random_selection_expectation`       closed-form main term of E_{I_N uniform}[d~]  (Theorem 1, random I_N).
 - :func:`random_selection_exact`             E_{I_N uniform}[d~] by enumerating all C(L, n) subsets (small L).
 - :func:`random_selection_monte_carlo`       the same expectation by sampling subsets (any L).
+- :func:`random_context_norm_exact`          E_{I_N uniform}[||s||] by enumerating all C(L, n) subsets (small L).
 - :func:`distinguishable_fraction`           N_s / N  (Theorem 2).
 
 Every function accepts tensors, arrays or nested lists, returns ``torch`` tensors, keeps float32/float64 (mixed
@@ -44,6 +45,7 @@ __all__ = [
     "distinguishable_fraction",
     "random_selection_exact",
     "random_selection_expectation",
+    "random_context_norm_exact",
     "random_selection_monte_carlo",
     "token_distances",
     "top_n",
@@ -169,6 +171,26 @@ def random_selection_exact(alpha, x, n: int) -> torch.Tensor:
     for row, subset in enumerate(itertools.combinations(range(length), n)):
         masks[row, list(subset)] = True
     return _expected_distance_over_masks(a.unsqueeze(-1) * xt, masks)
+
+
+def random_context_norm_exact(alpha, x, n: int) -> torch.Tensor:
+    """E_{I_N}[||s||] exactly, by enumerating all C(L, n) subsets (I_N uniform), shape ``(...)``.
+
+    The mean length of a random selection's context vector: with it, E_{I_N}[d~] <= sum_i ||alpha_i x_i||
+    + (L - n) E_{I_N}[||s||] (the triangle inequality on each dropped term). Meant for small L (at most
+    :data:`MAX_SUBSETS` subsets), like :func:`random_selection_exact`.
+    """
+    a, xt = validation.weights(alpha, x)
+    length = a.shape[-1]
+    n = validation.selection_size(n, length)
+    count = math.comb(length, n)
+    if count > MAX_SUBSETS:
+        raise ValueError(f"n: C(L={length}, n={n}) = {count} subsets exceed {MAX_SUBSETS}; use smaller L or n")
+    masks = torch.zeros(count, length, dtype=a.dtype)
+    for row, subset in enumerate(itertools.combinations(range(length), n)):
+        masks[row, list(subset)] = 1
+    s = torch.einsum("cl,...ld->...cd", masks, a.unsqueeze(-1) * xt)  # (..., S, d): every subset's s
+    return torch.linalg.vector_norm(s, dim=-1).mean(dim=-1)
 
 
 def random_selection_monte_carlo(alpha, x, n: int, samples: int = 1000, seed: int = 0) -> torch.Tensor:

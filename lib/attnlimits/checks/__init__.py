@@ -10,7 +10,8 @@ and the bound's display name, and records what the book *claims* about the bound
 - :mod:`attnlimits.checks.search`        tolerances, the optimiser of the adversarial ascents, the seeding;
 - :mod:`attnlimits.checks.vanishing`     chapter 12: ``cor1``, ``lem1``;
 - :mod:`attnlimits.checks.distance`      chapter 13: ``thm1-dmax-reconstructed``, ``thm1-dmax-sharp``,
-                                         ``thm1-residual-sign``, ``thm1-residual-bound``;
+                                         ``thm1-residual-sign``, ``thm1-residual-bound``,
+                                         ``cor2-expectation-linear``, ``cor2-expectation-bounded``;
 - :mod:`attnlimits.checks.separability`  chapter 14: ``thm2-lower``, ``thm2-upper-reconstructed``, ``thm2-upper``,
                                          ``multihead``;
 - :mod:`attnlimits.checks.gradient`      chapter 15: ``cor3-printed``, ``cor3-spectral``, ``cor3-entry``, ``lem2``.
@@ -37,7 +38,11 @@ from attnlimits.checks.gradient import (
 )
 from attnlimits.checks.distance import (
     DISTANCE_GRID,
+    EXPECTATION_LENGTHS,
+    LINEAR_LENGTHS,
     RESIDUAL_LENGTHS,
+    check_expectation_bounded,
+    check_expectation_linear,
     check_jensen_residual_bound,
     check_jensen_residual_sign,
     check_theorem1_dmax,
@@ -59,8 +64,10 @@ from attnlimits.checks.separability import (
 __all__ = [
     "CHECKS",
     "DISTANCE_GRID",
+    "EXPECTATION_LENGTHS",
     "FIXED_RADIUS_COUNTEREXAMPLE",
     "JACOBIAN_LENGTHS",
+    "LINEAR_LENGTHS",
     "NAMES",
     "RESIDUAL_LENGTHS",
     "RTOL",
@@ -73,6 +80,8 @@ __all__ = [
     "Verdict",
     "check_corollary1",
     "check_corollary3_printed",
+    "check_expectation_bounded",
+    "check_expectation_linear",
     "check_jensen_residual_bound",
     "check_jensen_residual_sign",
     "check_lemma1",

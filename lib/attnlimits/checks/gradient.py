@@ -142,7 +142,7 @@ def check_corollary3_printed(trials: int = 2000, seed: int = 0) -> Verdict:
     worst = max(w1, w2, measured / printed)
     return Verdict(
         bound="Corollary 3 (as printed)",
-        statement="softmax: ||d alpha / d l||_2 <= min{1/(4T), sqrt(2)}",
+        statement=r"softmax: $\lVert \partial\alpha / \partial l \rVert_2 \le \min\{1/(4T), \sqrt 2\}$",
         trials=len(s["norm"]) + len(s["adv_norm"]) + 1,
         violations=violations,
         worst_ratio=worst,
@@ -188,7 +188,7 @@ def check_softmax_spectral(trials: int = 2000, seed: int = 0) -> Verdict:
 
     return _sharp_softmax_check(
         "Corollary 3 corrected: spectral 1/(2T)",
-        "softmax: ||d alpha / d l||_2 <= 1/(2T)",
+        r"softmax: $\lVert \partial\alpha / \partial l \rVert_2 \le 1/(2T)$",
         "norm",
         bounds.softmax_spectral_bound,
         "adv_T",
@@ -204,7 +204,7 @@ def check_softmax_entry(trials: int = 2000, seed: int = 0) -> Verdict:
 
     return _sharp_softmax_check(
         "Corollary 3 corrected: entry 1/(4T)",
-        "softmax: max_ij |d alpha_i / d l_j| <= 1/(4T)",
+        r"softmax: $\max_{ij} \lvert \partial\alpha_i / \partial l_j \rvert \le 1/(4T)$",
         "entry",
         bounds.softmax_entry_bound,
         "adv_entry_T",
@@ -301,7 +301,10 @@ def check_lemma2(trials: int = 2000, seed: int = 0) -> Verdict:
             worst, worst_case = r.max().item(), {"F": name, "ascent": True}
     return Verdict(
         bound="Lemma 2 (general Jacobian)",
-        statement="alpha = F(l)/sum F: ||d alpha/d l||_2 <= min{max|h|/2, sqrt(sum alpha(1-alpha) h^2 / 2)}, h = F'/F",
+        statement=(
+            r"$\alpha = F(l)/\sum F$: $\lVert \partial\alpha / \partial l \rVert_2 \le "
+            r"\min\{\max_j \lvert h_j \rvert / 2, \sqrt{\sum_j \alpha_j (1 - \alpha_j) h_j^2 / 2}\}$, $h = F'/F$"
+        ),
         trials=n_random + n_adv,
         violations=violations,
         worst_ratio=worst,

@@ -84,7 +84,10 @@ def check_theorem2_lower(trials: int = 2000, seed: int = 0) -> Verdict:
     worst = float((low[pos] / frac[pos]).max()) if pos.any() else 0.0
     return Verdict(
         bound="Theorem 2 lower bound",
-        statement="N_s/N >= (1/N) #{i: xi_i <= r} >= 1 - (1/(N r)) sum_i xi_i, r = min_{j not in I_N} ||s - a_j x_j||",
+        statement=(
+            r"$N_s/N \ge \frac1N \#\{i : \xi_i \le r\} \ge 1 - \frac{1}{N r} \sum_i \xi_i$, "
+            r"$r = \min_{j \notin I_N} \lVert s - \alpha_j x_j \rVert$"
+        ),
         trials=len(frac),
         violations=violations,
         worst_ratio=worst,
@@ -206,7 +209,10 @@ def check_theorem2_upper_reconstructed(trials: int = 2000, seed: int = 0) -> Ver
             )
     return Verdict(
         bound="Theorem 2 upper bound (as reconstructed)",
-        statement="E[N_s]/N <= (1/N) sum_i exp(-(xi_i - r)_+^2 / (2 M^2)), r = min_{j not in I_N} ||s - a_j x_j||",
+        statement=(
+            r"$E[N_s]/N \le \frac1N \sum_i \exp(-(\xi_i - r)_+^2 / (2 M^2))$, "
+            r"$r = \min_{j \notin I_N} \lVert s - \alpha_j x_j \rVert$"
+        ),
         trials=trials,
         violations=violations,
         worst_ratio=worst,
@@ -265,7 +271,10 @@ def check_theorem2_upper(trials: int = 2000, seed: int = 0) -> Verdict:
         mean_bounds.append(float(res["upper_book"].mean()))
     return Verdict(
         bound="Theorem 2 upper bound (book, fixed r)",
-        statement="E[N_s(r)]/N <= (1/N) sum_i min(1, exp(-(mu_i - r)_+^2/(2 M^2 S2_i))), x iid uniform on the sphere",
+        statement=(
+            r"$E[N_s(r)]/N \le \frac1N \sum_i \min(1, \exp(-(\mu_i - r)_+^2 / (2 M^2 S_2^{(i)})))$, $x$ iid uniform on "
+            "the sphere"
+        ),
         trials=n,
         violations=violations,
         worst_ratio=worst,
@@ -306,7 +315,10 @@ def check_multihead(trials: int = 2000, seed: int = 0) -> Verdict:
         rows += samples * (1 + max(heads))
     return Verdict(
         bound="Multi-head coverage",
-        statement="H independent heads cover a selected token w.p. 1 - (1 - p_i)^H; on average <= 1 - (1 - p)^H",
+        statement=(
+            r"$H$ independent heads cover a selected token with probability $1 - (1 - p_i)^H$; on average at most "
+            r"$1 - (1 - p)^H$"
+        ),
         trials=rows,
         violations=violations,
         worst_ratio=worst,

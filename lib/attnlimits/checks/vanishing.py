@@ -152,7 +152,10 @@ def check_corollary1(trials: int = 2000, seed: int = 0) -> Verdict:
     n_construction = len(construction) * len(VANISHING_LENGTHS)
     return Verdict(
         bound="Corollary 1",
-        statement="softmax: (1/L) exp(-2 Delta/T) <= alpha_i <= (1/L) exp(2 Delta/T), Delta = ||q|| max_i ||k_i||",
+        statement=(
+            r"softmax: $\frac1L e^{-2\Delta/T} \le \alpha_i \le \frac1L e^{2\Delta/T}$, "
+            r"$\Delta = \lVert q \rVert \max_i \lVert k_i \rVert$"
+        ),
         trials=n_random + n_construction + n_ascent,
         violations=violations,
         worst_ratio=worst,
@@ -242,7 +245,10 @@ def check_lemma1(trials: int = 2000, seed: int = 0) -> Verdict:
                         worst, worst_case = r, {"F": name, "L": L, "a": a_val, "construction": True}
     return Verdict(
         bound="Lemma 1",
-        statement="logits in [-a, a], F > 0 independent of L: (min F / max F)/L <= alpha_i <= (max F / min F)/L",
+        statement=(
+            r"logits in $[-a, a]$, $F > 0$ independent of $L$: $\frac{\min F / \max F}{L} \le \alpha_i \le "
+            r"\frac{\max F / \min F}{L}$"
+        ),
         trials=n_random + n_construction,
         violations=violations,
         worst_ratio=worst,
