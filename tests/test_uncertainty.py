@@ -208,6 +208,16 @@ def test_critical_intervals_bracket_the_critical_n_on_evaluated_n():
         assert r.critical_N_lo == r.critical_N_hi == (r.L if n is None else n)
 
 
+def test_critical_draws_give_each_draw_the_critical_n_of_its_windows():
+    heads = _heads(windows=3)
+    draws = uncertainty.critical_draws(heads, [0.05], resamples=30, seed=5, readings=["E"])
+    assert list(draws.columns) == ["L", "reading", "ks_level", "draw", "critical_N"]
+    chosen = np.random.default_rng(5).integers(0, 3, size=(30, 3))  # bootstrap_windows' draws
+    for r in draws[draws.draw.isin([0, 7, 29])].itertuples():
+        n = uncertainty.critical_from_heads(heads, r.L, "E", 0.05, windows=chosen[r.draw].tolist())
+        assert r.critical_N == (r.L if n is None else n)
+
+
 def test_critical_intervals_count_no_n_reached_as_l():
     heads = _heads(shift=1e6)  # the readings never come near d~
     t = uncertainty.critical_intervals(heads, [0.05], resamples=20)

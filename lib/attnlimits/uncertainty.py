@@ -20,6 +20,7 @@ import pandas as pd
 
 __all__ = [
     "bootstrap_windows",
+    "critical_draws",
     "critical_from_heads",
     "critical_head_subsets",
     "critical_intervals",
@@ -136,16 +137,17 @@ class _Scan:
         self.windows = sorted(pd.unique(heads["window"]).tolist())
         self.heads = sorted(set(zip(t["layer"], t["head"], strict=True)))
         columns = pd.MultiIndex.from_tuples(self.heads, names=["layer", "head"])
-        self.N, self.rows, self.d_tilde = [], [], []
-        self.readings = {r: [] for r in readings}
-        for n, at_n in t.groupby("N", sort=True):
-            wide = at_n.pivot(index="window", columns=["layer", "head"])
-            rows = wide["rows"].reindex(index=self.windows, columns=columns).fillna(0).to_numpy(float)
-            self.N.append(int(n))
-            self.rows.append(rows)
-            for name, store in [("d_tilde", self.d_tilde), *[(r, self.readings[r]) for r in readings]]:
-                values = wide[name].reindex(index=self.windows, columns=columns).to_numpy(float)
-                store.append(np.where(rows > 0, rows * np.nan_to_num(values), 0.0))
+        self.N = sorted(int(n) for n in pd.unique(t["N"]))
+        index = pd.MultiIndex.from_product([self.N, self.windows], names=["N", "window"])
+        wide = t.pivot(index=["N", "window"], columns=["layer", "head"])
+        shape = (len(self.N), len(self.windows), len(self.heads))
+
+        def block(name: str) -> np.ndarray:
+            return np.nan_to_num(wide[name].reindex(index=index, columns=columns).to_numpy(float).reshape(shape))
+
+        self.rows = block("rows")
+        self.d_tilde = np.where(self.rows > 0, self.rows * block("d_tilde"), 0.0)
+        self.readings = {r: np.where(self.rows > 0, self.rows * block(r), 0.0) for r in readings}
 
     def counts(self, windows: Iterable | None) -> np.ndarray:
         """Multiplicity of each of the table's windows in ``windows`` (None: each once)."""
@@ -223,6 +225,43 @@ def _interval(values: np.ndarray, level: float) -> tuple[int, int]:
     return int(lo), int(hi)
 
 
+def critical_draws(
+    heads: pd.DataFrame,
+    levels: Sequence[float],
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
+    readings: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """The critical N of every bootstrap draw of windows, for every L and reading of ``critical_heads`` and every
+    KS level in ``levels``: columns L, reading, ks_level, draw, critical_N.
+
+    Draw i takes the windows of :func:`bootstrap_windows`'s draw i (the same draws for every L, reading and KS
+    level, so a statistic across L, such as the growth of the critical N, can be read per draw) and gives the
+    critical N of :func:`critical_from_heads`; a draw where no evaluated N reaches the KS level counts as N = L
+    ("no N reached"). ``readings``: default every reading column of the table.
+    """
+    _check_resampling(resamples, 0.5)
+    levels = [float(v) for v in levels]
+    readings = _readings(heads) if readings is None else list(readings)
+    parts = []
+    for L in sorted(pd.unique(heads["L"]).tolist()):
+        scan = _Scan(heads, L, readings)
+        mask = scan.mask(None)
+        found: dict[tuple[int, ...], dict[str, list]] = {}
+        draws = _draws(scan.windows, resamples, seed)
+        for draw in draws:
+            if draw not in found:
+                counts = np.bincount(draw, minlength=len(scan.windows)).astype(float)
+                found[draw] = {r: scan.critical(r, levels, counts, mask) for r in readings}
+        for reading in readings:
+            for i, ks_level in enumerate(levels):
+                values = [L if (n := found[d][reading][i]) is None else n for d in draws]
+                keys = {"L": L, "reading": reading, "ks_level": ks_level}
+                parts.append(pd.DataFrame({**keys, "draw": range(resamples), "critical_N": values}))
+    return pd.concat(parts, ignore_index=True)
+
+
 def critical_intervals(
     heads: pd.DataFrame,
     levels: Sequence[float],
@@ -235,30 +274,17 @@ def critical_intervals(
     """The bootstrap interval over windows of the critical N, for every L and reading of ``critical_heads`` and
     every KS level in ``levels``.
 
-    Columns: L, reading, ks_level, critical_N_lo, critical_N_hi. Each draw of windows (as in
-    :func:`bootstrap_windows`, the same draws for every L, reading and KS level) gives a critical N by
-    :func:`critical_from_heads`; a draw where no evaluated N reaches the KS level counts as N = L ("no N reached"),
-    so ``critical_N_hi == L`` says that some draws found none. The interval's ends are critical N of draws, so it is
-    only as fine as the N the search evaluated. ``readings``: default every reading column of the table.
+    Columns: L, reading, ks_level, critical_N_lo, critical_N_hi: the percentile interval (at ``level``) of the
+    critical N of :func:`critical_draws`. A draw where no evaluated N reaches the KS level counts as N = L ("no N
+    reached"), so ``critical_N_hi == L`` says that some draws found none. The interval's ends are critical N of
+    draws, so it is only as fine as the N the search evaluated. ``readings``: default every reading column.
     """
     _check_resampling(resamples, level)
-    levels = [float(v) for v in levels]
-    readings = _readings(heads) if readings is None else list(readings)
-    rows = []
-    for L in sorted(pd.unique(heads["L"]).tolist()):
-        scan = _Scan(heads, L, readings)
-        mask = scan.mask(None)
-        found: dict[tuple[int, ...], dict[str, list]] = {}
-        draws = _draws(scan.windows, resamples, seed)
-        for draw in draws:
-            if draw not in found:
-                counts = np.bincount(draw, minlength=len(scan.windows)).astype(float)
-                found[draw] = {r: scan.critical(r, levels, counts, mask) for r in readings}
-        for reading in readings:
-            for i, ks_level in enumerate(levels):
-                values = np.array([L if (n := found[d][reading][i]) is None else n for d in draws])
-                lo, hi = _interval(values, level)
-                rows.append((L, reading, ks_level, lo, hi))
+    draws = critical_draws(heads, levels, resamples=resamples, seed=seed, readings=readings)
+    rows = [
+        (L, reading, ks_level, *_interval(group.critical_N.to_numpy(), level))
+        for (L, reading, ks_level), group in draws.groupby(["L", "reading", "ks_level"], sort=False)
+    ]
     table = pd.DataFrame(rows, columns=["L", "reading", "ks_level", "critical_N_lo", "critical_N_hi"])
     return table.astype({"critical_N_lo": "Int64", "critical_N_hi": "Int64"})
 
