@@ -36,6 +36,7 @@ __all__ = [
     "distances",
     "expectation",
     "finite_difference_g",
+    "output_norms",
     "permuted_distance",
     "random_expectation",
     "row_blocks",
@@ -156,11 +157,13 @@ def distances(
     window: int | None = None,
     positions=None,
     counting: str = "visible",
+    kept: bool = False,
 ):
     """Cumulative distance d~ per row for every n in ``ns`` (Theorem 1), and with ``bound=True`` also the
     reconstructed d_max.
 
-    Returns ``(d_tilde, d_max)``, each ``(len(ns), H, R)`` (R rows of alpha); ``d_max`` is None unless asked.
+    Returns ``(d_tilde, d_max)``, each ``(len(ns), H, R)`` (R rows of alpha); ``d_max`` is None unless asked;
+    ``kept=True`` appends ||s||, the norm of the kept aggregate (what each further dropped token of weight 0 adds).
     Values of rows with at most n tokens are meaningless (nothing is dropped) and left as computed; callers skip
     them. One top-k per block serves every n (the top n are its first n); the token distances that d_max needs
     are computed once for every n. ``counting="row"``: every position of the row is a token, a masked one with
@@ -174,6 +177,7 @@ def distances(
     xx = (x * x).sum(-1)
     d_tilde = x.new_zeros(len(ns), H, R)
     d_max = x.new_zeros(len(ns), H, R) if bound else None
+    s_norm = x.new_zeros(len(ns), H, R) if kept else None
     pair = torch.cdist(x, x) if bound else None
     farthest = _farthest(pair, _WALK) if bound else None
     columns = alpha.shape[-1] if counting == "row" else None
@@ -188,8 +192,8 @@ def distances(
             masks = [rank < n for n in ns]
         else:
             masks = _selections(a, visible, ns)
-        d_tilde[:, :, r0:r1] = _dtilde_block(a, xb, xx[:, :c], visible, masks)
-    return d_tilde, d_max
+        d_tilde[:, :, r0:r1] = _dtilde_block(a, xb, xx[:, :c], visible, masks, s_norm, (r0, r1))
+    return (d_tilde, d_max, s_norm) if kept else (d_tilde, d_max)
 
 
 def _selections(a: torch.Tensor, visible: torch.Tensor, ns):
@@ -201,16 +205,25 @@ def _selections(a: torch.Tensor, visible: torch.Tensor, ns):
     return _complement_masks(a, visible, ns)
 
 
-def _dtilde_block(a, xb, xx, visible, masks) -> torch.Tensor:
+def _dtilde_block(a, xb, xx, visible, masks, s_norm=None, rows=None) -> torch.Tensor:
     """d~ of every row of a block for each selection mask in ``masks`` (an iterable of (H or 1, B, c) booleans):
-    ``(len(masks), H, B)``."""
+    ``(len(masks), H, B)``; ||s|| goes into ``s_norm[j, :, rows]`` when given."""
     out = []
-    for selected in masks:
+    for j, selected in enumerate(masks):
         s = torch.bmm(torch.where(selected, a, 0.0), xb)
         g = torch.bmm(s, xb.transpose(1, 2))
+        ss = (s * s).sum(-1)
+        if s_norm is not None:
+            s_norm[j, :, rows[0] : rows[1]] = ss.sqrt()
         keep = visible & ~selected
-        out.append(_pair_norms(a, xx, g, (s * s).sum(-1), keep.to(xb.dtype)).sum(-1))
+        out.append(_pair_norms(a, xx, g, ss, keep.to(xb.dtype)).sum(-1))
     return torch.stack(out)
+
+
+def output_norms(alpha: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """||o_t|| = ||sum_n alpha_tn x_n|| per head and row ``(H, R)``: the head's output before the projection (what
+    each token of weight 0 adds to E_full under the row counting)."""
+    return torch.linalg.vector_norm(torch.matmul(alpha, x[:, : alpha.shape[-1]]), dim=-1)
 
 
 def _dmax_block(pair, farthest, norms, top_val, top_idx, rank, visible, rows, ns):

@@ -18,6 +18,9 @@ from attnlimits import bounds, rowstats
 from attnlimits.experiments.windows import check_windows, map_layers, row_means
 
 __all__ = [
+    "COUNTINGS",
+    "MC_SAMPLES",
+    "READINGS",
     "critical_n",
     "critical_search",
     "distance_table",
@@ -31,6 +34,54 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------------------------
 # Algorithms 1 and 2: d~, d_max and E vs L (N fixed) and vs N (L fixed)
 # ----------------------------------------------------------------------------------------------------------------
+#: The expectations d~ is compared with (the columns of the distance table; the ``reading`` of Algorithm 3):
+#: ``E`` the book's reconstruction of Eq. (10), ``E_mc`` the exact expectation over uniformly random subsets
+#: (Monte Carlo), ``E_full`` Eq. (10) with the inner factor N/(l - 1) replaced by 1, ``E_perm`` the permutation
+#: null (the row's weights permuted over its tokens).
+READINGS = ("E", "E_mc", "E_full", "E_perm")
+#: What a row's tokens are (:data:`attnlimits.rowstats.COUNTINGS`): its visible positions, or every position of
+#: the length-L row (masked ones with weight 0, as ``output_attentions`` returns the matrix).
+COUNTINGS = rowstats.COUNTINGS
+#: Monte Carlo subsets per row for ``E_mc`` (its standard error ``E_mc_se`` is in the table).
+MC_SAMPLES = 2
+#: The rows the sampled readings (``E_mc``, ``E_perm``) average: every row t < SAMPLE_FROM, then one seeded random
+#: row in each block of SAMPLE_STRIDE rows (a stratified sample; a fourth of the rows of a long window).
+SAMPLE_FROM, SAMPLE_STRIDE = 128, 4
+
+
+def sample_rows(top: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sampled rows of a window of ``top`` rows and how many rows each stands for: ``(positions, weights)``
+    (every row below :data:`SAMPLE_FROM`, then one random row per block of :data:`SAMPLE_STRIDE`)."""
+    gen = torch.Generator().manual_seed(int(seed))
+    head = torch.arange(min(top, SAMPLE_FROM))
+    starts = torch.arange(SAMPLE_FROM, top, SAMPLE_STRIDE)
+    sizes = (top - starts).clamp_max(SAMPLE_STRIDE)
+    picks = starts + (torch.rand(len(starts), generator=gen) * sizes).long()
+    return torch.cat([head, picks]), torch.cat([torch.ones(len(head)), sizes.double()]).double()
+
+
+def sampled_means(values, variance, positions, weights, lengths, n: int, L: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per head, the stratified estimate of the mean over the rows t < L with more than n tokens from the sampled
+    rows (``values`` ``(H, R)`` at ``positions`` ``(R,)``, each standing for ``weights`` rows), and its standard
+    error: the Monte Carlo ``variance`` of each row (or None) plus the sampling error of the strided rows
+    (their spread within the counted rows stands for the unseen spread inside each block)."""
+    keep = (positions < L) & (lengths[positions] > n)
+    if not bool(keep.any()):
+        nan = np.full(values.shape[0], np.nan)
+        return nan, nan
+    v, w = values[:, keep].double(), weights[keep].to(values.device)
+    total = w.sum()
+    mean = (v * w).sum(-1) / total
+    var = torch.zeros_like(mean)
+    if variance is not None:
+        var = var + (variance[:, keep].double() * w * w).sum(-1) / total**2
+    strided = w > 1
+    if int(strided.sum()) > 1:
+        spread = v[:, strided].var(-1)
+        var = var + spread * (w[strided] * (w[strided] - 1)).sum() / total**2
+    return mean.cpu().numpy(), var.sqrt().cpu().numpy()
+
+
 def distance_table(
     windows,
     grid: dict[int, Sequence[int]],
@@ -39,19 +90,34 @@ def distance_table(
     tokens: str = "value",
     precision: str = "float64",
     normalizer: str | None = None,
+    seed: int = 0,
+    countings: Sequence[str] = COUNTINGS,
     progress: bool | str | None = None,
     n_jobs: int = 1,
 ) -> pd.DataFrame:
-    """Per-head means of d~, d_max (Theorem 1 as reconstructed) and E for every N and its lengths in ``grid``.
+    """Per-head means of d~, d_max (Theorem 1 as reconstructed) and every reading of the expectation
+    (:data:`READINGS`) for every N and its lengths in ``grid``, under each counting of a row's tokens.
 
-    ``grid`` maps N to the lengths L it is wanted at (Alg. 1: {5: [32, ..., 1024]}; Alg. 2: {N: [1024]}). One pass
-    per layer computes every row once at the largest L; shorter L are prefix means. Columns: ``window, layer,
-    head, L, N, rows, d_tilde, d_max, E``. ``n_jobs``: windows in parallel (:func:`map_layers`).
+    ``grid`` maps N to the lengths L it is wanted at (Alg. 1: {5: [32, ..., 1024]}; Alg. 2: {N: [1024]}). A head's
+    value is its mean over the rows t < L with more than N visible tokens (the ``rows`` column), under both
+    countings. One pass per layer computes every row once at the largest L; shorter L are prefix means.
+    ``d_tilde``, ``d_max``, ``E`` and ``E_full`` read every row (exact); the Monte Carlo readings ``E_mc`` and
+    ``E_perm`` read the stratified sample of :func:`sample_rows`, and ``E_mc_se`` is the standard error of the
+    head's ``E_mc`` (Monte Carlo and row sampling). The row counting (every position of the length-L row a token,
+    masked ones with weight 0) follows exactly from the visible one for d~ (each masked token adds ||s||) and
+    E_full (each adds ||o||, o the head's output); its ``E``, ``E_mc`` and ``E_perm`` are computed per L.
+    ``d_max`` is NaN for the row counting. Columns: ``window, layer, head, L, N, rows, counting, d_tilde, d_max,
+    E, E_mc, E_mc_se, E_full, E_perm``. ``seed``: the draws (per window and layer); the same seed repeats exactly.
+    ``n_jobs``: windows in parallel (:func:`map_layers`).
     """
     check_windows(windows)
+    unknown = [c for c in countings if c not in COUNTINGS]
+    if unknown or not countings:
+        raise ValueError(f"countings: must be a non-empty subset of {COUNTINGS}, got {list(countings)}")
     first = int(exclude_sink)
     ns = sorted(grid)
     top = max(max(v) for v in grid.values())
+    names = ("d_tilde", "d_max", "E", "E_mc", "E_mc_se", "E_full", "E_perm")
 
     def one_layer(w, layer):
         alpha, x = w.inputs(
@@ -59,20 +125,72 @@ def distance_table(
         )
         window = w.window(layer, top)
         lengths = rowstats.row_lengths(top, first, alpha.device, window)
-        expected = rowstats.expectation(alpha, x, ns, first=first, window=window)
-        d_tilde, d_max = rowstats.distances(alpha, x, ns, first=first, bound=True, window=window)
+        layer_seed = seed + 1_000_003 * w.index + 7919 * layer
+        positions, weights = sample_rows(top, layer_seed)
+        positions = positions.to(alpha.device)
+        opts = {"first": first, "window": window}
         records = []
-        for j, n in enumerate(ns):
-            for L in sorted(grid[n]):
-                d_mean, rows = row_means(d_tilde[j], lengths, n, L)
-                b_mean, _ = row_means(d_max[j], lengths, n, L)
-                e_mean, _ = row_means(expected[j], lengths, n, L)
-                for h in range(alpha.shape[0]):
-                    records.append((str(w.index), layer, h, L, n, rows, d_mean[h], b_mean[h], e_mean[h]))
+
+        def add(counting, L, n, exact, sampled):
+            """One record per head: row means of the ``exact`` per-row values, estimates from the ``sampled``."""
+            cols = {}
+            for name, values in exact.items():
+                cols[name], rows = row_means(values, lengths, n, L)
+            cols["E_mc"], cols["E_mc_se"] = sampled_means(*sampled["E_mc"], positions, weights, lengths, n, L)
+            cols["E_perm"], _ = sampled_means(sampled["E_perm"], None, positions, weights, lengths, n, L)
+            nan = np.full(alpha.shape[0], np.nan)
+            for h in range(alpha.shape[0]):
+                values = (float(cols.get(name, nan)[h]) for name in names)
+                records.append((str(w.index), layer, h, L, n, rows, counting, *values))
+
+        def sampled(L, at, counting, draw):
+            """E_mc (mean, variance) and E_perm on the sampled rows below L, for every n of ``at``."""
+            rows = positions[positions < L]
+            a = alpha[:, rows, :L]
+            both = {**opts, "positions": rows, "counting": counting}
+            mc = rowstats.random_expectation(a, x[:, :L], at, samples=MC_SAMPLES, seed=draw, **both)
+            perm = rowstats.permuted_distance(a, x[:, :L], at, seed=draw + 1, **both)
+            pad = len(positions) - len(rows)  # rows at or beyond L: never counted at L
+
+            def full(t):
+                return torch.nn.functional.pad(t, (0, pad), value=math.nan)
+
+            return [{"E_mc": (full(mc[0][j]), full(mc[1][j])), "E_perm": full(perm[j])} for j in range(len(at))]
+
+        d_tilde, d_max, s_norm = rowstats.distances(alpha, x, ns, bound=True, kept=True, **opts)
+        e0 = rowstats.expectation(alpha, x, ns, **opts)
+        e_full = rowstats.expectation(alpha, x, ns, full=True, **opts)
+        if "visible" in countings:
+            draws = sampled(top, ns, "visible", layer_seed)
+            for j, n in enumerate(ns):
+                exact = {"d_tilde": d_tilde[j], "d_max": d_max[j], "E": e0[j], "E_full": e_full[j]}
+                for L in sorted(grid[n]):
+                    add("visible", L, n, exact, draws[j])
+        if "row" in countings:
+            out_norm = rowstats.output_norms(alpha, x)
+            ell = lengths.to(alpha.dtype)
+            for L in sorted({L for v in grid.values() for L in v}):  # the row's tokens depend on L
+                at = [n for n in ns if L in grid[n]]
+                width = L - first  # tokens of every row under the row counting
+                masked = (width - ell[:L]).clamp_min(0)  # tokens of weight 0 beyond the visible ones
+                e_row = rowstats.expectation(alpha[:, :L, :L], x[:, :L], at, counting="row", **opts)
+                draws = sampled(L, at, "row", layer_seed + L)
+                for q, n in enumerate(at):
+                    j = ns.index(n)
+                    inner = e_full[j, :, :L] * ell[:L] / (ell[:L] - n).clamp_min(1)  # sum_i ||2 y_i - o||
+                    exact = {
+                        "d_tilde": d_tilde[j, :, :L] + masked * s_norm[j, :, :L],
+                        "E": e_row[q],
+                        "E_full": (width - n) / width * (inner + masked * out_norm[:, :L]),
+                    }
+                    add("row", L, n, exact, draws[q])
         return records
 
     records = [r for part in map_layers(windows, one_layer, "Alg. 1-2", progress, n_jobs) for r in part]
-    return pd.DataFrame(records, columns=["window", "layer", "head", "L", "N", "rows", "d_tilde", "d_max", "E"])
+    table = pd.DataFrame(records, columns=["window", "layer", "head", "L", "N", "rows", "counting", *names])
+    # the visible counting first, each counting in the order of the windows, layers, N, L and heads
+    rank = table.counting.map({c: i for i, c in enumerate(COUNTINGS)})
+    return table.iloc[np.argsort(rank.to_numpy(), kind="stable")].reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------------------------------------------
