@@ -62,12 +62,21 @@ def _distance(growth=1.0, growth_spread=0.0, change=1.0, change_spread=0.0, rati
     return t
 
 
+#: Algorithm 3's readings other than E in ``_critical``: (fraction, lo, hi) of L, far from E's so that a claim
+#: reading the wrong reading shows.
+OTHER_READINGS = {"E_full": (0.3, 0.25, 0.4), "E_perm": (0.1, 0.08, 0.2)}
+
+
 def _critical(fraction=0.06, lo=0.05, hi=0.08, none=False):
+    """Algorithm 3's critical table with its interval: reading E at ``fraction`` L (in [lo L, hi L]; no N reached
+    with ``none``), the readings of :data:`OTHER_READINGS` at theirs."""
     rows = []
-    for L in PRESET["alg1_L"]:
-        for level in (0.05, 0.01):
-            n = pd.NA if none else round(fraction * L)
-            rows.append((L, "E", level, n, round(lo * L), round(hi * L), "all", "0-3"))
+    readings = {"E": (fraction, lo, hi), **OTHER_READINGS}
+    for reading, (f, f_lo, f_hi) in readings.items():
+        for L in PRESET["alg1_L"]:
+            for level in (0.05, 0.01):
+                n = pd.NA if none and reading == "E" else round(f * L)
+                rows.append((L, reading, level, n, round(f_lo * L), round(f_hi * L), "all", "0-3"))
     t = pd.DataFrame(
         rows, columns=["L", "reading", "ks_level", "critical_N", "critical_N_lo", "critical_N_hi", "window", "windows"]
     )
@@ -75,29 +84,37 @@ def _critical(fraction=0.06, lo=0.05, hi=0.08, none=False):
 
 
 def _critical_heads(exponent=1.0, spread=0.0, layers=4, per_layer=9, lengths=(32, 64, 128, 256)):
-    """Per-head means whose reading E sits above d~ by a shift ~ L^exponent / N, so the critical N grows as
-    L^exponent; ``spread`` gives each window its own exponent."""
+    """critical_heads (one row per window, head, L, N and reading) whose reading E sits above its d~ by a shift
+    ~ L^exponent / N, so the critical N grows as L^exponent; ``spread`` gives each window its own exponent. The
+    reading E_full, on a sample of the rows (its own d~ and fractional rows), sits above by a shift ~ 1 / N: a
+    critical N flat in L, so a claim about E that read it too would see a slope below 1."""
     rng = np.random.default_rng(0)
     exponents, parts = _spread(exponent, spread), []
     base = rng.gamma(2.0, 1.0, size=layers * per_layer)
     for L in lengths:
         for w in range(WINDOWS):
             d = base + rng.normal(0, 0.2, size=base.shape)
+            d_sample = d + rng.normal(0, 0.2, size=base.shape)
             for n in np.unique(np.geomspace(1, L - 1, 24).astype(int)).tolist():  # as many N as a search tries
-                parts.append(
-                    pd.DataFrame(
-                        {
-                            "window": w,
-                            "layer": np.repeat(np.arange(layers), per_layer),
-                            "head": np.tile(np.arange(per_layer), layers),
-                            "L": L,
-                            "N": n,
-                            "rows": L - n,
-                            "d_tilde": d,
-                            "E": d + 0.1 * L ** exponents[w] / n,
-                        }
+                for reading, d_reading, rows, expected in (
+                    ("E", d, L - n, d + 0.1 * L ** exponents[w] / n),
+                    ("E_full", d_sample, 0.3 * (L - n), d_sample + 3.0 / n),
+                ):
+                    parts.append(
+                        pd.DataFrame(
+                            {
+                                "window": w,
+                                "layer": np.repeat(np.arange(layers), per_layer),
+                                "head": np.tile(np.arange(per_layer), layers),
+                                "L": L,
+                                "N": n,
+                                "reading": reading,
+                                "rows": float(rows),
+                                "d_tilde": d_reading,
+                                "expected": expected,
+                            }
+                        )
                     )
-                )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -309,6 +326,12 @@ def test_figure2_readings_sets_every_reading_beside_the_claims():
     assert t.loc[("E", "visible"), "fraction"] == pytest.approx(0.0625)
     assert t.loc[("E", "visible"), "verdict_2c"] == rp.REPRODUCED
     assert np.isnan(t.loc[("E", "row"), "fraction"]) and t.loc[("E", "row"), "verdict_2c"] == rp.NOT_MEASURED
-    assert t.loc[("E_full", "visible"), "verdict_2c"] == rp.NOT_MEASURED  # Algorithm 3 did not test it here
+    # every reading Algorithm 3 searched has its own critical N, read from its own rows of the critical table
+    assert t.loc[("E_full", "visible"), "fraction"] == pytest.approx(0.3125)
+    assert t.loc[("E_full", "visible"), "verdict_2c"] == rp.NOT
+    assert t.loc[("E_perm", "visible"), "fraction"] == pytest.approx(0.09375)
+    assert t.loc[("E_perm", "visible"), "verdict_2c"] == rp.INCONCLUSIVE
+    assert t.loc[("E_mc", "visible"), "verdict_2c"] == rp.NOT_MEASURED  # Algorithm 3 did not test it
+    assert t.loc[("E_full", "row"), "verdict_2c"] == rp.NOT_MEASURED
     unsure = rp.figure2_readings(_results(distance=_distance(growth=1.15, growth_spread=0.3)))
     assert unsure.set_index(["reading", "counting"]).loc[("E", "visible"), "verdict_2a"] == rp.INCONCLUSIVE

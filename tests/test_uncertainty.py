@@ -13,9 +13,10 @@ from attnlimits import uncertainty
 from attnlimits.experiments.algorithms import ks_test
 
 
-def _heads(layers=3, per_layer=4, windows=4, lengths=(32, 64), n_grid=8, seed=0, shift=3.0):
-    """A critical_heads table in which every reading is d~ shifted by a constant that shrinks as N grows, so the
-    KS p-value of each reading rises with N; window noise moves d~ and the readings together."""
+def _heads(layers=3, per_layer=4, windows=4, lengths=(32, 64), n_grid=8, seed=0, shift=3.0, readings=("E", "E_full")):
+    """A critical_heads table (one row per window, head, L, N and reading) in which reading i (of ``readings``) is
+    d~ shifted by (i + 1) times a constant that shrinks as N grows, so the KS p-value of each reading rises with N;
+    window noise moves d~ and the readings together. Every reading has the same d~ and rows here."""
     rng = np.random.default_rng(seed)
     parts = []
     for L in lengths:
@@ -26,31 +27,35 @@ def _heads(layers=3, per_layer=4, windows=4, lengths=(32, 64), n_grid=8, seed=0,
             for n in ns:
                 d = base + noise
                 s = shift * L / (n * 40)
-                parts.append(
-                    pd.DataFrame(
-                        {
-                            "window": w,
-                            "layer": np.repeat(np.arange(layers), per_layer),
-                            "head": np.tile(np.arange(per_layer), layers),
-                            "L": L,
-                            "N": int(n),
-                            "rows": L - int(n),
-                            "d_tilde": d,
-                            "E": d + s,
-                            "E_full": d + 2 * s,
-                        }
+                for i, reading in enumerate(readings):
+                    parts.append(
+                        pd.DataFrame(
+                            {
+                                "window": w,
+                                "layer": np.repeat(np.arange(layers), per_layer),
+                                "head": np.tile(np.arange(per_layer), layers),
+                                "L": L,
+                                "N": int(n),
+                                "reading": reading,
+                                "rows": float(L - int(n)),
+                                "d_tilde": d,
+                                "expected": d + (i + 1) * s,
+                            }
+                        )
                     )
-                )
     return pd.concat(parts, ignore_index=True)
 
 
 def _search_critical(heads, L, reading, level):
-    """The search's critical N from the scan: smallest evaluated N with p >= level whose next smaller N fails."""
-    at = heads[(heads.L == L) & (heads.rows > 0)]
+    """The search's critical N from the scan: smallest evaluated N with p >= level whose next smaller N fails (each
+    head's d~ and reading pooled over the windows as the rows-weighted mean)."""
+    at = heads[(heads.L == L) & (heads.reading == reading) & (heads.rows > 0)]
+    at = at.assign(d_tilde=at.rows * at.d_tilde, expected=at.rows * at.expected)
     previous = None
     for n, t in at.groupby("N", sort=True):
-        pooled = t.groupby(["layer", "head"])[["d_tilde", reading]].mean()
-        p = ks_test(pooled.d_tilde, pooled[reading])[1]
+        sums = t.groupby(["layer", "head"])[["rows", "d_tilde", "expected"]].sum()
+        pooled = sums[["d_tilde", "expected"]].div(sums.rows, axis=0)
+        p = ks_test(pooled.d_tilde, pooled.expected)[1]
         if p >= level and (previous is None or previous < level):
             return int(n)
         previous = p
@@ -160,7 +165,8 @@ def test_critical_from_heads_pools_the_windows_given_and_a_head_subset():
     w = heads[heads.window.isin([0, 1])].copy()
     w = pd.concat([w, w[w.window == 0]], ignore_index=True)
     w["window"] = 0  # one window whose mean is the weighted mean
-    pooled = w.groupby(["layer", "head", "L", "N"], as_index=False)[["rows", "d_tilde", "E"]].mean()
+    keys = ["layer", "head", "L", "N", "reading"]
+    pooled = w.groupby(keys, as_index=False)[["rows", "d_tilde", "expected"]].mean()
     pooled["window"] = 0
     assert uncertainty.critical_from_heads(heads, 64, "E", 0.05, windows=[0, 0, 1]) == _search_critical(
         pooled, 64, "E", 0.05
@@ -176,17 +182,40 @@ def test_critical_from_heads_pools_the_windows_given_and_a_head_subset():
         uncertainty.critical_from_heads(heads, 32, "E", 0.05, head_index=[(7, 7)])
     with pytest.raises(ValueError, match="L: 33"):
         uncertainty.critical_from_heads(heads, 33, "E", 0.05)
-    with pytest.raises(ValueError, match="reading"):
-        uncertainty.critical_from_heads(heads, 32, "rows", 0.05)
+    for not_a_reading in ("rows", "expected", "E_perm"):
+        with pytest.raises(ValueError, match="reading"):
+            uncertainty.critical_from_heads(heads, 32, not_a_reading, 0.05)
+    with pytest.raises(ValueError, match="missing columns"):
+        uncertainty.critical_from_heads(heads.drop(columns="expected"), 32, "E", 0.05)
 
 
 def test_critical_from_heads_leaves_out_heads_without_rows_and_says_none():
     heads = _heads()
     blank = (heads.layer == 0) & (heads.head == 0)
     heads.loc[blank, "rows"] = 0
-    heads.loc[blank, ["d_tilde", "E", "E_full"]] = np.nan
+    heads.loc[blank, ["d_tilde", "expected"]] = np.nan
     assert uncertainty.critical_from_heads(heads, 64, "E", 0.05) == _search_critical(heads, 64, "E", 0.05)
     assert uncertainty.critical_from_heads(heads, 64, "E", 1.01) is None  # no p-value reaches it
+
+
+def test_each_reading_is_tested_against_its_own_d_tilde():
+    """A reading that averages a sample of the rows has its own d~ and rows; its KS test reads those, not another
+    reading's at the same (L, N)."""
+    heads = _heads()
+    full = heads.reading == "E_full"
+    rng = np.random.default_rng(3)
+    heads.loc[full, "d_tilde"] = heads.loc[full, "expected"] + rng.normal(0, 1e-3, full.sum())  # on its sample
+    heads.loc[full, "rows"] = heads.loc[full, "rows"] * rng.uniform(0.2, 0.6, full.sum())  # rows the sample stands for
+    with_e_d_tilde = heads.copy()
+    with_e_d_tilde.loc[full, "d_tilde"] = heads.loc[heads.reading == "E", "d_tilde"].to_numpy()
+    for L in (32, 64):
+        first = int(heads[heads.L == L].N.min())
+        assert uncertainty.critical_from_heads(heads, L, "E_full", 0.5) == first  # its own d~ sits on it
+        assert _search_critical(with_e_d_tilde, L, "E_full", 0.5) > first  # E's d~ would need a larger N
+        assert uncertainty.critical_from_heads(heads, L, "E", 0.05) == _search_critical(heads, L, "E", 0.05)
+    t = uncertainty.critical_intervals(heads, [0.5], resamples=50, readings=["E_full"])
+    assert (t.critical_N_lo == t.critical_N_hi).all()
+    assert list(t.critical_N_lo) == [int(heads[heads.L == L].N.min()) for L in t.L]
 
 
 def test_critical_intervals_bracket_the_critical_n_on_evaluated_n():
@@ -225,8 +254,8 @@ def test_critical_intervals_count_no_n_reached_as_l():
 
 
 def test_critical_intervals_are_fast_at_the_size_of_the_paper_preset():
-    heads = _heads(layers=30, per_layer=9, windows=4, lengths=(32, 64, 128, 256, 512, 1024), n_grid=14)
-    heads["E_perm"] = heads.d_tilde + (heads.E - heads.d_tilde) / 2
+    lengths = (32, 64, 128, 256, 512, 1024)
+    heads = _heads(layers=30, per_layer=9, windows=4, lengths=lengths, n_grid=14, readings=("E", "E_full", "E_perm"))
     start = time.perf_counter()
     uncertainty.critical_intervals(heads, [0.01, 0.05], resamples=1000)
     assert time.perf_counter() - start < 20
@@ -264,11 +293,37 @@ def test_wilcoxon_heads_tests_the_pooled_per_head_difference():
     from scipy.stats import wilcoxon
 
     heads = _heads()
-    at = heads[(heads.L == 64) & (heads.N == heads[heads.L == 64].N.min())]
-    stat, p, n = uncertainty.wilcoxon_heads(at)
-    diff = at.groupby(["layer", "head"]).apply(lambda g: (g.d_tilde - g.E).mean(), include_groups=False)
+    at_n = heads[(heads.L == 64) & (heads.N == heads[heads.L == 64].N.min())]
+    at = at_n[at_n.reading == "E"]
+    stat, p, n = uncertainty.wilcoxon_heads(at, b="expected")
+    diff = at.groupby(["layer", "head"]).apply(lambda g: (g.d_tilde - g.expected).mean(), include_groups=False)
     want = wilcoxon(diff.to_numpy())
     assert (stat, p, n) == (float(want.statistic), float(want.pvalue), 12)
     assert p < 0.01  # E sits above d~ in every head
+    # a slice of the distance table: the reading is a column of its own
+    distance = at.rename(columns={"expected": "E"}).drop(columns="reading")
+    assert uncertainty.wilcoxon_heads(distance) == (stat, p, n)
+    with pytest.raises(ValueError, match=r"select one \(L, N, reading\)"):
+        uncertainty.wilcoxon_heads(at_n, b="expected")  # both readings at this (L, N)
     with pytest.raises(ValueError, match="one row per"):
-        uncertainty.wilcoxon_heads(heads[heads.L == 64])
+        uncertainty.wilcoxon_heads(heads[(heads.L == 64) & (heads.reading == "E")], b="expected")
+    with pytest.raises(ValueError, match=r"a, b: \['E'\]"):
+        uncertainty.wilcoxon_heads(at)  # critical_heads has no column E
+
+
+def test_wilcoxon_heads_weighs_windows_by_their_rows():
+    from scipy.stats import wilcoxon
+
+    heads = _heads()
+    at = heads[(heads.L == 64) & (heads.N == heads[heads.L == 64].N.min()) & (heads.reading == "E")].copy()
+    at["expected"] = at.d_tilde + np.random.default_rng(1).normal(0, 1, len(at))  # differences of either sign
+    at["rows"] = 0.25 + 4 * at.window  # a sampled reading: each window's rows stand for a fractional count
+    stat, p, n = uncertainty.wilcoxon_heads(at, b="expected")
+    diff = at.groupby(["layer", "head"]).apply(
+        lambda g: np.average(g.d_tilde - g.expected, weights=g.rows), include_groups=False
+    )
+    want = wilcoxon(diff.to_numpy())
+    assert (stat, p, n) == (float(want.statistic), float(want.pvalue), 12)
+    assert (stat, p) != uncertainty.wilcoxon_heads(at.drop(columns="rows"), b="expected")[:2]  # the weights matter
+    at.loc[at.layer == 0, "rows"] = 0  # heads without rows are left out
+    assert uncertainty.wilcoxon_heads(at, b="expected")[2] == 8

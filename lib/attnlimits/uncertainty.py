@@ -29,8 +29,9 @@ __all__ = [
     "wilcoxon_heads",
 ]
 
-#: The columns of ``critical_heads`` that are not readings of the expectation.
-_HEAD_KEYS = ("window", "layer", "head", "L", "N", "rows", "d_tilde")
+#: The columns of ``critical_heads``: each window's per-head means of d~ and of one reading (``expected``) at every
+#: (L, N) the search evaluated, and the rows they average.
+_HEAD_KEYS = ("window", "layer", "head", "L", "N", "reading", "rows", "d_tilde", "expected")
 
 
 def _check_resampling(resamples: int, level: float) -> None:
@@ -117,18 +118,20 @@ def ks_pvalue(d, e) -> float:
 
 
 class _Scan:
-    """One L of ``critical_heads`` as arrays: per evaluated N (ascending), rows-weighted sums per window and head.
+    """One L of ``critical_heads`` as arrays: per reading and evaluated N (ascending), rows-weighted sums per window
+    and head.
 
-    ``rows[k][w, h]`` is the rows of head h in window w at the k-th N (0 where the head has none), ``d_tilde[k]`` and
-    ``readings[name][k]`` the rows-weighted means, so that the pooled value of a multiset of windows with
-    multiplicities ``c`` is ``c @ d_tilde[k] / c @ rows[k]`` (the rows-weighted mean over the windows drawn).
+    ``rows[r][k][w, h]`` is the rows of head h in window w at the k-th N of reading r (0 where the head has none),
+    ``d_tilde[r][k]`` and ``readings[r][k]`` the rows-weighted sums of d~ and of the reading, so that the pooled
+    value of a multiset of windows with multiplicities ``c`` is ``c @ d_tilde[r][k] / c @ rows[r][k]`` (the
+    rows-weighted mean over the windows drawn). Each reading keeps its own d~: a reading may average other rows.
     """
 
     def __init__(self, heads: pd.DataFrame, L: int, readings: Sequence[str]):
         missing = sorted(set(_HEAD_KEYS) - set(heads.columns))
         if missing:
-            raise ValueError(f"heads: missing columns {missing}; critical_heads has {list(_HEAD_KEYS)} + readings")
-        unknown = [r for r in readings if r not in heads.columns or r in _HEAD_KEYS]
+            raise ValueError(f"heads: missing columns {missing}; critical_heads has {list(_HEAD_KEYS)}")
+        unknown = [r for r in readings if r not in _readings(heads)]
         if unknown:
             raise ValueError(f"reading: {unknown} not among the table's readings {_readings(heads)}")
         t = heads[heads["L"] == L]
@@ -139,15 +142,18 @@ class _Scan:
         columns = pd.MultiIndex.from_tuples(self.heads, names=["layer", "head"])
         self.N = sorted(int(n) for n in pd.unique(t["N"]))
         index = pd.MultiIndex.from_product([self.N, self.windows], names=["N", "window"])
-        wide = t.pivot(index=["N", "window"], columns=["layer", "head"])
         shape = (len(self.N), len(self.windows), len(self.heads))
+        self.rows, self.d_tilde, self.readings = {}, {}, {}
+        for r in readings:
+            wide = t[t["reading"] == r].pivot(index=["N", "window"], columns=["layer", "head"])
 
-        def block(name: str) -> np.ndarray:
-            return np.nan_to_num(wide[name].reindex(index=index, columns=columns).to_numpy(float).reshape(shape))
+            def block(name: str, wide=wide) -> np.ndarray:
+                return np.nan_to_num(wide[name].reindex(index=index, columns=columns).to_numpy(float).reshape(shape))
 
-        self.rows = block("rows")
-        self.d_tilde = np.where(self.rows > 0, self.rows * block("d_tilde"), 0.0)
-        self.readings = {r: np.where(self.rows > 0, self.rows * block(r), 0.0) for r in readings}
+            rows = block("rows")
+            self.rows[r] = rows
+            self.d_tilde[r] = np.where(rows > 0, rows * block("d_tilde"), 0.0)
+            self.readings[r] = np.where(rows > 0, rows * block("expected"), 0.0)
 
     def counts(self, windows: Iterable | None) -> np.ndarray:
         """Multiplicity of each of the table's windows in ``windows`` (None: each once)."""
@@ -172,10 +178,10 @@ class _Scan:
     def p_values(self, reading: str, counts: np.ndarray, mask: np.ndarray):
         """Yield ``(N, p)`` at each evaluated N in ascending order (N where no kept head has rows are skipped)."""
         for k, n in enumerate(self.N):
-            total = counts @ self.rows[k]
+            total = counts @ self.rows[reading][k]
             keep = mask & (total > 0)
             if keep.any():
-                d = (counts @ self.d_tilde[k])[keep] / total[keep]
+                d = (counts @ self.d_tilde[reading][k])[keep] / total[keep]
                 e = (counts @ self.readings[reading][k])[keep] / total[keep]
                 yield n, ks_pvalue(d, e)
 
@@ -193,7 +199,7 @@ class _Scan:
 
 
 def _readings(heads: pd.DataFrame) -> list[str]:
-    return [c for c in heads.columns if c not in _HEAD_KEYS]
+    return list(pd.unique(heads["reading"])) if "reading" in heads.columns else []
 
 
 def critical_from_heads(
@@ -239,7 +245,7 @@ def critical_draws(
     Draw i takes the windows of :func:`bootstrap_windows`'s draw i (the same draws for every L, reading and KS
     level, so a statistic across L, such as the growth of the critical N, can be read per draw) and gives the
     critical N of :func:`critical_from_heads`; a draw where no evaluated N reaches the KS level counts as N = L
-    ("no N reached"). ``readings``: default every reading column of the table.
+    ("no N reached"). ``readings``: default every reading of the table.
     """
     _check_resampling(resamples, 0.5)
     levels = [float(v) for v in levels]
@@ -277,7 +283,7 @@ def critical_intervals(
     Columns: L, reading, ks_level, critical_N_lo, critical_N_hi: the percentile interval (at ``level``) of the
     critical N of :func:`critical_draws`. A draw where no evaluated N reaches the KS level counts as N = L ("no N
     reached"), so ``critical_N_hi == L`` says that some draws found none. The interval's ends are critical N of
-    draws, so it is only as fine as the N the search evaluated. ``readings``: default every reading column.
+    draws, so it is only as fine as the N the search evaluated. ``readings``: default every reading of the table.
     """
     _check_resampling(resamples, level)
     draws = critical_draws(heads, levels, resamples=resamples, seed=seed, readings=readings)
@@ -345,14 +351,20 @@ def one_head_per_group(heads: pd.DataFrame, n_heads: int, n_kv_heads: int, seed:
 def wilcoxon_heads(table: pd.DataFrame, a: str = "d_tilde", b: str = "E") -> tuple[float, float, int]:
     """``(statistic, p_value, n)``: scipy's Wilcoxon signed-rank test on the per-head differences ``a - b``.
 
-    ``table`` holds one value per (window, layer, head), e.g. ``critical_heads`` at one (L, N); each head's
+    ``table`` holds one row per (window, layer, head) with columns ``a`` and ``b``: the distance table at one (L, N,
+    counting), ``b`` one of its readings (e.g. "E"), or ``critical_heads`` at one (L, N, reading) with
+    ``b="expected"`` (each reading there has its own d~, averaged over the rows that reading read). Each head's
     difference is pooled over the windows (rows-weighted where the table has ``rows``, heads without rows left
     out). n: the number of heads tested.
     """
     from scipy.stats import wilcoxon
 
+    missing = [c for c in (a, b) if c not in table.columns]
+    if missing:
+        raise ValueError(f"a, b: {missing} are not columns of the table; it has {list(table.columns)}")
     if table.duplicated(["window", "layer", "head"]).any():
-        raise ValueError("table: more than one row per (window, layer, head); select one (L, N) first")
+        keys = ", ".join(k for k in ("L", "N", "counting", "reading") if k in table.columns)
+        raise ValueError(f"table: more than one row per (window, layer, head); select one ({keys}) first")
     rows = table["rows"].to_numpy(float) if "rows" in table.columns else np.ones(len(table))
     t = pd.DataFrame({"layer": table["layer"], "head": table["head"], "w": rows})
     t["wd"] = np.where(rows > 0, rows * (table[a] - table[b]).to_numpy(float), 0.0)
