@@ -268,10 +268,35 @@ def test_distances_match_the_reference(tiny, exclude_sink):
 
 
 @pytest.mark.parametrize("exclude_sink", [False, True])
+def test_the_readings_of_algorithm_3_are_the_distance_tables(tiny, exclude_sink):
+    """Every reading's KS p-value at an (L, N) is the test between the heads' d~ and that reading as the distance
+    table has them (short windows: the row sample is every row), and the heads table reproduces each critical N."""
+    from attnlimits import uncertainty
+
+    _, windows = tiny
+    scan, critical, heads = experiments.critical_n(windows, [8, 16], (0.05, 0.01), exclude_sink=exclude_sink)
+    assert set(scan.reading) == set(critical.reading) == set(heads.reading) == set(experiments.CRITICAL_READINGS)
+    grid = {}
+    for row in scan.itertuples():
+        grid.setdefault(int(row.N), set()).add(int(row.L))
+    table = experiments.distance_table(windows, grid, exclude_sink=exclude_sink, countings=("visible",))
+    for row in scan.itertuples():
+        at = table[(table.L == row.L) & (table.N == row.N)]
+        pooled = at.groupby(["layer", "head"])[["d_tilde", row.reading]].mean().dropna()
+        p = experiments.algorithms.ks_test(pooled.d_tilde, pooled[row.reading])[1]
+        assert row.p_value == pytest.approx(p, rel=1e-9), row
+    for row in critical.itertuples():
+        again = uncertainty.critical_from_heads(heads, row.L, row.reading, row.ks_level)
+        assert (pd.isna(row.critical_N) and again is None) or again == row.critical_N
+
+
+@pytest.mark.parametrize("exclude_sink", [False, True])
 def test_critical_n_matches_a_dense_scan(tiny, exclude_sink):
     _, windows = tiny
     lengths = [8, 16]
-    scan, critical = experiments.critical_n(windows, lengths, (0.05, 0.01), exclude_sink=exclude_sink)
+    scan, critical, _ = experiments.critical_n(
+        windows, lengths, (0.05, 0.01), readings=("E",), exclude_sink=exclude_sink
+    )
     ref_scan, ref_critical = naive.critical_scan(windows, lengths, (0.05, 0.01), exclude_sink=exclude_sink)
     assert not scan.p_value.isna().any()  # every N tried leaves rows to test
     merged = scan.merge(ref_scan, on=["L", "N"], suffixes=("", "_ref"))
@@ -306,7 +331,7 @@ def test_another_normaliser_is_swapped_in_on_the_same_masked_logits(tiny):
     assert row.d_tilde == pytest.approx(float(np.mean(ref)), rel=REL)
     sep = experiments.separability_table(windows[:1], 24, [2], normalizer="sparsemax")
     assert len(sep) == len(experiments.separability_table(windows[:1], 24, [2]))
-    scan, _ = experiments.critical_n(windows[:1], [8], (0.05,), normalizer="1.5-entmax")
+    scan, _, _ = experiments.critical_n(windows[:1], [8], (0.05,), normalizer="1.5-entmax")
     assert len(scan) > 0 and scan.p_value.between(0, 1).all()
     with pytest.raises(ValueError, match="normalizer: must be None"):
         w.inputs(layer, 24, normalizer="relu")

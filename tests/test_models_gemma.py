@@ -143,7 +143,7 @@ def test_window_capture_reads_each_layers_window(tiny_gemma):
     got = sink[sink.layer == 0].sink_weight.to_numpy()
     assert torch.allclose(torch.tensor(got), expected, rtol=0, atol=1e-15)
     # beyond the window, no row has more tokens than the window: those heads leave Algorithm 3's test
-    scan, critical = experiments.critical_n(windows, [10], levels=(0.05,))
+    scan, critical, _ = experiments.critical_n(windows, [10], levels=(0.05,))
     assert scan.p_value.notna().all()
 
 

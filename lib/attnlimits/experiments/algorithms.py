@@ -19,6 +19,7 @@ from attnlimits.experiments.windows import check_windows, map_layers, row_means
 
 __all__ = [
     "COUNTINGS",
+    "CRITICAL_READINGS",
     "MC_SAMPLES",
     "READINGS",
     "critical_n",
@@ -54,7 +55,7 @@ def sample_rows(top: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     (every row below :data:`SAMPLE_FROM`, then one random row per block of :data:`SAMPLE_STRIDE`)."""
     gen = torch.Generator().manual_seed(int(seed))
     head = torch.arange(min(top, SAMPLE_FROM))
-    starts = torch.arange(SAMPLE_FROM, top, SAMPLE_STRIDE)
+    starts = torch.arange(SAMPLE_FROM, max(top, SAMPLE_FROM), SAMPLE_STRIDE)
     sizes = (top - starts).clamp_max(SAMPLE_STRIDE)
     picks = starts + (torch.rand(len(starts), generator=gen) * sizes).long()
     return torch.cat([head, picks]), torch.cat([torch.ones(len(head)), sizes.double()]).double()
@@ -265,116 +266,190 @@ def critical_search(L: int, level: float, guess: int | None = None, n_max: int |
     return hi
 
 
+#: The readings Algorithm 3 searches a critical N for. ``E`` is evaluated on every row that counts; ``E_full`` and
+#: ``E_perm`` (with the d~ they are compared with) on the stratified row sample of :func:`sample_rows`.
+CRITICAL_READINGS = ("E", "E_full", "E_perm")
+
+
 def critical_n(
     windows,
     lengths: Sequence[int],
     levels: Sequence[float] = (0.05, 0.01),
     *,
+    readings: Sequence[str] = CRITICAL_READINGS,
     exclude_sink: bool = False,
     tokens: str = "value",
     precision: str = "float64",
     normalizer: str | None = None,
+    seed: int = 0,
     progress: bool | str | None = None,
     n_jobs: int = 1,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Algorithm 3: for each L, the smallest N at which a two-sample KS test cannot tell apart the per-head means
-    of d~ and of E (p >= level), at every level.
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Algorithm 3: for each L and reading of the expectation, the smallest N at which a two-sample KS test
+    cannot tell apart the per-head means of d~ and of that reading (p >= level), at every level.
 
     A head's mean is over its rows (t < L, more than N tokens) in every window; the test compares the heads'
-    means of d~ with their means of E (one value per head each, as in the paper). Lengths are solved shortest
-    first; each (L, level) runs :func:`critical_search`, guided by the critical fraction N/L found at the previous
-    length (the first length brackets by doubling). The levels of one L search side by side in rounds, and a round reads
-    every layer once and evaluates every N it was asked for. Returns ``(scan, critical)``: scan ``L, N, ks_stat,
-    p_value, window`` (one row per N actually evaluated) and critical ``L, critical_N, ks_level, window``
-    (``window = "all"``: the pooled test over the run's windows). ``n_jobs``: windows in parallel within each
-    round (:func:`map_layers`); the pooled sums and so the answers do not depend on it.
+    means of d~ with their means of the reading (one value per head each, as in the paper). Lengths are solved
+    shortest first; each (L, reading, level) runs :func:`critical_search`, guided by the critical fraction N/L
+    found at the previous length (the first length brackets by doubling). The searches of one L run side by side
+    in rounds; a round reads every layer once and evaluates every reading at every N it was asked for. Returns
+    ``(scan, critical, heads)``: scan ``L, N, reading, ks_stat, p_value, window`` (one row per N evaluated),
+    critical ``L, reading, ks_level, critical_N, window`` (``window = "all"``: the pooled test over the run's
+    windows), and heads ``window, layer, head, L, N, reading, rows, d_tilde, expected`` (each window's per-head
+    means at every evaluated (L, N): what the bootstrap over windows of :mod:`attnlimits.uncertainty` resamples).
+    ``n_jobs``: windows in parallel within each round (:func:`map_layers`); the answers do not depend on it.
     """
     check_windows(windows)
+    unknown = [r for r in readings if r not in CRITICAL_READINGS]
+    if unknown or not readings:
+        raise ValueError(f"readings: must be a non-empty subset of {CRITICAL_READINGS}, got {list(readings)}")
     first = int(exclude_sink)
-    results: dict[tuple[int, int], tuple[float, float]] = {}
-    answers: dict[tuple[int, float], int | None] = {}
-    fraction: dict[float, float] = {}
+    results: dict[tuple[str, int, int], tuple[float, float]] = {}
+    answers: dict[tuple[int, str, float], int | None] = {}
+    fraction: dict[tuple[str, float], float] = {}
+    heads: list = []
     opts = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision, "normalizer": normalizer}
+    chains_of = [(r, float(lv)) for r in readings for lv in levels]
     for L in sorted(int(v) for v in lengths):
         chains, pending = {}, {}
-        for level in levels:
-            guess = round(fraction[level] * L) if level in fraction else None
-            chains[level] = critical_search(L, float(level), guess, n_max=L - 1 - first)
-            pending[level] = next(chains[level])
+        for key in chains_of:
+            guess = round(fraction[key] * L) if key in fraction else None
+            chains[key] = critical_search(L, key[1], guess, n_max=L - 1 - first)
+            pending[key] = next(chains[key])
         while pending:
-            todo = sorted({(n, L) for n in pending.values() if (n, L) not in results})
+            todo = sorted({(n, L) for n in pending.values() if (readings[0], n, L) not in results})
             if todo:
-                results.update(_evaluate_ks(windows, todo, first, opts, progress, n_jobs))
+                found, records = _evaluate_ks(windows, todo, first, opts, readings, seed, progress, n_jobs)
+                results.update(found)
+                heads += records
             nxt = {}
-            for level, n in pending.items():
+            for key, n in pending.items():
                 try:
-                    nxt[level] = chains[level].send(results[(n, L)][1])
+                    nxt[key] = chains[key].send(results[(key[0], n, L)][1])
                 except StopIteration as stop:
-                    answers[(L, level)] = stop.value
+                    answers[(L, *key)] = stop.value
                     if stop.value is not None:
-                        fraction[level] = stop.value / L
+                        fraction[key] = stop.value / L
             pending = nxt
     scan = pd.DataFrame(
-        [(L, n, s, p, "all") for (n, L), (s, p) in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0]))],
-        columns=["L", "N", "ks_stat", "p_value", "window"],
+        [(L, n, r, s, p, "all") for (r, n, L), (s, p) in results.items()],
+        columns=["L", "N", "reading", "ks_stat", "p_value", "window"],
     )
+    scan = _in_reading_order(scan, readings, ["L", "N"])
     critical = pd.DataFrame(
-        [(L, np.nan if answers[(L, lv)] is None else answers[(L, lv)], lv, "all") for L in lengths for lv in levels],
-        columns=["L", "critical_N", "ks_level", "window"],
+        [
+            (L, r, lv, np.nan if answers[(L, r, lv)] is None else answers[(L, r, lv)], "all")
+            for r, lv in chains_of
+            for L in lengths
+        ],
+        columns=["L", "reading", "ks_level", "critical_N", "window"],
     )
     critical["critical_N"] = critical["critical_N"].astype("Int64")
-    return scan, critical
+    critical = _in_reading_order(critical, readings, ["L", "ks_level"], ascending=[True, False])
+    columns = ["window", "layer", "head", "L", "N", "reading", "rows", "d_tilde", "expected"]
+    heads = _in_reading_order(pd.DataFrame(heads, columns=columns), readings, ["L", "N", "window", "layer", "head"])
+    return scan, critical, heads
 
 
-def _evaluate_ks(windows, todo, first, opts, progress, n_jobs=1) -> dict:
-    """KS statistic and p-value for every (N, L) in ``todo``, in one pass over the layers; ``opts`` are the
-    keyword arguments of :meth:`WindowCapture.inputs`.
+def _in_reading_order(table: pd.DataFrame, readings, by, ascending=True) -> pd.DataFrame:
+    """``table`` sorted by reading (in the order given), then ``by``."""
+    rank = table.reading.map({r: i for i, r in enumerate(readings)}).rename("_rank")
+    asc = [True, *(ascending if isinstance(ascending, list) else [ascending] * len(by))]
+    out = table.assign(_rank=rank).sort_values(["_rank", *by], ascending=asc, kind="stable")
+    return out.drop(columns="_rank").reset_index(drop=True)
+
+
+def _start_groups(starts: dict[int, int]) -> list[list[int]]:
+    """The N of a round in groups that share their rows: a new group where the first counted row moves on by
+    more than a block (so a search near N = L does not compute the rows a search near N = 1 needs)."""
+    groups: list[list[int]] = []
+    for n in sorted(starts):
+        if groups and starts[n] - starts[groups[-1][0]] <= rowstats.ROW_BLOCK:
+            groups[-1].append(n)
+        else:
+            groups.append([n])
+    return groups
+
+
+def _evaluate_ks(windows, todo, first, opts, readings, seed, progress, n_jobs=1):
+    """KS statistic and p-value for every reading at every (N, L) in ``todo``, in one pass over the layers, and
+    each window's per-head means (the records of :func:`critical_n`'s heads table); ``opts`` are the keyword
+    arguments of :meth:`WindowCapture.inputs`.
 
     Only the rows that count are computed: at N, the rows with more than N tokens (a suffix of the window, since a
     row's token count never decreases with t), so a search near N = L reads a few rows instead of all of them; the
-    N of one round share the weights and one top-k per block."""
+    N of one group share the weights and one top-k per block. ``E_full`` and ``E_perm`` read the sampled rows
+    among them (:func:`sample_rows`), with d~ on the same rows."""
     by_n: dict[int, list[int]] = {}
     for n, L in todo:
         by_n.setdefault(n, []).append(L)
     top = max(L for _, L in todo)
-    ns = sorted(by_n)
+    sampled_readings = [r for r in readings if r != "E"]
 
     def one_layer(w, layer):
-        """Per (N, L): the head sums of d~ and of E over the counted rows, and their row count."""
+        """Per (reading, N, L): the head sums of d~ and of the reading over the counted rows, and their rows."""
         parts = {}
         window = w.window(layer, top)
         lengths = rowstats.row_lengths(top, first, device="cpu", window=window)
         starts = {n: int(torch.searchsorted(lengths, n, right=True)) for n in by_n}  # first row with > n tokens
-        start = min(starts.values())
         heads = w.layer(layer).q.shape[1]
-        if start < top:  # every N of the round at once, on the rows that count for the smallest
+        positions, weights = sample_rows(top, seed + 1_000_003 * w.index + 7919 * layer)
+        for group in _start_groups(starts):
+            start = starts[group[0]]
+            if start >= top:
+                continue
             alpha, x = w.inputs(layer, top, first_row=start, **opts)
             rows = torch.arange(start, top, device=alpha.device)
-            d_tilde = rowstats.distances(alpha, x, ns, first=first, window=window, positions=rows)[0]
-            expected = rowstats.expectation(alpha, x, ns, first=first, window=window, positions=rows)
-        for j, n in enumerate(ns):
-            t0, sums = starts[n], None
-            if t0 < top:  # per head, the sums over the rows t0..t, for every t
-                sums = [torch.cumsum(v[j, :, t0 - start :].double(), -1).cpu() for v in (d_tilde, expected)]
+            values = {}
+            if "E" in readings:
+                d = rowstats.distances(alpha, x, group, first=first, window=window, positions=rows)[0]
+                e = rowstats.expectation(alpha, x, group, first=first, window=window, positions=rows)
+                values["E"] = (rows, torch.ones(len(rows), dtype=torch.float64), d, e)
+            if sampled_readings:
+                picked = positions >= start
+                at, wt = positions[picked].to(alpha.device), weights[picked]
+                a = alpha[:, at - start]
+                d = rowstats.distances(a, x, group, first=first, window=window, positions=at)[0]
+                for r in sampled_readings:
+                    fn = rowstats.expectation if r == "E_full" else rowstats.permuted_distance
+                    kwargs = {"full": True} if r == "E_full" else {"seed": seed + 7 * w.index + layer}
+                    e = fn(a, x, group, first=first, window=window, positions=at, **kwargs)
+                    values[r] = (at, wt, d, e)
+            for r, (at, wt, d, e) in values.items():
+                for j, n in enumerate(group):
+                    for L in by_n[n]:
+                        keep = ((at >= starts[n]) & (at < L)).cpu()
+                        count = float(wt[keep].sum())
+                        sums = [(v[j][:, keep].double().cpu() * wt[keep]).sum(-1).numpy() for v in (d, e)]
+                        parts[(r, n, L)] = (*sums, np.full(heads, count))
+        for n in by_n:  # no counted row (a sliding-window layer has none with more tokens than its window)
             for L in by_n[n]:
-                count = max(0, L - t0)
-                parts[(n, L)] = (*(v[:, count - 1].numpy() if count else np.zeros(heads) for v in sums or (0, 0)),
-                                 np.full(heads, count))  # fmt: skip
+                for r in readings:
+                    parts.setdefault((r, n, L), (np.zeros(heads), np.zeros(heads), np.zeros(heads)))
         return parts
 
     per_layer = map_layers(windows, one_layer, f"Alg. 3 ({len(todo)} N)", progress, n_jobs)
-    out = {}
-    for key in todo:
-        # rows per head over every window (a sliding-window layer has none with more tokens than its window)
-        rows = _pool([part[key][2] for part in per_layer], windows)
-        heads = rows > 0
-        if not heads.any():
-            out[key] = (math.nan, math.nan)
-            continue
-        d_heads = _pool([part[key][0] for part in per_layer], windows)[heads] / rows[heads]
-        e_heads = _pool([part[key][1] for part in per_layer], windows)[heads] / rows[heads]
-        out[key] = ks_test(d_heads, e_heads)
-    return out
+    out, records = {}, []
+    layers = [(w, layer) for w in windows for layer in w.layer_ids]
+    for r in readings:
+        for n, L in todo:
+            key = (r, n, L)
+            for (w, layer), part in zip(layers, per_layer, strict=True):
+                d_sum, e_sum, rows = part[key]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    means = d_sum / rows, e_sum / rows
+                for h in range(len(rows)):
+                    records.append((str(w.index), layer, h, L, n, r, rows[h], means[0][h], means[1][h]))
+            # rows per head over every window
+            rows = _pool([part[key][2] for part in per_layer], windows)
+            kept = rows > 0
+            if not kept.any():
+                out[key] = (math.nan, math.nan)
+                continue
+            d_heads = _pool([part[key][0] for part in per_layer], windows)[kept] / rows[kept]
+            e_heads = _pool([part[key][1] for part in per_layer], windows)[kept] / rows[kept]
+            out[key] = ks_test(d_heads, e_heads)
+    return out, records
 
 
 def _pool(parts, windows) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlimits import cache, provenance
+from attnlimits import cache, provenance, uncertainty
 from attnlimits.experiments.algorithms import (
     critical_n,
     distance_table,
@@ -31,21 +31,25 @@ __all__ = ["TABLES", "Results", "merge", "results", "results_folder", "run"]
 # ----------------------------------------------------------------------------------------------------------------
 # all five, their provenance, and the results cache
 # ----------------------------------------------------------------------------------------------------------------
-TABLES = ("distance", "critical_scan", "critical", "separability", "gradient", "sink")
+TABLES = ("distance", "critical_scan", "critical", "critical_heads", "separability", "gradient", "sink")
+#: Bootstrap draws over windows behind every interval of a run (``critical_N_lo``, ``critical_N_hi``).
+RESAMPLES = 1000
 
 
 @dataclass
 class Results:
     """The tables of one run (or of several merged runs) and their provenance.
 
-    ``distance`` (Alg. 1-2), ``critical_scan`` and ``critical`` (Alg. 3), ``separability`` (Alg. 4), ``gradient``
-    (Alg. 5), ``sink`` (attention-sink weight per head); ``provenance``: model, text, preset, seed, versions, wall
-    time per algorithm.
+    ``distance`` (Alg. 1-2, every reading of the expectation under both countings), ``critical_scan``,
+    ``critical`` (with its bootstrap interval over windows) and ``critical_heads`` (each window's per-head means at
+    every evaluated N) (Alg. 3), ``separability`` (Alg. 4), ``gradient`` (Alg. 5), ``sink`` (attention-sink
+    weight per head); ``provenance``: model, text, preset, seed, versions, wall time per algorithm.
     """
 
     distance: pd.DataFrame
     critical_scan: pd.DataFrame
     critical: pd.DataFrame
+    critical_heads: pd.DataFrame
     separability: pd.DataFrame
     gradient: pd.DataFrame
     sink: pd.DataFrame
@@ -57,15 +61,23 @@ class Results:
         fields = {k: tuple(v) if isinstance(v, list) else v for k, v in self.provenance["preset"].items()}
         return Preset(**fields)
 
-    def alg1(self) -> pd.DataFrame:
-        """Algorithm 1's rows of :attr:`distance`: the fixed ``alg1_N`` at every ``alg1_L`` (Figure 2a)."""
-        p, t = self.preset, self.distance
+    def alg1(self, counting: str = "visible") -> pd.DataFrame:
+        """Algorithm 1's rows of :attr:`distance`: the fixed ``alg1_N`` at every ``alg1_L`` (Figure 2a), under one
+        ``counting`` of a row's tokens (``"visible"`` or ``"row"``)."""
+        p, t = self.preset, self._counted(counting)
         return t[(t.N == p.alg1_N) & t.L.isin(p.alg1_L)]
 
-    def alg2(self) -> pd.DataFrame:
-        """Algorithm 2's rows of :attr:`distance`: every ``alg2_N`` at the fixed ``alg2_L`` (Figure 2b)."""
-        p, t = self.preset, self.distance
+    def alg2(self, counting: str = "visible") -> pd.DataFrame:
+        """Algorithm 2's rows of :attr:`distance`: every ``alg2_N`` at the fixed ``alg2_L`` (Figure 2b), under one
+        ``counting``."""
+        p, t = self.preset, self._counted(counting)
         return t[(t.L == p.alg2_L) & t.N.isin(p.alg2_N)]
+
+    def _counted(self, counting: str) -> pd.DataFrame:
+        t = self.distance
+        if counting not in set(t.counting):
+            raise ValueError(f"counting: must be one of {sorted(set(t.counting))}, got {counting!r}")
+        return t[t.counting == counting]
 
     def g(self, eps: float | None = None, scaling: str = "model") -> pd.DataFrame:
         """Algorithm 5's rows of :attr:`gradient` at one ``eps`` (default: the smallest) and logit ``scaling``
@@ -115,7 +127,8 @@ class Results:
         if missing or not (folder / "provenance.json").is_file():
             raise FileNotFoundError(f"{folder} holds no complete results: missing {missing or ['provenance.json']}")
         tables = {name: pd.read_csv(folder / f"{name}.csv", dtype={"window": str}) for name in TABLES}
-        tables["critical"]["critical_N"] = tables["critical"]["critical_N"].astype("Int64")
+        for column in ("critical_N", "critical_N_lo", "critical_N_hi"):
+            tables["critical"][column] = tables["critical"][column].astype("Int64")
         return cls(**tables, provenance=json.loads((folder / "provenance.json").read_text()))
 
 
@@ -229,8 +242,10 @@ def run(
         seconds[name] = time.perf_counter() - t0
         return out
 
-    distance = timed("alg1_2", distance_table, caps, p.distance_grid(), **opts)
-    scan, critical = timed("alg3", critical_n, caps, p.alg1_L, p.ks_levels, **opts)
+    distance = timed("alg1_2", distance_table, caps, p.distance_grid(), seed=seed, **opts)
+    scan, critical, heads = timed("alg3", critical_n, caps, p.alg1_L, p.ks_levels, seed=seed, **opts)
+    intervals = uncertainty.critical_intervals(heads, p.ks_levels, resamples=RESAMPLES, seed=seed)
+    critical = critical.merge(intervals, on=["L", "reading", "ks_level"], how="left", validate="one_to_one")
     window_range = f"{caps[0].index}-{caps[-1].index}"
     scan["windows"] = window_range
     critical["windows"] = window_range
@@ -249,12 +264,14 @@ def run(
         "exclude_sink": exclude_sink,
         "tokens": tokens,
         "precision": precision,
+        "bos": bool(caps[0].bos),
+        "resamples": RESAMPLES,
         "device": str(caps[0].layers[0].q.device),
         "versions": _versions(),
         "code_sha256": cache.code_hash(__name__),
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
     }
-    return Results(distance, scan, critical, separability, gradient, sink, provenance)
+    return Results(distance, scan, critical, heads, separability, gradient, sink, provenance)
 
 
 def _check_captures(captures, length: int, count: int, first_window: int, tokens: str) -> list:
