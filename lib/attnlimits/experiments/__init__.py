@@ -23,6 +23,9 @@ loads them as CSVs plus ``provenance.json``.
 from __future__ import annotations
 
 from attnlimits.experiments.algorithms import (
+    COUNTINGS,
+    CRITICAL_READINGS,
+    READINGS,
     critical_n,
     critical_search,
     distance_table,
@@ -35,7 +38,10 @@ from attnlimits.experiments.runs import TABLES, Results, merge, results, results
 from attnlimits.experiments.windows import WindowCapture, capture_windows
 
 __all__ = [
+    "COUNTINGS",
+    "CRITICAL_READINGS",
     "PRESETS",
+    "READINGS",
     "PRESET_VARIABLE",
     "TABLES",
     "Preset",

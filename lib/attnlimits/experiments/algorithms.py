@@ -317,9 +317,9 @@ def critical_n(
             chains[key] = critical_search(L, key[1], guess, n_max=L - 1 - first)
             pending[key] = next(chains[key])
         while pending:
-            todo = sorted({(n, L) for n in pending.values() if (readings[0], n, L) not in results})
+            todo = {(r, n, L) for (r, _), n in pending.items() if (r, n, L) not in results}
             if todo:
-                found, records = _evaluate_ks(windows, todo, first, opts, readings, seed, progress, n_jobs)
+                found, records = _evaluate_ks(windows, todo, first, opts, seed, progress, n_jobs)
                 results.update(found)
                 heads += records
             nxt = {}
@@ -371,84 +371,90 @@ def _start_groups(starts: dict[int, int]) -> list[list[int]]:
     return groups
 
 
-def _evaluate_ks(windows, todo, first, opts, readings, seed, progress, n_jobs=1):
-    """KS statistic and p-value for every reading at every (N, L) in ``todo``, in one pass over the layers, and
-    each window's per-head means (the records of :func:`critical_n`'s heads table); ``opts`` are the keyword
-    arguments of :meth:`WindowCapture.inputs`.
+def _evaluate_ks(windows, todo, first, opts, seed, progress, n_jobs=1):
+    """KS statistic and p-value for every (reading, N, L) in ``todo``, in one pass over the layers, and each
+    window's per-head means (the records of :func:`critical_n`'s heads table); ``opts`` are the keyword arguments
+    of :meth:`WindowCapture.inputs`.
 
     Only the rows that count are computed: at N, the rows with more than N tokens (a suffix of the window, since a
     row's token count never decreases with t), so a search near N = L reads a few rows instead of all of them; the
-    N of one group share the weights and one top-k per block. ``E_full`` and ``E_perm`` read the sampled rows
-    among them (:func:`sample_rows`), with d~ on the same rows."""
-    by_n: dict[int, list[int]] = {}
-    for n, L in todo:
-        by_n.setdefault(n, []).append(L)
-    top = max(L for _, L in todo)
-    sampled_readings = [r for r in readings if r != "E"]
+    N of one group share the weights and one top-k per block. ``E`` is computed at its own N on every counted
+    row; ``E_full`` and ``E_perm`` share their N and read the sampled rows among the counted ones
+    (:func:`sample_rows`), with d~ on the same rows."""
+    exact = {(n, L) for r, n, L in todo if r == "E"}
+    sampled = {(n, L) for r, n, L in todo if r != "E"}
+    sampled_readings = sorted({r for r, _, _ in todo if r != "E"})
+    top = max(L for _, _, L in todo)
+
+    def sums(values, at, wt, starts, pairs, reading, parts, heads):
+        """Per (N, L) of ``pairs``: the head sums of d~ and of the reading over the counted rows, and their rows."""
+        d, e = values
+        for j, n in enumerate(sorted({n for n, _ in pairs})):
+            for L in sorted(L for m, L in pairs if m == n):
+                keep = ((at >= starts[n]) & (at < L)).cpu()
+                count = float(wt[keep].sum())
+                totals = [(v[j][:, keep].double().cpu() * wt[keep]).sum(-1).numpy() for v in (d, e)]
+                parts[(reading, n, L)] = (*totals, np.full(heads, count))
 
     def one_layer(w, layer):
-        """Per (reading, N, L): the head sums of d~ and of the reading over the counted rows, and their rows."""
         parts = {}
         window = w.window(layer, top)
         lengths = rowstats.row_lengths(top, first, device="cpu", window=window)
-        starts = {n: int(torch.searchsorted(lengths, n, right=True)) for n in by_n}  # first row with > n tokens
         heads = w.layer(layer).q.shape[1]
         positions, weights = sample_rows(top, seed + 1_000_003 * w.index + 7919 * layer)
-        for group in _start_groups(starts):
-            start = starts[group[0]]
-            if start >= top:
-                continue
-            alpha, x = w.inputs(layer, top, first_row=start, **opts)
-            rows = torch.arange(start, top, device=alpha.device)
-            values = {}
-            if "E" in readings:
-                d = rowstats.distances(alpha, x, group, first=first, window=window, positions=rows)[0]
-                e = rowstats.expectation(alpha, x, group, first=first, window=window, positions=rows)
-                values["E"] = (rows, torch.ones(len(rows), dtype=torch.float64), d, e)
-            if sampled_readings:
+        for kind, pairs in (("E", exact), ("sampled", sampled)):
+            ns = sorted({n for n, _ in pairs})
+            starts = {n: int(torch.searchsorted(lengths, n, right=True)) for n in ns}  # first row with > n tokens
+            for group in _start_groups(starts):
+                start = starts[group[0]]
+                if start >= top:
+                    continue
+                at_group = {(n, L) for n, L in pairs if n in group}
+                alpha, x = w.inputs(layer, top, first_row=start, **opts)
+                where = {"first": first, "window": window}
+                if kind == "E":
+                    at = torch.arange(start, top, device=alpha.device)
+                    d = rowstats.distances(alpha, x, group, positions=at, **where)[0]
+                    e = rowstats.expectation(alpha, x, group, positions=at, **where)
+                    ones = torch.ones(len(at), dtype=torch.float64)
+                    sums((d, e), at, ones, starts, at_group, "E", parts, heads)
+                    continue
                 picked = positions >= start
                 at, wt = positions[picked].to(alpha.device), weights[picked]
                 a = alpha[:, at - start]
-                d = rowstats.distances(a, x, group, first=first, window=window, positions=at)[0]
+                d = rowstats.distances(a, x, group, positions=at, **where)[0]
                 for r in sampled_readings:
-                    fn = rowstats.expectation if r == "E_full" else rowstats.permuted_distance
-                    kwargs = {"full": True} if r == "E_full" else {"seed": seed + 7 * w.index + layer}
-                    e = fn(a, x, group, first=first, window=window, positions=at, **kwargs)
-                    values[r] = (at, wt, d, e)
-            for r, (at, wt, d, e) in values.items():
-                for j, n in enumerate(group):
-                    for L in by_n[n]:
-                        keep = ((at >= starts[n]) & (at < L)).cpu()
-                        count = float(wt[keep].sum())
-                        sums = [(v[j][:, keep].double().cpu() * wt[keep]).sum(-1).numpy() for v in (d, e)]
-                        parts[(r, n, L)] = (*sums, np.full(heads, count))
-        for n in by_n:  # no counted row (a sliding-window layer has none with more tokens than its window)
-            for L in by_n[n]:
-                for r in readings:
-                    parts.setdefault((r, n, L), (np.zeros(heads), np.zeros(heads), np.zeros(heads)))
+                    if r == "E_full":
+                        e = rowstats.expectation(a, x, group, positions=at, full=True, **where)
+                    else:
+                        e = rowstats.permuted_distance(
+                            a, x, group, positions=at, seed=seed + 7 * w.index + layer, **where
+                        )
+                    sums((d, e), at, wt, starts, at_group, r, parts, heads)
+        for r, n, L in todo:  # no counted row (a sliding-window layer has none with more tokens than its window)
+            parts.setdefault((r, n, L), (np.zeros(heads), np.zeros(heads), np.zeros(heads)))
         return parts
 
-    per_layer = map_layers(windows, one_layer, f"Alg. 3 ({len(todo)} N)", progress, n_jobs)
+    per_layer = map_layers(windows, one_layer, f"Alg. 3 ({len(todo)} tests)", progress, n_jobs)
     out, records = {}, []
     layers = [(w, layer) for w in windows for layer in w.layer_ids]
-    for r in readings:
-        for n, L in todo:
-            key = (r, n, L)
-            for (w, layer), part in zip(layers, per_layer, strict=True):
-                d_sum, e_sum, rows = part[key]
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    means = d_sum / rows, e_sum / rows
-                for h in range(len(rows)):
-                    records.append((str(w.index), layer, h, L, n, r, rows[h], means[0][h], means[1][h]))
-            # rows per head over every window
-            rows = _pool([part[key][2] for part in per_layer], windows)
-            kept = rows > 0
-            if not kept.any():
-                out[key] = (math.nan, math.nan)
-                continue
-            d_heads = _pool([part[key][0] for part in per_layer], windows)[kept] / rows[kept]
-            e_heads = _pool([part[key][1] for part in per_layer], windows)[kept] / rows[kept]
-            out[key] = ks_test(d_heads, e_heads)
+    for key in sorted(todo):
+        r, n, L = key
+        for (w, layer), part in zip(layers, per_layer, strict=True):
+            d_sum, e_sum, rows = part[key]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                means = d_sum / rows, e_sum / rows
+            for h in range(len(rows)):
+                records.append((str(w.index), layer, h, L, n, r, rows[h], means[0][h], means[1][h]))
+        # rows per head over every window
+        rows = _pool([part[key][2] for part in per_layer], windows)
+        kept = rows > 0
+        if not kept.any():
+            out[key] = (math.nan, math.nan)
+            continue
+        d_heads = _pool([part[key][0] for part in per_layer], windows)[kept] / rows[kept]
+        e_heads = _pool([part[key][1] for part in per_layer], windows)[kept] / rows[kept]
+        out[key] = ks_test(d_heads, e_heads)
     return out, records
 
 
