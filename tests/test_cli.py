@@ -381,7 +381,14 @@ def test_force_lets_a_non_empty_folder_through_and_an_empty_one_needs_no_force(m
 class _FakeResults:
     """What the analyze command reads of :class:`attnlimits.experiments.Results`, written in an instant."""
 
-    critical = pd.DataFrame({"L": [16, 32], "critical_N": pd.array([3, None], dtype="Int64"), "ks_level": 0.05})
+    critical = pd.DataFrame(
+        {
+            "L": [16, 32, 16],
+            "reading": ["E", "E", "E_full"],
+            "critical_N": pd.array([3, None, 1], dtype="Int64"),
+            "ks_level": 0.05,
+        }
+    )
     provenance = {"seconds": {"total": 0.5}}
 
     def save(self, folder):

@@ -646,7 +646,7 @@ def test_residual_stream_tokens(tiny_dir, text):
         _, x = w.inputs(layer, 16, tokens="residual")
         for h in range(x.shape[0]):
             torch.testing.assert_close(x[h], hidden[layer][0].double(), rtol=0, atol=0)
-    table = experiments.distance_table([w], {2: [16]}, tokens="residual")
+    table = experiments.distance_table([w], {2: [16]}, tokens="residual", countings=("visible",))
     assert table.d_tilde.notna().all() and (table.d_tilde <= table.d_max * (1 + 1e-9)).all()
     with pytest.raises(ValueError, match="tokens: must be one of"):
         experiments.capture_windows(model, text, length=16, count=1, tokens="keys")

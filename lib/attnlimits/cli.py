@@ -269,7 +269,7 @@ def _run_analyze(args) -> int:
     except KeyboardInterrupt:
         print(f"attnlimits analyze: interrupted; {out} left as it was", file=sys.stderr)
         return 130
-    crit = res.critical.dropna(subset=["critical_N"])
+    crit = res.critical[res.critical.reading == "E"].dropna(subset=["critical_N"])
     lines = [
         f"wrote {out}: {', '.join(f'{t}.csv' for t in experiments.TABLES)}, provenance.json, figures",
         "critical N (KS level 0.05): "

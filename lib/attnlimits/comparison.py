@@ -221,7 +221,9 @@ def summary(results: dict) -> pd.DataFrame:
     and largest over heads)."""
     rows = []
     for label, res in results.items():
-        crit = res.critical[res.critical.ks_level == 0.05].dropna(subset=["critical_N"])
+        crit = res.critical[(res.critical.ks_level == 0.05) & (res.critical.reading == "E")].dropna(
+            subset=["critical_N"]
+        )
         frac = crit.critical_N.astype(float) / crit.L
         sep = res.separability.groupby("N").ns_frac.median()
         med = res.alg1().groupby("L").d_tilde.median()

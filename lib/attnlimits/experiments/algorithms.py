@@ -48,15 +48,18 @@ MC_SAMPLES = 2
 #: The rows the sampled readings (``E_mc``, ``E_perm``) average: every row t < SAMPLE_FROM, then one seeded random
 #: row in each block of SAMPLE_STRIDE rows (a stratified sample; a fourth of the rows of a long window).
 SAMPLE_FROM, SAMPLE_STRIDE = 128, 4
+#: The block of the row sample that Algorithm 3's ``E_full`` and ``E_perm`` searches read (a sixteenth of the rows
+#: beyond SAMPLE_FROM: each search evaluates a dozen N per length, most of them on nearly every row).
+CRITICAL_STRIDE = 16
 
 
-def sample_rows(top: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_rows(top: int, seed: int, stride: int = SAMPLE_STRIDE) -> tuple[torch.Tensor, torch.Tensor]:
     """The sampled rows of a window of ``top`` rows and how many rows each stands for: ``(positions, weights)``
-    (every row below :data:`SAMPLE_FROM`, then one random row per block of :data:`SAMPLE_STRIDE`)."""
+    (every row below :data:`SAMPLE_FROM`, then one random row per block of ``stride``)."""
     gen = torch.Generator().manual_seed(int(seed))
     head = torch.arange(min(top, SAMPLE_FROM))
-    starts = torch.arange(SAMPLE_FROM, max(top, SAMPLE_FROM), SAMPLE_STRIDE)
-    sizes = (top - starts).clamp_max(SAMPLE_STRIDE)
+    starts = torch.arange(SAMPLE_FROM, max(top, SAMPLE_FROM), stride)
+    sizes = (top - starts).clamp_max(stride)
     picks = starts + (torch.rand(len(starts), generator=gen) * sizes).long()
     return torch.cat([head, picks]), torch.cat([torch.ones(len(head)), sizes.double()]).double()
 
@@ -188,10 +191,9 @@ def distance_table(
         return records
 
     records = [r for part in map_layers(windows, one_layer, "Alg. 1-2", progress, n_jobs) for r in part]
-    table = pd.DataFrame(records, columns=["window", "layer", "head", "L", "N", "rows", "counting", *names])
-    # the visible counting first, each counting in the order of the windows, layers, N, L and heads
-    rank = table.counting.map({c: i for i, c in enumerate(COUNTINGS)})
-    return table.iloc[np.argsort(rank.to_numpy(), kind="stable")].reset_index(drop=True)
+    # in the order of the windows and layers (so runs over disjoint windows concatenate to the whole), each layer's
+    # visible counting first
+    return pd.DataFrame(records, columns=["window", "layer", "head", "L", "N", "rows", "counting", *names])
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -267,7 +269,8 @@ def critical_search(L: int, level: float, guess: int | None = None, n_max: int |
 
 
 #: The readings Algorithm 3 searches a critical N for. ``E`` is evaluated on every row that counts; ``E_full`` and
-#: ``E_perm`` (with the d~ they are compared with) on the stratified row sample of :func:`sample_rows`.
+#: ``E_perm`` (with the d~ they are compared with) on the stratified row sample of :func:`sample_rows` with blocks
+#: of :data:`CRITICAL_STRIDE` rows.
 CRITICAL_READINGS = ("E", "E_full", "E_perm")
 
 
@@ -401,7 +404,7 @@ def _evaluate_ks(windows, todo, first, opts, seed, progress, n_jobs=1):
         window = w.window(layer, top)
         lengths = rowstats.row_lengths(top, first, device="cpu", window=window)
         heads = w.layer(layer).q.shape[1]
-        positions, weights = sample_rows(top, seed + 1_000_003 * w.index + 7919 * layer)
+        positions, weights = sample_rows(top, seed + 1_000_003 * w.index + 7919 * layer, CRITICAL_STRIDE)
         for kind, pairs in (("E", exact), ("sampled", sampled)):
             ns = sorted({n for n, _ in pairs})
             starts = {n: int(torch.searchsorted(lengths, n, right=True)) for n in ns}  # first row with > n tokens
