@@ -3,7 +3,7 @@
 #   jupytext:
 #     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
-#     notebook_metadata_filter: kernelspec,jupytext
+#     notebook_metadata_filter: execution,jupytext,kernelspec,mystnb
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -385,6 +385,32 @@ assert verdicts["thm1-residual-bound"].worst_ratio > 0.5
 # within a few per cent of $\tilde d$ for small $N$ in the sink regime (one dominant selected token: the
 # construction of the proof) and loosens as $N$ grows.
 #
+# ### Corollary 2 (i) for the expected distance: bounded, not linear
+#
+# Read for the expectation, Corollary 2 (i) would say that $E = \mathbb E_{I_N}[\tilde d]$ also grows linearly in
+# $L$ at fixed $N$. It cannot, for any weights and vectors, and whether or not masked positions (weight 0) are
+# counted as tokens:
+#
+# $$
+# E \le \sum_i \lVert \alpha_i x_i \rVert + (L - N)\, \mathbb E \lVert s \rVert
+#   \le \Big(1 + \frac{N (L - N)}{L}\Big) \max_i \lVert x_i \rVert \le (1 + N) \max_i \lVert x_i \rVert ,
+# $$
+#
+# by the triangle inequality, $\lVert s \rVert \le \sum_{j \in I_N} \lVert \alpha_j x_j \rVert$ with
+# $\Pr(j \in I_N) = N/L$, and $\sum_i \alpha_i \lVert x_i \rVert \le \max_i \lVert x_i \rVert$. One-hot weights
+# approach it ($E = (1 + N)(L - N)/L$). Checked with exact expectations by enumeration (the first check), and the
+# linear reading refuted on random rows (the second):
+
+# %%
+expectation_ids = ["cor2-expectation-bounded", "cor2-expectation-linear"]
+verdicts.update({i: al.checks.CHECKS[i](trials=TRIALS, seed=SEED) for i in expectation_ids})
+pd.DataFrame([verdicts[i].record() for i in expectation_ids]).drop(columns="statement")
+
+# %%
+assert verdicts["cor2-expectation-bounded"].violations == 0
+assert verdicts["cor2-expectation-linear"].violations > 0  # the linear reading fails on random rows
+
+# %% [markdown]
 # ## Verdicts
 #
 # | Statement | Verdict |
@@ -393,7 +419,8 @@ assert verdicts["thm1-residual-bound"].worst_ratio > 0.5
 # | Theorem 1, fixed $I_N$ (book's sharp form) | holds; attained by the construction in the proof |
 # | Theorem 1, random $I_N$: $\varepsilon \ge 0$ | holds (Jensen); $\varepsilon$ is not negligible against $E_0$ |
 # | Theorem 1, random $I_N$: book's upper bound on $\varepsilon$ | holds; on this run's trials its worst ratio (printed below) is above 1/2 |
-# | Corollary 2 (i) linear growth | holds only when $\lVert s \rVert$ stays bounded away from 0 (book's form) |
+# | Corollary 2 (i) linear growth of $\tilde d$ | holds only when $\lVert s \rVert$ stays bounded away from 0 (book's form) |
+# | Corollary 2 (i) read for the expectation $E$ | corrected: $E \le (1 + N) \max_i \lVert x_i \rVert$ at every $L$ (bounded, not linear) |
 # | Corollary 2 (ii) collapse | holds: $\tilde d = E = 0$ at $N = L$ |
 #
 # The printed one-line verdicts come from the check records:

@@ -78,7 +78,7 @@ no_sink = al.experiments.results(model, text, preset, exclude_sink=True)
 #
 # One sample per head and window; the line is the median over all of them, the band the 10–90 % range.
 
-# %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the sequence length L at a fixed N: the median over heads and windows as a line with markers, the 10-90 % range as a shaded band."}}
+# %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the sequence length L at a fixed N: the median over heads and windows as a line with markers, the 10-90 % range across heads as a shaded band, and the 95 % bootstrap interval over windows of the median as error bars."}}
 fig = al.figures.distance_vs_length(res)
 al.plotting.finish(fig, "22_fig2a")
 
@@ -147,13 +147,74 @@ print({label: f"d~ ~ L^{slope:.2f}" for label, slope in slopes.items()})
 #
 # ## Figure 2b: distance vs $N$ at $L = 1024$
 
-# %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the number of selected tokens N at a fixed L: the median over heads and windows as a line with markers, the 10-90 % range as a shaded band."}}
+# %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the number of selected tokens N at a fixed L: the median over heads and windows as a line with markers, the 10-90 % range across heads as a shaded band, and the 95 % bootstrap interval over windows of the median as error bars."}}
 fig = al.figures.distance_vs_n(res)
 al.plotting.finish(fig, "22_fig2b")
 
 # %%
 alg2 = res.alg2()
 alg2.groupby("N")[["rows", "d_tilde", "E", "d_max"]].median().round(3)
+
+# %% [markdown]
+# ## Which expectation? Four readings of the paper's $E$
+#
+# The paper's Eq. (10) defines $E$ as the distance "expected" under a random selection, and its Figure 2 shows $E$
+# growing linearly in $L$ and meeting $\tilde d$ as $N \to 100$. The book's reconstruction $E$ does neither. So
+# which quantity would make the paper's figure come out? The book computes four readings of $E$ on every head and
+# row, beside $\tilde d$ (columns of `distance.csv`):
+#
+# - **`E`**, the book's reconstruction (above): the norm of the conditional mean of $y_n - s$, summed.
+# - **`E_mc`**, the expectation itself, $\mathbb E_{I_N}[\tilde d]$ over uniformly random $N$-subsets of the row's
+#   tokens, by Monte Carlo (2 subsets per row on a stratified quarter of the rows; `E_mc_se` is the standard error
+#   of each head's mean). By Jensen's inequality it lies above `E`.
+# - **`E_full`**, Eq. (10) with the inner factor $N/(\ell - 1)$ replaced by 1:
+#   $E_{\mathrm{full}} = \frac{\ell - N}{\ell} \sum_{n} \lVert y_n - \sum_{j \ne n} y_j \rVert
+#   = \frac{\ell - N}{\ell} \sum_n \lVert 2 y_n - o \rVert$, with $o = \sum_n y_n$ the head's output.
+# - **`E_perm`**, a permutation null: $\tilde d$ of the row after its weights are permuted uniformly over its
+#   tokens. It keeps how concentrated the head's weights are and forgets which tokens carry them.
+#
+# And two countings of a row's tokens: **visible** (the positions $n \le t$, as above) and **row** (every position
+# of the length-$L$ row, the masked ones with weight 0, as `output_attentions` returns the matrix). Under the row
+# counting each masked position adds $\lVert s \rVert$ to $\tilde d$ and $\lVert o \rVert$ to $E_{\mathrm{full}}$.
+#
+# These are hypotheses about what the paper computed, not its formula; the book's reconstruction stays its primary
+# reading.
+#
+# ### No random-selection reading can grow linearly in $L$
+#
+# Whatever the weights, whatever the vectors (values, residual stream or embeddings, normalised or not), and
+# whether or not masked positions are counted (they carry $\alpha = 0$), the exact expectation over uniformly random
+# $N$-subsets $I$ of $\ell$ tokens is bounded at every length:
+#
+# $$
+# \mathbb E_I[\tilde d]
+# = \mathbb E_I \sum_{n \notin I} \lVert y_n - s_I \rVert
+# \le \sum_n \lVert y_n \rVert + (\ell - N)\, \mathbb E_I \lVert s_I \rVert
+# \le \Big(1 + \frac{N(\ell - N)}{\ell}\Big) m \le (1 + N)\, m ,
+# $$
+#
+# with $m = \max_n \lVert x_n \rVert$: the triangle inequality, then $\lVert s_I \rVert \le \sum_{j \in I} \lVert
+# y_j \rVert$ with $P(j \in I) = N/\ell$, and $\sum_n \lVert y_n \rVert = \sum_n \alpha_n \lVert x_n \rVert \le m$.
+# The right-hand side does not grow with $\ell$, so no reading of Eq. (10) as a random-selection expectation can
+# grow linearly in $L$ at $N = 5$. The book checks the bound on random and adversarial rows, with the exact
+# expectation by enumeration (`cor2-expectation-bounded` in {doc}`13_distance_collapse`); here it is on the model:
+
+# %%
+readings = al.reproduction.figure2_readings(res)
+readings.round(3)
+
+# %% mystnb={"image": {"alt": "Two log-log panels against the sequence length L at a fixed N: the true distance and the four readings of the expectation (the book's reconstruction, the Monte Carlo expectation, the inner factor 1, the permutation null), medians over heads with the 95 % interval over windows as a band; visible tokens on the left, every position of the row on the right."}}
+fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+al.figures.readings_vs_length(res, ax=axes[0])
+al.figures.readings_vs_length(res, counting="row", ax=axes[1])
+axes[0].set_title("visible tokens")
+axes[1].set_title("every position of the row")
+al.plotting.finish(fig, "22_readings")
+
+# %% [markdown]
+# What the table says, per reading (the growth exponent in $L$ at $N = 5$, $E/\tilde d$ at $L = 1024$ and
+# $N = 100$, the critical $N/L$ of {doc}`23_critical_n`, each with its 95 % interval over windows, and a verdict per
+# claim of Figure 2):
 
 # %% [markdown]
 # ## Paper reports, we measure

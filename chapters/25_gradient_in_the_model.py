@@ -72,11 +72,11 @@ print(res.summary())
 # theorem bounds every row's ratio, hence $g$, by $1/(2T)$; and $\lVert \alpha - \alpha' \rVert \le \sqrt 2$ bounds
 # it by $\sqrt 2 / \varepsilon$.
 
-# %% mystnb={"image": {"alt": "Log-log plot of the sensitivity g against the temperature T with the model-scaled logits, one colour per epsilon: the maximum over heads with markers, the median head dashed, the paper's printed min{1/(4T), sqrt 2} as a solid line and the book's 1/(2T) dotted."}}
+# %% mystnb={"image": {"alt": "Log-log plot of the sensitivity g against the temperature T with the model-scaled logits, one colour per epsilon: the maximum over heads with markers and the 95 % bootstrap interval over windows of that maximum at the smallest epsilon as a band, the median head dashed, the paper's printed min{1/(4T), sqrt 2} as a solid line and the book's 1/(2T) dotted."}}
 fig = al.figures.gradient_figure(res, "model")
 al.plotting.finish(fig, "25_fig4")
 
-# %% mystnb={"image": {"alt": "Log-log plot of the sensitivity g against the temperature T with the raw q.k logits, one colour per epsilon: the maximum over heads with markers, the median head dashed, the paper's printed min{1/(4T), sqrt 2} as a solid line and the book's 1/(2T) dotted."}}
+# %% mystnb={"image": {"alt": "Log-log plot of the sensitivity g against the temperature T with the raw q.k logits, one colour per epsilon: the maximum over heads with markers and the 95 % bootstrap interval over windows of that maximum at the smallest epsilon as a band, the median head dashed, the paper's printed min{1/(4T), sqrt 2} as a solid line and the book's 1/(2T) dotted."}}
 fig = al.figures.gradient_figure(res, "none")
 al.plotting.finish(fig, "25_fig4_raw")
 

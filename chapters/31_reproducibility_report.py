@@ -111,8 +111,8 @@ experiment_claims[["figure", "paper", "measured", "verdict"]].style.hide(axis="i
 # The table below is built by `al.report.claims` from the check verdicts and the experiments' results computed
 # above, not written by hand: each claim of the paper, the paper's number, ours with where it came from (the
 # checks' seeded trials, or the model, text and preset of the experiments), a verdict decided by a fixed rule,
-# and the chapter that shows it. Verdicts: *reproduced*; *reproduced with a different constant*; *not
-# reproduced*; *corrected* (the paper's statement fails and the book proves a replacement that holds); *not
+# and the chapter that shows it. Verdicts: *reproduced*; *not reproduced*; *inconclusive* (the 95 % interval
+# over windows straddles the rule's band); *corrected* (the paper's statement fails and the book proves a replacement that holds); *not
 # testable here*. "(the book's reconstruction)" marks a claim whose formula the paper does not print in full:
 # what is checked is the book's reading of it, so a failure refutes that reading, not the paper. The
 # {doc}`introduction <intro>` shows the same table: `make results` writes the file it includes, from the same
@@ -124,7 +124,7 @@ claims = al.report.claims(verdicts, res)
 assert al.report.read_include() == al.report.markdown(claims), (
     f"{al.report.INCLUDE} differs from this table: run `make results` again"
 )
-columns = ("claim", "paper", "ours", "source", "verdict", "where")
+columns = ("claim", "paper", "ours", "source", "value", "verdict", "where")
 Markdown(al.report.markdown(claims, columns=columns))
 
 # %% [markdown]

@@ -113,7 +113,7 @@ def test_collect_refuses_results_of_other_code(tiny_gemma_dir, text, tmp_path, m
 def test_trends_sort_claims_by_where_they_hold(monkeypatch):
     table = {
         "A": {"k1": "reproduced", "k2": "reproduced", "k3": "reproduced", "k4": "not reproduced"},
-        "B": {"k1": "reproduced with a different constant", "k2": "reproduced", "k3": "not reproduced",
+        "B": {"k1": "reproduced", "k2": "reproduced", "k3": "inconclusive",
               "k4": "not reproduced"},
         "A (untrained)": {"k1": "reproduced", "k2": "not reproduced", "k3": "reproduced", "k4": "reproduced"},
         "B (untrained)": {"k1": "reproduced", "k2": "not reproduced", "k3": "reproduced", "k4": "reproduced"},

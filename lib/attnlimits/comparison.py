@@ -253,11 +253,11 @@ def verdicts(results: dict) -> pd.DataFrame:
 def trends(results: dict, manifest: dict) -> pd.DataFrame:
     """Each claim sorted by where it holds: ``every trained model and every untrained control`` (softmax itself),
     ``every trained model only`` (learned), ``some trained models`` (depends on the model) or ``no trained
-    model``. "Holds" is any verdict but "not reproduced"."""
+    model``. "Holds" is the verdict "reproduced" ("inconclusive" does not hold: its interval does not decide)."""
     table = verdicts(results)
     trained = [e["label"] for e in manifest["models"] if e.get("present") and e.get("trained")]
     controls = [e["label"] for e in manifest["models"] if e.get("present") and not e.get("trained")]
-    holds = table != reproduction.NOT
+    holds = table == reproduction.REPRODUCED
     rows = []
     for key in table.index:
         in_trained = int(holds.loc[key, trained].sum())

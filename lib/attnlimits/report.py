@@ -10,7 +10,7 @@ from the checks run with :data:`CHECK_TRIALS` and :data:`CHECK_SEED` and the exp
 :func:`attnlimits.experiments.book_preset`); the reproducibility report builds the same table from the same inputs,
 shows it, and fails when the introduction's copy (:func:`read_include`) differs from it or is missing.
 
-Verdicts: "reproduced", "reproduced with a different constant", "not reproduced", "corrected" (the paper's
+Verdicts: "reproduced", "not reproduced", "corrected" (the paper's
 statement fails and the book proves a replacement), "inconclusive" (the experiments' interval over windows does not
 decide), "not testable here"; "(the book's reconstruction)" marks a claim whose formula the paper does not print in
 full, so what is checked is the book's reading of it. A row read from several measurements is "not reproduced"
@@ -51,14 +51,13 @@ __all__ = [
 ]
 
 REPRODUCED = reproduction.REPRODUCED
-DIFFERENT = reproduction.DIFFERENT
 NOT = reproduction.NOT
 CORRECTED = "corrected"
 #: The experiments' verdict when the interval over windows does not decide (older results never give it).
 INCONCLUSIVE = getattr(reproduction, "INCONCLUSIVE", "inconclusive")
 NOT_TESTABLE = "not testable here"
 #: The verdicts a row can get (a reconstructed claim's verdict is followed by "(the book's reconstruction)").
-VERDICTS = (REPRODUCED, DIFFERENT, NOT, CORRECTED, INCONCLUSIVE, NOT_TESTABLE)
+VERDICTS = (REPRODUCED, NOT, CORRECTED, INCONCLUSIVE, NOT_TESTABLE)
 RECONSTRUCTION = " (the book's reconstruction)"
 
 

@@ -39,7 +39,6 @@ REPRODUCED = "reproduced"
 NOT = "not reproduced"
 INCONCLUSIVE = "inconclusive"
 #: No rule here gives it any more; kept for the report's rows that compare constants.
-DIFFERENT = "reproduced with a different constant"
 
 #: The bootstrap over windows behind every interval: resamples and seed (fixed, so verdicts repeat exactly).
 RESAMPLES = 1000
