@@ -74,9 +74,8 @@ crit = res.critical.assign(
     fraction_hi=lambda t: t.critical_N_hi.astype(float) / t.L,
 )
 primary = crit[crit.reading == "E"]
-primary.pivot(
-    index="L", columns="ks_level", values=["critical_N", "critical_N_lo", "critical_N_hi", "fraction"]
-).round(3)
+columns = ["critical_N", "critical_N_lo", "critical_N_hi", "fraction"]
+primary.pivot(index="L", columns="ks_level", values=columns).round(3)
 
 # %% [markdown]
 # The interval is the 95 % percentile interval of the critical $N$ over 1,000 bootstrap draws of the windows (a
@@ -150,17 +149,29 @@ facts = res.provenance["model"]
 group = al.uncertainty.one_head_per_group(heads, facts["n_heads"], facts["n_kv_heads"])
 rows = []
 for reading in ("E", "E_full"):
-    found = crit[(crit.L == top) & (crit.reading == reading) & (crit.ks_level == 0.05)].critical_N.iloc[0]
-    median, lo, hi = al.uncertainty.critical_head_subsets(heads, top, reading, 0.05, size=144)
-    one = al.uncertainty.critical_from_heads(heads, top, reading, 0.05, head_index=group)
+    at_top = crit[(crit.L == top) & (crit.reading == reading) & (crit.ks_level == 0.05)]
+    found = at_top.critical_N.iloc[0]
+    median, lo, hi = al.uncertainty.critical_head_subsets(
+        heads, top, reading, 0.05, size=144
+    )
+    one = al.uncertainty.critical_from_heads(
+        heads, top, reading, 0.05, head_index=group
+    )
     wilcoxon_p, tested = float("nan"), 0
     if not pd.isna(found):
-        at = heads[(heads.L == top) & (heads.N == found) & (heads.reading == reading)]
-        _, wilcoxon_p, tested = al.uncertainty.wilcoxon_heads(at, "d_tilde", "expected")
+        pick = (heads.L == top) & (heads.N == found) & (heads.reading == reading)
+        _, wilcoxon_p, tested = al.uncertainty.wilcoxon_heads(
+            heads[pick], "d_tilde", "expected"
+        )
     rows.append({
-        "reading": reading, f"critical N at L = {top}": found,
-        "144 heads: median": median, "144 heads: 2.5 %": lo, "144 heads: 97.5 %": hi,
-        "one head per key/value group": one, "Wilcoxon p at that N": wilcoxon_p, "heads": tested,
+        "reading": reading,
+        f"critical N at L = {top}": found,
+        "144 heads: median": median,
+        "144 heads: 2.5 %": lo,
+        "144 heads: 97.5 %": hi,
+        "one head per key/value group": one,
+        "Wilcoxon p at that N": wilcoxon_p,
+        "heads": tested,
     })
 sensitivity = pd.DataFrame(rows).set_index("reading")
 sensitivity
