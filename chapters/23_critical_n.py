@@ -176,6 +176,27 @@ for reading in ("E", "E_full"):
 sensitivity = pd.DataFrame(rows).set_index("reading")
 sensitivity
 
+# %%
+found_col = f"critical N at L = {top}"
+al.reproduction.assert_sentences({
+    "with 144 heads the critical N is lower than with every head (less power)": bool(
+        (sensitivity["144 heads: median"] < sensitivity[found_col].astype(float)).all()
+    ),
+    "one head per key/value group gives a lower critical N too": bool(
+        (sensitivity["one head per key/value group"] < sensitivity[found_col]).all()
+    ),
+    "the paired test separates d~ from E at the KS critical N (p < 1e-6)": bool(
+        (sensitivity["Wilcoxon p at that N"] < 1e-6).all()
+    ),
+}, described=al.reproduction.describes(res))
+
+# %% [markdown]
+# Fewer heads, the paper's 144 or one per key/value group, give the KS test less power, and the critical $N$
+# moves down — for `E` by a few per cent of $L$, nowhere near the paper's constant. The paired test is much
+# sharper: at the $N$ where the KS test can no longer tell the two samples apart, the Wilcoxon signed-rank test
+# still finds $\tilde d$ and $E$ different in essentially every head (the p-values above). "The KS test cannot
+# tell them apart" is a statement about two distributions across heads, not about any head's selection.
+
 # %% [markdown]
 # ## Paper reports, we measure
 #
@@ -189,11 +210,9 @@ claims = al.reproduction.claims(res, "2c")
 claims[["paper", "measured", "verdict", "rule"]].style.hide(axis="index")
 
 # %%
-verdict = al.reproduction.expect(
-    res, claims, {"fig2c-critical": "reproduced with a different constant"}
-)
-al.reproduction.expect(no_sink, al.reproduction.claims(no_sink, "2c"),
-                       {"fig2c-critical": "reproduced with a different constant"})
+expected = {"fig2c-critical": "not reproduced", "fig2c-proportional": "reproduced"}
+verdict = al.reproduction.expect(res, claims, expected)
+al.reproduction.expect(no_sink, al.reproduction.claims(no_sink, "2c"), expected)
 fraction = primary[primary.ks_level == 0.05].fraction
 print(verdict, f"critical N / L between {fraction.min():.2f} and {fraction.max():.2f}")
 if al.reproduction.describes(res):
@@ -204,12 +223,21 @@ if al.reproduction.describes(res):
     assert (crit_no_sink.fraction > 0.5).all() and gap.max() < 0.15
 
 # %% [markdown]
-# The shape of the paper's result carries over: the critical $N$ grows in proportion to $L$, so a fixed *fraction*
-# of the context, not a fixed number of tokens, is what a head can select before its aggregate looks random. The
-# constant does not: on this model and text the test separates the true distances from random selections until
-# most of the visible tokens are selected, far beyond 6 %, with or without the attention sink. The reason is the
-# one {doc}`22_distance_vs_length` found: the kept aggregate $s$ is dominated by a few heavy tokens that a random
-# selection almost never contains, so $\tilde d$ grows like $(\ell - N)\lVert s \rVert$
-# while $E$ stays bounded, and the two meet only as $N \to \ell$, where both fall to zero. The paper's guideline "keep the active set below
-# about 6 % of the context" therefore does not follow from this experiment here; the critical fraction is a
-# property of the model's attention, which {doc}`22_distance_vs_length` shows is far from uniform.
+# - **Not reproduced: the constant.** The paper's claim is that a head can select "fewer than 6 % of the
+#   tokens" before its aggregate looks random. With the book's reconstruction of $E$ the critical fraction is
+#   above 0.5 at every length and level, with or without the attention sink, and its interval over windows lies
+#   far outside the rule's band $[0.03, 0.12]$. The reason is the one {doc}`22_distance_vs_length` found: the kept
+#   aggregate $s$ is dominated by a few heavy tokens that a random selection almost never contains, so $\tilde d$
+#   grows like $(\ell - N)\lVert s \rVert$ while $E$ stays bounded, and the two meet only as $N \to \ell$, where
+#   both fall to zero.
+# - **Reproduced, but no evidence of selection by content: the proportionality.** The critical $N$ grows in
+#   proportion to $L$. Untrained controls show the same ({doc}`34_several_models`): with $E$ bounded and $\tilde d$
+#   linear, the meeting point is a fixed fraction of the row for any concentrated weights, so the KS test here
+#   measures how concentrated the weights are, not which tokens they pick.
+# - **What would give the paper's number:** the reading `E_full` (the inner factor $N/(\ell - 1)$ replaced by 1)
+#   puts the critical $N$ at a few per cent of $L$, shrinking as $L$ grows (the table of readings above) — the
+#   paper's "fewer than 6 %" and its sub-linear growth. The book presents this as a hypothesis about the paper's
+#   computation.
+#
+# The paper's guideline "keep the active set below about 6 % of the context" therefore does not follow from this
+# experiment with the book's reconstruction of $E$; the introduction's claims table marks it accordingly.
