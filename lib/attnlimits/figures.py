@@ -237,16 +237,15 @@ def critical_figure(res, reading: str = "E", ax=None):
     lengths = np.array(sorted(res.critical.L.unique()), dtype=float)
     ax.plot(lengths, 0.06 * lengths, "k--", label="paper: 0.06 L")
     ax.plot(lengths, lengths - 1, ":", color="gray", label="N = L - 1 (largest possible)")
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel="sequence length $L$",
-        ylabel="critical $N$",
-        title=f"Critical N: KS cannot tell $\\tilde d$ from {reading}",
-    )
+    _critical_axes(ax, lengths, "critical $N$", f"Critical N: KS cannot tell $\\tilde d$ from {reading}")
+    return fig
+
+
+def _critical_axes(ax, lengths, ylabel: str, title: str) -> None:
+    """The log-log axes of a critical-N figure against L, with its legend (the window bars' key included)."""
+    ax.set(xscale="log", yscale="log", xlabel="sequence length $L$", ylabel=ylabel, title=title)
     _log_ticks(ax, lengths, lambda v: str(int(v)))
     _legend(ax, _bars_key("95 % over windows (bars)"), fontsize="small")
-    return fig
 
 
 def critical_readings_figure(res, level: float = 0.05, ax=None):
@@ -265,15 +264,7 @@ def critical_readings_figure(res, level: float = 0.05, ax=None):
         line = ax.plot(t.L, t.critical_N.astype(float) / t.L, "o-", color=color, label=reading)[0]
         _window_bars(ax, _interval_of(t, t.L.to_numpy(float)), line.get_color(), x=t.L.to_numpy(float))
     lengths = np.array(sorted(crit.L.unique()), dtype=float)
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel="sequence length $L$",
-        ylabel="critical $N / L$",
-        title=f"Critical N per reading of the expectation (KS level {level:g})",
-    )
-    _log_ticks(ax, lengths, lambda v: str(int(v)))
-    _legend(ax, _bars_key("95 % over windows (bars)"), fontsize="small")
+    _critical_axes(ax, lengths, "critical $N / L$", f"Critical N per reading of the expectation (KS level {level:g})")
     return fig
 
 
