@@ -62,13 +62,22 @@ def _fake_results(p: Preset) -> Results:
     lengths, ns = sorted({*p.alg1_L, p.alg2_L, 8}), sorted({p.alg1_N, *p.alg2_N, 3})
     rows = [("0", 0, h, L, n) for h in range(3) for L in lengths for n in ns if n < L]
     distance = pd.DataFrame(rows, columns=["window", "layer", "head", "L", "N"]).assign(
-        d_tilde=lambda t: rng.random(len(t)), d_max=1.0, E=0.5
+        d_tilde=lambda t: rng.random(len(t)), d_max=1.0, E=0.5, counting="visible"
     )
     grad = [("0", 0, h, T, e, s) for h in range(3) for T in p.alg5_T for e in p.alg5_eps for s in ("model", "none")]
     gradient = pd.DataFrame(grad, columns=["window", "layer", "head", "T", "eps", "logit_scaling"])
     gradient["g"] = rng.random(len(gradient))
     empty = pd.DataFrame()
-    return Results(distance, empty, empty, empty, gradient, empty, {"preset": p.as_dict()})
+    return Results(
+        distance=distance,
+        critical_scan=empty,
+        critical=empty,
+        critical_heads=empty,
+        separability=empty,
+        gradient=gradient,
+        sink=empty,
+        provenance={"preset": p.as_dict()},
+    )
 
 
 def test_results_accessors_select_what_each_algorithm_computed():
@@ -79,6 +88,8 @@ def test_results_accessors_select_what_each_algorithm_computed():
     assert set(a1.N) == {p.alg1_N} and set(a1.L) == set(p.alg1_L)
     assert len(a1) == len(t[(t.N == p.alg1_N) & t.L.isin(p.alg1_L)]) < len(t)
     assert set(a2.L) == {p.alg2_L} and set(a2.N) == set(p.alg2_N)
+    with pytest.raises(ValueError, match="counting: must be one of"):
+        res.alg1(counting="all")
     g = res.gradient
     smallest = g[(g.logit_scaling == "model") & (g.eps == min(p.alg5_eps))]
     pd.testing.assert_series_equal(res.g_max(), smallest.groupby("T").g.max())

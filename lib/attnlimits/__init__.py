@@ -35,6 +35,7 @@ SUBMODULES = (
     "synthetic",
     "texts",
     "training",
+    "uncertainty",
 )
 __all__ = list(SUBMODULES)
 
