@@ -226,7 +226,9 @@ crit_full = crit[(crit.reading == "E_full") & (crit.ks_level == 0.05)]
 full_fraction = (crit_full.critical_N.astype(float) / crit_full.L).to_numpy()
 verdicts = by[["verdict_2a", "verdict_2b", "verdict_2c"]]
 print(verdicts.to_string())
-by_length = dict(zip(crit_full.L, full_fraction.round(3), strict=True))
+by_length = {
+    int(L): round(float(f), 3) for L, f in zip(crit_full.L, full_fraction, strict=True)
+}
 print("E_full's critical N / L by L:", by_length)
 others = verdicts.drop(index="E_full", level="reading")[["verdict_2b", "verdict_2c"]]
 shape = ["verdict_2a", "verdict_2b"]
