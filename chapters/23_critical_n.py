@@ -130,7 +130,17 @@ al.plotting.finish(fig, "23_fig2c_readings")
 by_reading = crit[crit.ks_level == 0.05].pivot(
     index="L", columns="reading", values=["fraction", "fraction_lo", "fraction_hi"]
 )
+al.reproduction.assert_sentences({
+    "E_perm reaches the level at no N < L": bool(
+        crit[crit.reading == "E_perm"].critical_N.isna().all()
+    ),
+}, described=al.reproduction.describes(res))
 by_reading.round(3)
+
+# %% [markdown]
+# `E_perm` reaches the level at no $N < L$, at any length and level, so it has no line: $\tilde d$ never looks like
+# the permutation null (the null's aggregate is larger, {doc}`22_distance_vs_length`), and its interval sits at
+# $N \approx L$ (a bootstrap draw that reaches no $N$ counts as $N = L$).
 
 # %% [markdown]
 # ## Beside the KS test
