@@ -196,7 +196,7 @@ def test_decide_needs_the_whole_interval_on_one_side():
 def test_fig2a_growth(key):
     good = _claim(_results(), key)
     assert good.verdict == rp.REPRODUCED and (good.value, good.lo, good.hi) == pytest.approx((1, 1, 1))
-    assert "L^1.00 [1.00, 1.00]" in good.measured
+    assert "$L^{1.00}$ [1.00, 1.00]" in good.measured
     assert _claim(_results(distance=_distance(growth=0.3)), key).verdict == rp.NOT
     unsure = _claim(_results(distance=_distance(growth=1.15, growth_spread=0.3)), key)
     assert unsure.verdict == rp.INCONCLUSIVE and unsure.lo < 1.2 < unsure.hi

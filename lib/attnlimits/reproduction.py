@@ -160,9 +160,10 @@ def _fig2a(res, column, key, name):
         res,
         key,
         "2a",
-        f"at N = {p['alg1_N']}, the {name} grows about linearly with L",
-        f"median over heads grows as L^{_show(value, lo, hi)} (L = {min(p['alg1_L'])}..{max(p['alg1_L'])}; "
-        f"x{med.iloc[-1] / med.iloc[0]:.1f} over a x{max(p['alg1_L']) // min(p['alg1_L'])} longer context)",
+        f"at $N = {p['alg1_N']}$, the {name} grows about linearly with $L$",
+        f"median over heads grows as $L^{{{value:.2f}}}$ [{lo:.2f}, {hi:.2f}] ($L$ = {min(p['alg1_L'])}..."
+        f"{max(p['alg1_L'])}; ×{med.iloc[-1] / med.iloc[0]:.1f} over a ×{max(p['alg1_L']) // min(p['alg1_L'])} "
+        "longer context)",
         decide(lo, hi, LINEAR),
         "reproduced when the 95 % interval (bootstrap over windows) of the log-log slope of the median over heads "
         "lies in [0.8, 1.2], not reproduced when it lies outside, else inconclusive",
@@ -174,12 +175,12 @@ def _fig2a(res, column, key, name):
 
 def fig2a_distance(res) -> Claim:
     """Figure 2a: the true distance grows about linearly in L."""
-    return _fig2a(res, "d_tilde", "fig2a-distance-linear", "true distance")
+    return _fig2a(res, "d_tilde", "fig2a-distance-linear", r"true distance $\tilde d$")
 
 
 def fig2a_expectation(res) -> Claim:
     """Figure 2a: the random-selection expectation grows about linearly in L."""
-    return _fig2a(res, "E", "fig2a-expectation-linear", "expected distance E")
+    return _fig2a(res, "E", "fig2a-expectation-linear", "expected distance $E$")
 
 
 def fig2a_bound(res) -> Claim:
@@ -192,8 +193,9 @@ def fig2a_bound(res) -> Claim:
         res,
         "fig2a-bound",
         "2a",
-        "the bound d_max is valid and conservative",
-        f"d~ <= d_max in {valid:.1%} of {len(t):,} (head, window, L, N) means; median d~/d_max = {ratio:.3f}",
+        r"the bound $d_{\max}$ is valid and conservative",
+        rf"$\tilde d \le d_{{\max}}$ in {valid:.1%} of {len(t):,} (head, window, $L$, $N$) means; median "
+        rf"$\tilde d / d_{{\max}}$ = {ratio:.3f}",
         verdict,
         "reproduced when every mean respects the bound and the median ratio is below 1",
         ratio,
@@ -215,8 +217,8 @@ def fig2b_plateau(res) -> Claim:
         res,
         "fig2b-plateau",
         "2b",
-        f"at L = {p['alg2_L']}, the distance plateaus beyond N = 20",
-        f"median d~ changes by x{_show(value, lo, hi)} from N = {ns[0]} to N = {ns[-1]}",
+        f"at $L = {p['alg2_L']}$, the distance plateaus beyond $N = 20$",
+        rf"median $\tilde d$ changes by ×{_show(value, lo, hi)} from $N = {ns[0]}$ to $N = {ns[-1]}$",
         decide(lo, hi, PLATEAU),
         "reproduced when the 95 % interval of the factor by which the median changes from N = 20 to the largest N "
         "lies in [0.8, 1.25], not reproduced when it lies outside, else inconclusive",
@@ -239,8 +241,8 @@ def fig2b_convergence(res) -> Claim:
         res,
         "fig2b-convergence",
         "2b",
-        f"true and expected distances converge as N grows to {last}",
-        f"median E/d~ = {start:.3f} at N = {first} and {_show(value, lo, hi, 3)} at N = {last}",
+        f"true and expected distances converge as $N$ grows to {last}",
+        rf"median $E/\tilde d$ = {start:.3f} at $N = {first}$ and {_show(value, lo, hi, 3)} at $N = {last}$",
         verdict,
         f"not reproduced when E/d~ at N = {last} is no closer to 1 than at N = {first}; else decided on the 95 % "
         f"interval of E/d~ at N = {last}: reproduced inside [2/3, 3/2], not reproduced outside, else inconclusive",
@@ -288,12 +290,12 @@ def fig2c_critical(res) -> Claim:
         per_l = ", ".join(
             f"{int(r.L)}: {'none' if pd.isna(r.critical_N) else int(r.critical_N)}" for r in crit.itertuples()
         )
-        measured = f"median over L of critical N / L = {_show(value, lo, hi)} (KS level 0.05; L: N = {per_l})"
+        measured = f"median over $L$ of critical $N/L$ = {_show(value, lo, hi)} (KS level 0.05; $L$: $N$ = {per_l})"
     return _claim(
         res,
         "fig2c-critical",
         "2c",
-        "critical N is about 0.06 L (fewer than 6 % of the tokens)",
+        r"critical $N \approx 0.06\,L$ (fewer than 6 % of the tokens)",
         measured,
         decide(lo, hi, FRACTION),
         "reproduced when the interval of the median over L of N/L (from each L's 95 % bootstrap interval over "
@@ -320,13 +322,13 @@ def fig2c_proportional(res) -> Claim:
     measured = (
         "fewer than two lengths with a critical N"
         if np.isnan(value)
-        else f"critical N grows as L^{_show(value, lo, hi)} (KS level 0.05, reading E)"
+        else f"critical $N$ grows as $L^{{{value:.2f}}}$ [{lo:.2f}, {hi:.2f}] (KS level 0.05, reading $E$)"
     )
     return _claim(
         res,
         "fig2c-proportional",
         "2c",
-        "critical N grows in proportion to L",
+        "critical $N$ grows in proportion to $L$",
         measured,
         decide(lo, hi, LINEAR),
         "reproduced when the 95 % interval (bootstrap over windows of the per-head means) of the log-log slope of "
@@ -356,8 +358,8 @@ def fig3_plateau(res) -> Claim:
         res,
         "fig3-plateau",
         "3",
-        "N_s/N falls until N = 16, then saturates at 0.70-0.85",
-        f"median N_s/N by N: {series}; level for N >= {tail.index[0]}: {_show(value, lo, hi)}",
+        "$N_s/N$ falls until $N = 16$, then saturates at 0.70–0.85",
+        rf"median $N_s/N$ by $N$: {series}; level for $N \ge {tail.index[0]}$: {_show(value, lo, hi)}",
         decide(lo, hi, SATURATION) if flat and falls else NOT,
         "not reproduced unless the median falls to N = 16 and varies by at most 0.1 for N >= 16; then decided on "
         "the 95 % interval of its level there: reproduced inside 0.70-0.85, not reproduced outside, else "
@@ -385,8 +387,8 @@ def fig3_bounds(res) -> Claim:
         "3",
         "the lower bound is conservative and the upper bound tracks the maxima (tested on the book's "
         "reconstruction of Theorem 2)",
-        f"lower bound <= N_s/N for {lower_ok:.1%} of head means; the reconstructed upper bound >= N_s/N for "
-        f"{upper_ok:.1%}; its median is within {gap:.3f} of the largest N_s/N at every N > 1 and reaches "
+        rf"lower bound $\le N_s/N$ for {lower_ok:.1%} of head means; the reconstructed upper bound $\ge N_s/N$ for "
+        rf"{upper_ok:.1%}; its median is within {gap:.3f} of the largest $N_s/N$ at every $N > 1$ and reaches "
         f"{below_one:.3f} at its lowest",
         verdict,
         "reproduced when both bounds of the book's reconstruction of Theorem 2 hold for every head's mean, the "
@@ -417,8 +419,9 @@ def fig4_slope(res) -> Claim:
         res,
         "fig4-slope",
         "4",
-        "g(T, eps) follows 1/T for T < 0.1",
-        f"max over heads of g at eps = {eps:g} grows as T^{_show(value, lo, hi)} for T < 0.1",
+        r"$g(T, \varepsilon)$ follows $1/T$ for $T < 0.1$",
+        rf"max over heads of $g$ at $\varepsilon = {eps:g}$ grows as $T^{{{value:.2f}}}$ [{lo:.2f}, {hi:.2f}] "
+        r"for $T < 0.1$",
         decide(lo, hi, INVERSE_T),
         "reproduced when the 95 % interval (bootstrap over windows) of the log-log slope lies in [-1.2, -0.8], "
         "not reproduced when it lies outside, else inconclusive",
@@ -438,8 +441,8 @@ def fig4_drop(res) -> Claim:
         res,
         "fig4-drop",
         "4",
-        "g drops by about two orders of magnitude once T >= 1",
-        f"largest g / g at T = {first:.3g}: x{value:.0f} [{lo:.0f}, {hi:.0f}] (eps = {eps:g})",
+        r"$g$ drops by about two orders of magnitude once $T \ge 1$",
+        rf"largest $g$ / $g$ at $T = {first:.3g}$: ×{value:.0f} [{lo:.0f}, {hi:.0f}] ($\varepsilon = {eps:g}$)",
         decide(lo, hi, DROP),
         "reproduced when the 95 % interval of the drop from the largest g to g at the first T >= 1 lies in "
         "x30..x300, not reproduced when it lies outside, else inconclusive",
@@ -460,8 +463,8 @@ def fig4_printed_bound(res) -> Claim:
         res,
         "fig4-printed-bound",
         "4",
-        "the measured g stays under the printed min{1/(4T), sqrt 2}",
-        f"largest g / printed bound = {over:.3f}; largest g / (1/(2T)) = {corrected:.3f} (the book's sharp "
+        r"the measured $g$ stays under the printed $\min\{1/(4T), \sqrt 2\}$",
+        rf"largest $g$ / printed bound = {over:.3f}; largest $g / (1/(2T))$ = {corrected:.3f} (the book's sharp "
         "bound, never above 1)",
         verdict,
         "reproduced when no head's g exceeds the printed curve",
