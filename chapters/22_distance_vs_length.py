@@ -285,7 +285,7 @@ al.reproduction.assert_sentences({
 claims = pd.concat(
     [al.reproduction.claims(res, figure) for figure in ("2a", "2b")], ignore_index=True
 )
-claims[["paper", "measured", "verdict", "rule"]].style.hide(axis="index")
+al.reproduction.markdown(claims)
 
 # %%
 verdict = al.reproduction.expect(res, claims, {

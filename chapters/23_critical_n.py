@@ -217,7 +217,7 @@ al.reproduction.assert_sentences({
 
 # %%
 claims = al.reproduction.claims(res, "2c")
-claims[["paper", "measured", "verdict", "rule"]].style.hide(axis="index")
+al.reproduction.markdown(claims)
 
 # %%
 expected = {"fig2c-critical": "not reproduced", "fig2c-proportional": "reproduced"}

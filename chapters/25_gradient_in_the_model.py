@@ -109,7 +109,7 @@ for (scaling, eps), part in g.groupby(["logit_scaling", "eps"]):
 
 # %%
 claims = al.reproduction.claims(res, "4")
-claims[["paper", "measured", "verdict", "rule"]].style.hide(axis="index")
+al.reproduction.markdown(claims)
 
 # %%
 verdict = al.reproduction.expect(res, claims, {

@@ -103,7 +103,8 @@ al.models.banner(model, text)
 res = al.experiments.results(model, text, al.experiments.book_preset())
 print(res.summary())
 experiment_claims = al.reproduction.claims(res)
-experiment_claims[["figure", "paper", "measured", "verdict"]].style.hide(axis="index")
+columns = ("figure", "paper", "measured", "verdict")
+al.reproduction.markdown(experiment_claims, columns=columns)
 
 # %% [markdown]
 # ## Every claim of the paper, one table

@@ -335,3 +335,16 @@ def test_figure2_readings_sets_every_reading_beside_the_claims():
     assert t.loc[("E_full", "row"), "verdict_2c"] == rp.NOT_MEASURED
     unsure = rp.figure2_readings(_results(distance=_distance(growth=1.15, growth_spread=0.3)))
     assert unsure.set_index(["reading", "counting"]).loc[("E", "visible"), "verdict_2a"] == rp.INCONCLUSIVE
+
+
+def test_claim_tables_render_as_markdown_with_their_formulas():
+    table = pd.DataFrame(
+        {"paper": ["$L^{1}$ | a"], "measured": ["$\\tilde d \\le d_{\\max}$"], "verdict": ["reproduced"], "rule": ["r"]}
+    )
+    text = rp.markdown(table).data
+    lines = text.splitlines()
+    assert lines[0] == "| paper | measured | verdict | rule |" and lines[1] == "|---|---|---|---|"
+    assert lines[2] == "| $L^{1}$ \\| a | $\\tilde d \\le d_{\\max}$ | reproduced | r |"  # a cell's | escaped
+    assert rp.markdown(table, columns=("verdict",)).data.splitlines()[2] == "| reproduced |"
+    with pytest.raises(ValueError, match="columns: \\['figure'\\]"):
+        rp.markdown(table, columns=("figure", "paper"))

@@ -33,12 +33,12 @@ __all__ = [
     "expect",
     "figure2_readings",
     "loglog_slope",
+    "markdown",
 ]
 
 REPRODUCED = "reproduced"
 NOT = "not reproduced"
 INCONCLUSIVE = "inconclusive"
-#: No rule here gives it any more; kept for the report's rows that compare constants.
 
 #: The bootstrap over windows behind every interval: resamples and seed (fixed, so verdicts repeat exactly).
 RESAMPLES = 1000
@@ -541,6 +541,21 @@ def figure2_readings(res) -> pd.DataFrame:
                 )
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def markdown(table: pd.DataFrame, columns=("paper", "measured", "verdict", "rule")):
+    """A table of :func:`claims` as MyST markdown (``IPython.display.Markdown``), so that the book typesets the
+    formulas in its cells (an HTML table from pandas would show them as raw TeX)."""
+    from IPython.display import Markdown
+
+    unknown = [c for c in columns if c not in table.columns]
+    if unknown:
+        raise ValueError(f"columns: {unknown} are not columns of the table; it has {list(table.columns)}")
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in table[list(columns)].itertuples(index=False):
+        cells = [str(v).replace("|", "\\|").replace("\n", " ") for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return Markdown("\n".join(lines) + "\n")
 
 
 #: The run whose results the chapters' prose describes (the machines that build the book): model id, text name and
