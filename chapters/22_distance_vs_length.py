@@ -34,6 +34,7 @@
 # %%
 import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import Markdown
 
 import attnlimits as al
 
@@ -285,7 +286,7 @@ al.reproduction.assert_sentences({
 claims = pd.concat(
     [al.reproduction.claims(res, figure) for figure in ("2a", "2b")], ignore_index=True
 )
-al.reproduction.markdown(claims)
+Markdown(al.reproduction.markdown(claims))
 
 # %%
 verdict = al.reproduction.expect(res, claims, {

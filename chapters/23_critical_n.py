@@ -34,6 +34,7 @@
 
 # %%
 import pandas as pd
+from IPython.display import Markdown
 
 import attnlimits as al
 
@@ -217,7 +218,7 @@ al.reproduction.assert_sentences({
 
 # %%
 claims = al.reproduction.claims(res, "2c")
-al.reproduction.markdown(claims)
+Markdown(al.reproduction.markdown(claims))
 
 # %%
 expected = {"fig2c-critical": "not reproduced", "fig2c-proportional": "reproduced"}

@@ -33,6 +33,7 @@
 
 # %%
 import matplotlib.pyplot as plt
+from IPython.display import Markdown
 
 import attnlimits as al
 
@@ -119,7 +120,7 @@ print(f"plateau p = {plateau:.2f}: {heads} independent heads reach 99 % coverage
 
 # %%
 claims = al.reproduction.claims(res, "3")
-al.reproduction.markdown(claims)
+Markdown(al.reproduction.markdown(claims))
 
 # %%
 verdict = al.reproduction.expect(
@@ -130,7 +131,8 @@ verdict_no_sink = al.reproduction.expect(
     no_sink, claims_no_sink, {"fig3-plateau": "reproduced", "fig3-bounds": "reproduced"}
 )
 print(verdict, "token 0 left out:", verdict_no_sink)
-al.reproduction.markdown(claims_no_sink, columns=("paper", "measured", "verdict"))
+short = ("paper", "measured", "verdict")
+Markdown(al.reproduction.markdown(claims_no_sink, columns=short))
 # Theorem 2's lower bound holds in every head
 assert (sep.lower <= sep.ns_frac + 1e-9).all()
 medians = summary.ns_frac_median

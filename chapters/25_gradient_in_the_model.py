@@ -34,6 +34,7 @@
 
 # %%
 import numpy as np
+from IPython.display import Markdown
 
 import attnlimits as al
 
@@ -109,7 +110,7 @@ for (scaling, eps), part in g.groupby(["logit_scaling", "eps"]):
 
 # %%
 claims = al.reproduction.claims(res, "4")
-al.reproduction.markdown(claims)
+Markdown(al.reproduction.markdown(claims))
 
 # %%
 verdict = al.reproduction.expect(res, claims, {

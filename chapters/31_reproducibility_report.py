@@ -104,7 +104,7 @@ res = al.experiments.results(model, text, al.experiments.book_preset())
 print(res.summary())
 experiment_claims = al.reproduction.claims(res)
 columns = ("figure", "paper", "measured", "verdict")
-al.reproduction.markdown(experiment_claims, columns=columns)
+Markdown(al.reproduction.markdown(experiment_claims, columns=columns))
 
 # %% [markdown]
 # ## Every claim of the paper, one table

@@ -341,10 +341,10 @@ def test_claim_tables_render_as_markdown_with_their_formulas():
     table = pd.DataFrame(
         {"paper": ["$L^{1}$ | a"], "measured": ["$\\tilde d \\le d_{\\max}$"], "verdict": ["reproduced"], "rule": ["r"]}
     )
-    text = rp.markdown(table).data
+    text = rp.markdown(table)
     lines = text.splitlines()
     assert lines[0] == "| paper | measured | verdict | rule |" and lines[1] == "|---|---|---|---|"
     assert lines[2] == "| $L^{1}$ \\| a | $\\tilde d \\le d_{\\max}$ | reproduced | r |"  # a cell's | escaped
-    assert rp.markdown(table, columns=("verdict",)).data.splitlines()[2] == "| reproduced |"
+    assert rp.markdown(table, columns=("verdict",)).splitlines()[2] == "| reproduced |"
     with pytest.raises(ValueError, match="columns: \\['figure'\\]"):
         rp.markdown(table, columns=("figure", "paper"))

@@ -543,11 +543,9 @@ def figure2_readings(res) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def markdown(table: pd.DataFrame, columns=("paper", "measured", "verdict", "rule")):
-    """A table of :func:`claims` as MyST markdown (``IPython.display.Markdown``), so that the book typesets the
-    formulas in its cells (an HTML table from pandas would show them as raw TeX)."""
-    from IPython.display import Markdown
-
+def markdown(table: pd.DataFrame, columns=("paper", "measured", "verdict", "rule")) -> str:
+    """A table of :func:`claims` as MyST markdown: a chapter shows it with ``IPython.display.Markdown``, so that the
+    book typesets the formulas in its cells (an HTML table from pandas would show them as raw TeX)."""
     unknown = [c for c in columns if c not in table.columns]
     if unknown:
         raise ValueError(f"columns: {unknown} are not columns of the table; it has {list(table.columns)}")
@@ -555,7 +553,7 @@ def markdown(table: pd.DataFrame, columns=("paper", "measured", "verdict", "rule
     for row in table[list(columns)].itertuples(index=False):
         cells = [str(v).replace("|", "\\|").replace("\n", " ") for v in row]
         lines.append("| " + " | ".join(cells) + " |")
-    return Markdown("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 #: The run whose results the chapters' prose describes (the machines that build the book): model id, text name and
