@@ -42,13 +42,15 @@ test-fresh-chapter: setup
 	rm -rf $$fresh; exit $$status
 
 ## The Experiments part's numbers (Algorithms 1-5, the "paper" preset or $ATTNLIMITS_EXPERIMENTS_PRESET, with
-## and without the attention sink, from one capture, windows in parallel on every core) for the default model and
-## text, computed once into results/ and read from there by the experiment chapters; a no-op when it is current.
+## and without the attention sink, from one capture, Algorithm 5 and the sink weights shared by both, windows in
+## parallel on every core) for the default model and text, computed once into results/ and read from there by the
+## experiment chapters; a no-op when it is current.
 results: setup
 	$(BIN)/python -c "import functools, attnlimits as al; m, t = al.models.load(), al.texts.load(); \
 	p = al.experiments.book_preset(); \
 	caps = functools.cache(lambda: al.experiments.capture_windows(m, t, length=p.max_length, count=p.windows)); \
-	[al.experiments.results(m, t, p, exclude_sink=s, captures=caps, n_jobs=-1, progress='lines') for s in (False, True)]"
+	opts = dict(captures=caps, n_jobs=-1, progress='lines'); res = al.experiments.results(m, t, p, **opts); \
+	al.experiments.results(m, t, p, exclude_sink=True, shared=res, **opts)"
 	$(BIN)/python -c "import os, attnlimits as al; p = os.environ.get('ATTNLIMITS_PRESET', 'reduced'); \
 	al.training.cached_sweep(p); al.alternatives.cached_synthetic_tables(p); \
 	al.alternatives.cached_model_tables(al.models.load(), al.texts.load(), p)"

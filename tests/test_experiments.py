@@ -257,6 +257,39 @@ def test_recomputed_weights_are_the_models_own(tiny):
         assert (alpha.sum(-1) - 1).abs().max() < 1e-14
 
 
+def test_weights_of_given_rows_are_those_rows_of_the_whole_matrix(tiny):
+    """inputs(rows=...) computes only the listed query rows, in their order, and they are the whole matrix's rows
+    (the sampled readings of Algorithm 3 read them); rows outside the window are refused."""
+    model, _ = tiny
+    cap = models.capture(model, torch.randint(0, 300, (24,), generator=torch.Generator().manual_seed(1)))
+    w = experiments.WindowCapture(index=0, layers=list(cap))
+    rows = torch.tensor([0, 3, 23, 7])
+    for layer in cap.layer_ids:
+        whole, x = w.inputs(layer, 24, exclude_sink=True)
+        some, x_some = w.inputs(layer, 24, exclude_sink=True, rows=rows)
+        assert some.shape == (whole.shape[0], 4, 24)
+        torch.testing.assert_close(some, whole[:, rows], rtol=0, atol=1e-12)
+        assert torch.equal(x_some, x)
+    for bad in (torch.tensor([24]), torch.tensor([[1]]), torch.tensor([-1])):
+        with pytest.raises(ValueError, match="rows: expected a 1-D tensor of positions below L = 24"):
+            w.inputs(cap.layer_ids[0], 24, rows=bad)
+
+
+def test_distance_table_computes_the_readings_asked_for(tiny):
+    """A subset of the readings gives the same numbers as the whole table for those, NaN for the others."""
+    _, windows = tiny
+    grid = {2: [8, 16], 5: [16]}
+    whole = experiments.distance_table(windows, grid, seed=1)
+    some = experiments.distance_table(windows, grid, seed=1, readings=("E", "E_perm"), countings=("row",))
+    assert list(some.columns) == list(whole.columns)
+    ref = whole[whole.counting == "row"].reset_index(drop=True)
+    for col in ("d_tilde", "E", "E_perm", "rows"):
+        np.testing.assert_array_equal(some[col].to_numpy(float), ref[col].to_numpy(float), err_msg=col)
+    assert some[["E_mc", "E_mc_se", "E_full"]].isna().all().all() and ref[["E_mc", "E_full"]].notna().all().all()
+    with pytest.raises(ValueError, match="readings: must be a non-empty subset of"):
+        experiments.distance_table(windows, grid, readings=("E", "E0"))
+
+
 @pytest.mark.parametrize("exclude_sink", [False, True])
 def test_distances_match_the_reference(tiny, exclude_sink):
     _, windows = tiny
@@ -463,6 +496,25 @@ def test_parallel_windows_give_the_same_tables(tiny_dir, text, tmp_path, backend
         assert all((f / f"{name}.csv").read_bytes() == first for f in folders[1:]), name
     assert reused.provenance["seconds"]["capture"] == pytest.approx(sum(c.seconds for c in caps), abs=1e-3)
     assert all(c.seconds > 0 for c in caps)
+
+
+def test_a_shared_run_lends_the_tables_the_sink_mode_does_not_change(tiny_dir, text, tmp_path):
+    """The variant without token 0 computed with the paper setting's run as ``shared`` writes the same tables as
+    computed alone; it keeps E on the visible tokens; a run of another seed or windows is refused."""
+    model = models.load(str(tiny_dir))
+    caps = experiments.capture_windows(model, text, length=TINY_PRESET.max_length, count=TINY_PRESET.windows)
+    paper = experiments.run(model, text, TINY_PRESET, seed=3, captures=caps)
+    alone = experiments.run(model, text, TINY_PRESET, seed=3, captures=caps, exclude_sink=True)
+    lent = experiments.run(model, text, TINY_PRESET, seed=3, captures=caps, exclude_sink=True, shared=paper)
+    for name in experiments.TABLES:
+        pd.testing.assert_frame_equal(getattr(lent, name), getattr(alone, name), obj=name)
+    assert lent.provenance["seconds"]["alg5"] == 0 < alone.provenance["seconds"]["alg5"]
+    assert set(alone.distance.counting) == {"visible"} and set(alone.critical.reading) == {"E"}
+    assert alone.distance.E_full.isna().all() and paper.distance.E_full.notna().all()
+    with pytest.raises(ValueError, match="shared: a run of another seed than this run's"):
+        experiments.run(model, text, TINY_PRESET, seed=4, captures=caps, exclude_sink=True, shared=paper)
+    with pytest.raises(ValueError, match="shared: a run of another windows"):
+        experiments.run(model, text, TINY_PRESET, windows=1, seed=3, captures=caps[:1], shared=paper)
 
 
 @pytest.mark.parametrize("n_jobs", [0, -2, 1.5, True, "2"])

@@ -95,16 +95,18 @@ def distance_table(
     precision: str = "float64",
     normalizer: str | None = None,
     seed: int = 0,
+    readings: Sequence[str] = READINGS,
     countings: Sequence[str] = COUNTINGS,
     progress: bool | str | None = None,
     n_jobs: int = 1,
 ) -> pd.DataFrame:
-    """Per-head means of d~, d_max (Theorem 1 as reconstructed) and every reading of the expectation
-    (:data:`READINGS`) for every N and its lengths in ``grid``, under each counting of a row's tokens.
+    """Per-head means of d~, d_max (Theorem 1 as reconstructed) and the ``readings`` of the expectation (a subset
+    of :data:`READINGS`; the columns of the others are NaN) for every N and its lengths in ``grid``, under each
+    counting of a row's tokens.
 
     ``grid`` maps N to the lengths L it is wanted at (Alg. 1: {5: [32, ..., 1024]}; Alg. 2: {N: [1024]}). A head's
-    value is its mean over the rows t < L with more than N visible tokens (the ``rows`` column), under both
-    countings. One pass per layer computes every row once at the largest L; shorter L are prefix means.
+    value is its mean over the rows t < L with more than N tokens (the ``rows`` column), under each of the
+    ``countings``. One pass per layer computes every row once at the largest L; shorter L are prefix means.
     ``d_tilde``, ``d_max``, ``E`` and ``E_full`` read every row (exact); the Monte Carlo readings ``E_mc`` and
     ``E_perm`` read the stratified sample of :func:`sample_rows`, and ``E_mc_se`` is the standard error of the
     head's ``E_mc`` (Monte Carlo and row sampling). The row counting (every position of the length-L row a token,
@@ -118,6 +120,10 @@ def distance_table(
     unknown = [c for c in countings if c not in COUNTINGS]
     if unknown or not countings:
         raise ValueError(f"countings: must be a non-empty subset of {COUNTINGS}, got {list(countings)}")
+    unknown = [r for r in readings if r not in READINGS]
+    if unknown or not readings:
+        raise ValueError(f"readings: must be a non-empty subset of {READINGS}, got {list(readings)}")
+    monte_carlo = {"E_mc", "E_perm"} & set(readings)
     first = int(exclude_sink)
     ns = sorted(grid)
     top = max(max(v) for v in grid.values())
@@ -140,53 +146,67 @@ def distance_table(
             cols = {}
             for name, values in exact.items():
                 cols[name], rows = row_means(values, lengths, n, L)
-            cols["E_mc"], cols["E_mc_se"] = sampled_means(*sampled["E_mc"], positions, weights, lengths, n, L)
-            cols["E_perm"], _ = sampled_means(sampled["E_perm"], None, positions, weights, lengths, n, L)
+            if "E_mc" in sampled:
+                cols["E_mc"], cols["E_mc_se"] = sampled_means(*sampled["E_mc"], positions, weights, lengths, n, L)
+            if "E_perm" in sampled:
+                cols["E_perm"], _ = sampled_means(sampled["E_perm"], None, positions, weights, lengths, n, L)
             nan = np.full(alpha.shape[0], np.nan)
             for h in range(alpha.shape[0]):
                 values = (float(cols.get(name, nan)[h]) for name in names)
                 records.append((str(w.index), layer, h, L, n, rows, counting, *values))
 
         def sampled(L, at, counting, draw):
-            """E_mc (mean, variance) and E_perm on the sampled rows below L, for every n of ``at``."""
+            """E_mc (mean, variance) and E_perm, where asked, on the sampled rows below L, for every n of ``at``."""
+            out = [{} for _ in at]
+            if not monte_carlo:
+                return out
             rows = positions[positions < L]
             a = alpha[:, rows, :L]
             both = {**opts, "positions": rows, "counting": counting}
-            mc = rowstats.random_expectation(a, x[:, :L], at, samples=MC_SAMPLES, seed=draw, **both)
-            perm = rowstats.permuted_distance(a, x[:, :L], at, seed=draw + 1, **both)
             pad = len(positions) - len(rows)  # rows at or beyond L: never counted at L
 
             def full(t):
                 return torch.nn.functional.pad(t, (0, pad), value=math.nan)
 
-            return [{"E_mc": (full(mc[0][j]), full(mc[1][j])), "E_perm": full(perm[j])} for j in range(len(at))]
+            if "E_mc" in monte_carlo:
+                mc = rowstats.random_expectation(a, x[:, :L], at, samples=MC_SAMPLES, seed=draw, **both)
+                for j, o in enumerate(out):
+                    o["E_mc"] = (full(mc[0][j]), full(mc[1][j]))
+            if "E_perm" in monte_carlo:
+                perm = rowstats.permuted_distance(a, x[:, :L], at, seed=draw + 1, **both)
+                for j, o in enumerate(out):
+                    o["E_perm"] = full(perm[j])
+            return out
 
         d_tilde, d_max, s_norm = rowstats.distances(alpha, x, ns, bound=True, kept=True, **opts)
-        e0 = rowstats.expectation(alpha, x, ns, **opts)
-        e_full = rowstats.expectation(alpha, x, ns, full=True, **opts)
+        e0 = rowstats.expectation(alpha, x, ns, **opts) if "E" in readings else None
+        e_full = rowstats.expectation(alpha, x, ns, full=True, **opts) if "E_full" in readings else None
         if "visible" in countings:
             draws = sampled(top, ns, "visible", layer_seed)
             for j, n in enumerate(ns):
-                exact = {"d_tilde": d_tilde[j], "d_max": d_max[j], "E": e0[j], "E_full": e_full[j]}
+                exact = {"d_tilde": d_tilde[j], "d_max": d_max[j]}
+                exact |= {} if e0 is None else {"E": e0[j]}
+                exact |= {} if e_full is None else {"E_full": e_full[j]}
                 for L in sorted(grid[n]):
                     add("visible", L, n, exact, draws[j])
         if "row" in countings:
-            out_norm = rowstats.output_norms(alpha, x)
+            out_norm = rowstats.output_norms(alpha, x) if "E_full" in readings else None
             ell = lengths.to(alpha.dtype)
             for L in sorted({L for v in grid.values() for L in v}):  # the row's tokens depend on L
                 at = [n for n in ns if L in grid[n]]
                 width = L - first  # tokens of every row under the row counting
                 masked = (width - ell[:L]).clamp_min(0)  # tokens of weight 0 beyond the visible ones
-                e_row = rowstats.expectation(alpha[:, :L, :L], x[:, :L], at, counting="row", **opts)
+                if "E" in readings:
+                    e_row = rowstats.expectation(alpha[:, :L, :L], x[:, :L], at, counting="row", **opts)
                 draws = sampled(L, at, "row", layer_seed + L)
                 for q, n in enumerate(at):
                     j = ns.index(n)
-                    inner = e_full[j, :, :L] * ell[:L] / (ell[:L] - n).clamp_min(1)  # sum_i ||2 y_i - o||
-                    exact = {
-                        "d_tilde": d_tilde[j, :, :L] + masked * s_norm[j, :, :L],
-                        "E": e_row[q],
-                        "E_full": (width - n) / width * (inner + masked * out_norm[:, :L]),
-                    }
+                    exact = {"d_tilde": d_tilde[j, :, :L] + masked * s_norm[j, :, :L]}
+                    if "E" in readings:
+                        exact["E"] = e_row[q]
+                    if "E_full" in readings:
+                        inner = e_full[j, :, :L] * ell[:L] / (ell[:L] - n).clamp_min(1)  # sum_i ||2 y_i - o||
+                        exact["E_full"] = (width - n) / width * (inner + masked * out_norm[:, :L])
                     add("row", L, n, exact, draws[q])
         return records
 
@@ -413,9 +433,9 @@ def _evaluate_ks(windows, todo, first, opts, seed, progress, n_jobs=1):
                 if start >= top:
                     continue
                 at_group = {(n, L) for n, L in pairs if n in group}
-                alpha, x = w.inputs(layer, top, first_row=start, **opts)
                 where = {"first": first, "window": window}
                 if kind == "E":
+                    alpha, x = w.inputs(layer, top, first_row=start, **opts)
                     at = torch.arange(start, top, device=alpha.device)
                     d = rowstats.distances(alpha, x, group, positions=at, **where)[0]
                     e = rowstats.expectation(alpha, x, group, positions=at, **where)
@@ -423,8 +443,9 @@ def _evaluate_ks(windows, todo, first, opts, seed, progress, n_jobs=1):
                     sums((d, e), at, ones, starts, at_group, "E", parts, heads)
                     continue
                 picked = positions >= start
-                at, wt = positions[picked].to(alpha.device), weights[picked]
-                a = alpha[:, at - start]
+                at, wt = positions[picked], weights[picked]
+                a, x = w.inputs(layer, top, rows=at, **opts)  # the weights of the sampled rows only
+                at = at.to(a.device)
                 d = rowstats.distances(a, x, group, positions=at, **where)[0]
                 for r in sampled_readings:
                     if r == "E_full":

@@ -193,8 +193,13 @@ def run(
     progress: bool | str | None = None,
     n_jobs: int = 1,
     captures: Sequence[WindowCapture] | None = None,
+    shared: Results | None = None,
 ) -> Results:
     """Algorithms 1-5 (and the sink weights) on ``windows`` windows of ``text`` (the preset's count by default).
+
+    In the paper's setting the distance table holds every reading of the expectation under both countings of a
+    row's tokens, and Algorithm 3 searches the critical N of :data:`CRITICAL_READINGS`; with ``exclude_sink=True``
+    (the book's variant without token 0) both keep the book's reconstruction E on the visible tokens.
 
     ``precision`` applies to Algorithms 1-3: ``"float32"`` reads the model's own float32 weights and values (it
     agrees with ``"float64"`` within 1e-5 relative: benchmarks/bench_experiments.py measures it on the same
@@ -210,7 +215,10 @@ def run(
     ``joblib.parallel_config`` sets, e.g. a Dask cluster); the results do not depend on it. ``captures``: the
     windows already captured by :func:`capture_windows` (the same model and text, ``length`` at least the preset's
     longest L, the windows ``first_window..first_window+windows-1``, the same ``tokens``), so that several runs
-    (both sink modes, say) share one capture; ``seconds["capture"]`` is then the captures' own time.
+    (both sink modes, say) share one capture; ``seconds["capture"]`` is then the captures' own time. ``shared``: a
+    run of the same model, text, preset, windows and seed (the other sink mode, say) whose tables that do not
+    depend on the sink mode, tokens or precision (Algorithm 5's ``gradient`` and the ``sink`` weights) are taken
+    as they are instead of computed again (their ``seconds`` are then 0).
     """
     dtype_of(precision)
     check_jobs(n_jobs)
@@ -221,6 +229,8 @@ def run(
         raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
     seconds = {}
     started = time.perf_counter()
+    if shared is not None:
+        _check_shared(shared, model, text, p, list(range(first_window, first_window + count)), seed)
     if captures is None:
         caps = capture_windows(
             model, text, length=p.max_length, count=count, first_window=first_window, tokens=tokens, progress=progress
@@ -243,9 +253,10 @@ def run(
         seconds[name] = time.perf_counter() - t0
         return out
 
-    distance = timed("alg1_2", distance_table, caps, p.distance_grid(), seed=seed, **opts)
-    # the readings of the expectation are searched in the paper's setting; the book's variant without token 0 keeps
-    # the book's reconstruction E only (each reading's search costs about as much as E's)
+    # every reading of the expectation and both countings in the paper's setting; the book's variant without token 0
+    # keeps the book's reconstruction E on the visible tokens (each further reading costs about as much as E)
+    variant = {"readings": ("E",), "countings": ("visible",)} if exclude_sink else {}
+    distance = timed("alg1_2", distance_table, caps, p.distance_grid(), seed=seed, **variant, **opts)
     readings = ("E",) if exclude_sink else CRITICAL_READINGS
     scan, critical, heads = timed("alg3", critical_n, caps, p.alg1_L, p.ks_levels, readings=readings, seed=seed, **opts)
     intervals = uncertainty.critical_intervals(heads, p.ks_levels, resamples=RESAMPLES, seed=seed)
@@ -254,10 +265,14 @@ def run(
     scan["windows"] = window_range
     critical["windows"] = window_range
     separability = timed("alg4", separability_table, caps, p.alg4_L, p.alg4_N, **{**opts, "precision": "float64"})
-    gradient = timed(
-        "alg5", gradient_table, caps, p.alg5_L, p.alg5_T, p.alg5_eps, seed=seed, progress=progress, n_jobs=n_jobs
-    )
-    sink = timed("sink", sink_table, caps, p.max_length)
+    if shared is None:
+        gradient = timed(
+            "alg5", gradient_table, caps, p.alg5_L, p.alg5_T, p.alg5_eps, seed=seed, progress=progress, n_jobs=n_jobs
+        )
+        sink = timed("sink", sink_table, caps, p.max_length)
+    else:
+        gradient, sink = shared.gradient, shared.sink
+        seconds |= {"alg5": 0.0, "sink": 0.0}
     seconds["total"] = time.perf_counter() - started
     provenance = {
         "model": _model_provenance(model),
@@ -293,6 +308,31 @@ def _check_captures(captures, length: int, count: int, first_window: int, tokens
     if (tokens == "residual") != all(c.residual is not None for c in caps):
         raise ValueError(f"captures: tokens={tokens!r} needs captures made with the same tokens")
     return caps
+
+
+def _check_shared(shared, model, text, preset: Preset, windows: list[int], seed: int) -> None:
+    """Raise unless ``shared`` is a run of this model, text, preset, windows and seed."""
+    if not isinstance(shared, Results):
+        raise ValueError(f"shared: expected a Results (of the other sink mode, say), got {type(shared).__name__}")
+    prov = shared.provenance
+    text_sha = text.provenance.sha256 if hasattr(text, "provenance") else _sha(text)
+    wanted = {
+        "model": _model_provenance(model).get("sha256"),
+        "text": text_sha,
+        "preset": preset.as_dict(),
+        "windows": windows,
+        "seed": seed,
+    }
+    found = {
+        "model": prov["model"].get("sha256"),
+        "text": prov["text"].get("sha256"),
+        "preset": prov["preset"],
+        "windows": list(prov["windows"]),
+        "seed": prov["seed"],
+    }
+    differ = [k for k in wanted if json.dumps(wanted[k], sort_keys=True) != json.dumps(found[k], sort_keys=True)]
+    if differ:
+        raise ValueError(f"shared: a run of another {', '.join(differ)} than this run's; its tables cannot be reused")
 
 
 def _max_positions(model) -> int | None:
@@ -347,6 +387,7 @@ def results(
     progress: bool | str | None = None,
     n_jobs: int = 1,
     captures: Sequence[WindowCapture] | Callable[[], Sequence[WindowCapture]] | None = None,
+    shared: Results | None = None,
 ) -> Results:
     """The results of :func:`run` from the cache when the same model, text, preset, options, seed and code produced
     them, else computed now and cached (so a test run computes once and the book build reuses the numbers).
@@ -356,7 +397,8 @@ def results(
     everything it imports, and the torch version. ``n_jobs`` and ``captures`` only change how a missing entry is
     computed (as in :func:`run`), not what it holds; ``captures`` may also be a function returning them, called
     only when the entry must be computed (``functools.cache`` of :func:`capture_windows` lets both sink modes
-    share one capture, and a current cache capture nothing).
+    share one capture, and a current cache capture nothing). ``shared`` (as in :func:`run`) does not change what
+    the entry holds either: the tables it lends are those the run would compute.
     """
     p = get_preset(preset)
     options = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision}
@@ -381,6 +423,7 @@ def results(
             progress=progress,
             n_jobs=n_jobs,
             captures=captures() if callable(captures) else captures,
+            shared=shared,
         ),
         save=lambda res, folder: res.save(folder),
         load=Results.load,

@@ -82,13 +82,20 @@ class WindowCapture:
             )
         return w
 
-    def logits(self, layer: int, L: int, first_row: int = 0) -> torch.Tensor:
-        """The model's own float32 logits of the first L tokens, ``(H, L - first_row, L)`` (the query rows
-        ``first_row..L-1``, all of them by default), masked entries -inf."""
+    def logits(self, layer: int, L: int, first_row: int = 0, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The model's own float32 logits of the first L tokens, ``(H, R, L)``, masked entries -inf: the query rows
+        ``first_row..L-1`` (all of them by default), or only the query positions ``rows`` (a 1-D integer tensor of
+        positions below L, in that order)."""
         lc = self.layer(layer)
-        q, k = lc.q[0, :, first_row:L], lc.k[0, :, :L]
+        if rows is None:
+            rows = slice(first_row, L)
+        else:
+            if first_row or rows.ndim != 1 or (len(rows) and not 0 <= int(rows.min()) <= int(rows.max()) < L):
+                raise ValueError(f"rows: expected a 1-D tensor of positions below L = {L} (and no first_row)")
+            rows = rows.to(lc.q.device)
+        q, k = lc.q[0, :, rows], lc.k[0, :, :L]
         logits = torch.matmul(q, k.transpose(-1, -2)).mul_(lc.scaling)
-        return logits.masked_fill_(lc.masked[0, 0, first_row:L, :L], float("-inf"))
+        return logits.masked_fill_(lc.masked[0, 0, rows, :L], float("-inf"))
 
     def inputs(
         self,
@@ -100,9 +107,11 @@ class WindowCapture:
         precision: str = "float64",
         normalizer: str | None = None,
         first_row: int = 0,
+        rows: torch.Tensor | None = None,
     ):
         """(alpha, x) of one layer over the first L tokens: alpha ``(H, L, L)``, x ``(H, L, d)``; with
-        ``first_row`` only the query rows ``first_row..L-1`` of alpha, ``(H, L - first_row, L)``.
+        ``first_row`` only the query rows ``first_row..L-1`` of alpha, ``(H, L - first_row, L)``, with ``rows`` only
+        the query positions it lists (:meth:`logits`).
 
         ``tokens`` (one of :data:`TOKENS`): x is the head's value vectors (``"value"``), the layer's input residual
         stream (``"residual"``) or the input token embeddings normalised to unit length per token
@@ -117,7 +126,7 @@ class WindowCapture:
         dtype = dtype_of(precision)
         if normalizer is not None and normalizer not in NORMALIZERS:
             raise ValueError(f"normalizer: must be None (softmax) or one of {list(NORMALIZERS)}, got {normalizer!r}")
-        logits = self.logits(layer, L, first_row).to(dtype)
+        logits = self.logits(layer, L, first_row, rows).to(dtype)
         alpha = torch.softmax(logits, dim=-1) if normalizer is None else NORMALIZERS[normalizer](logits, dim=-1)
         if exclude_sink:
             alpha = alpha.clone()
