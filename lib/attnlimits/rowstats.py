@@ -321,14 +321,15 @@ def expectation(
         visible = _visible(t, c, first, window, counting)
         tokens = visible.to(x.dtype)
         Y = torch.bmm(a, xb)
-        g = torch.bmm(Y, xb.transpose(1, 2))
+        ag = torch.bmm(Y, xb.transpose(1, 2)).mul_(a)  # alpha_i x_i . Y
         yy = (Y * Y).sum(-1).unsqueeze(-1)
-        ay = a * a * xx[:, :c].unsqueeze(1)
+        ay = a * a * xx[:, :c].unsqueeze(1)  # ||alpha_i x_i||^2
         length = visible.sum(-1).to(x.dtype)  # (B,)
         for j, n in enumerate(ns):
             k = torch.ones_like(length) if full else n / (length - 1).clamp_min(1)
             k = k.view(1, -1, 1)
-            d2 = ay * (1 + k) ** 2 - 2 * k * (1 + k) * a * g + k * k * yy
+            # ||(1 + k) y_i - k Y||^2 = (1 + k)^2 ||y_i||^2 - 2 k (1 + k) y_i . Y + k^2 ||Y||^2, in one buffer
+            d2 = (ay * (1 + k) ** 2).addcmul_(ag, -2 * k * (1 + k)).add_(k * k * yy)
             total = d2.clamp_min_(0).sqrt_().mul_(tokens).sum(-1)
             out[j, :, r0:r1] = ((length - n).clamp_min(0) / length.clamp_min(1)) * total
     return out
