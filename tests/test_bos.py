@@ -137,9 +137,10 @@ def _check_embedding_tokens(loaded, text):
         for h in range(H):
             torch.testing.assert_close(x[h], expected, rtol=0, atol=0)
     (plain,) = experiments.capture_windows(loaded, text, length=L, count=1, layers=[0])
-    assert plain.embedding is None and plain.residual is None
+    assert plain.residual is None and torch.equal(plain.embedding, cap.embedding)  # every capture keeps them
+    bare = experiments.WindowCapture(index=0, layers=plain.layers)
     with pytest.raises(ValueError, match="tokens: 'embedding' needs a capture made with"):
-        plain.inputs(0, L, tokens="embedding")
+        bare.inputs(0, L, tokens="embedding")
 
 
 def test_embedding_tokens_are_the_normalised_input_embeddings(smollm2, text):

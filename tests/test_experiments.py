@@ -385,6 +385,27 @@ def test_separability_matches_the_reference(tiny):
     _compare(ours, ref, ["window", "layer", "head", "L", "N", "rows"], ["ns_frac", "lower", "upper", "delta"])
 
 
+def test_separability_on_the_embeddings_is_the_literal_algorithm_4_on_them(tiny):
+    """tokens="embedding" is Algorithm 4 with every head's tokens the input embeddings: the literal reference on
+    windows whose value vectors are replaced by those embeddings gives the same table."""
+    import dataclasses
+
+    model, windows = tiny
+    gen = torch.Generator().manual_seed(5)
+    emb_windows, as_values = [], []
+    for w in windows:
+        emb = torch.randn(1, w.seq_len, 16, generator=gen)
+        emb[0, 7] = emb[0, 3]  # a repeated token: delta = 0
+        emb_windows.append(dataclasses.replace(w, embedding=emb))
+        heads = w.layers[0].v.shape[1]
+        layers = [dataclasses.replace(lc, v=emb.unsqueeze(1).expand(1, heads, -1, -1)) for lc in w.layers]
+        as_values.append(dataclasses.replace(w, layers=layers))
+    ours = experiments.separability_table(emb_windows, 24, [1, 2, 4, 8], tokens="embedding")
+    ref = naive.separability_table(as_values, 24, [1, 2, 4, 8])
+    assert set(ours.tokens) == {"embedding"} and (ours.delta == 0).all()
+    _compare(ours, ref, ["window", "layer", "head", "L", "N", "rows"], ["ns_frac", "lower", "upper", "delta"])
+
+
 def test_gradient_matches_the_reference(tiny):
     _, windows = tiny
     T, eps = (1e-2, 0.3, 5.0), (1e-3, 1e-1, 10.0)

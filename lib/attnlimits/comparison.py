@@ -225,7 +225,7 @@ def summary(results: dict) -> pd.DataFrame:
             subset=["critical_N"]
         )
         frac = crit.critical_N.astype(float) / crit.L
-        sep = res.separability.groupby("N").ns_frac.median()
+        sep = res.alg4().groupby("N").ns_frac.median()
         med = res.alg1().groupby("L").d_tilde.median()
         top = res.g_max()
         low = top[top.index < 0.1]
@@ -289,7 +289,7 @@ def figure(results: dict):
         p = res.preset
         med = res.alg1().groupby("L").d_tilde.median()
         axes[0].loglog(med.index, med.values, **style)
-        sep = res.separability.groupby("N").ns_frac.median()
+        sep = res.alg4().groupby("N").ns_frac.median()
         axes[1].semilogx(sep.index, sep.values, **style)
         top = res.g_max()
         axes[2].loglog(top.index, top.values, **style)

@@ -506,8 +506,11 @@ def separability_table(
 ) -> pd.DataFrame:
     """Algorithm 4: per-head mean of N_s / N at the radius R (tokens on the unit sphere) with Theorem 2's bounds.
 
-    delta is the window's smallest distance between two of the head's (normalised) tokens. Columns: ``window,
-    layer, head, L, N, rows, ns_frac, lower, upper, delta``. ``n_jobs``: windows in parallel (:func:`map_layers`).
+    ``tokens`` (:meth:`WindowCapture.inputs`): the vectors normalised onto the sphere, the heads' values by default
+    or the input token embeddings (``"embedding"``, the paper's "extract and normalize token embeddings"). delta is
+    the window's smallest distance between two of the head's (normalised) tokens (0 when a token repeats and the
+    tokens are embeddings). Columns: ``window, layer, head, L, N, tokens, rows, ns_frac, lower, upper, delta``.
+    ``n_jobs``: windows in parallel (:func:`map_layers`).
     """
     check_windows(windows)
     first = int(exclude_sink)
@@ -532,12 +535,13 @@ def separability_table(
             rows = int(keep.sum())
             means = [t.double().mean(-1).cpu() for t in (frac[:, keep], lower, upper)]
             for h in range(alpha.shape[0]):
-                records.append((str(w.index), layer, h, L, n, rows, *(float(m[h]) for m in means), float(delta[h])))
+                values = (float(m[h]) for m in means)
+                records.append((str(w.index), layer, h, L, n, tokens, rows, *values, float(delta[h])))
         return records
 
     records = [r for part in map_layers(windows, one_layer, "Alg. 4", progress, n_jobs) for r in part]
     return pd.DataFrame(
-        records, columns=["window", "layer", "head", "L", "N", "rows", "ns_frac", "lower", "upper", "delta"]
+        records, columns=["window", "layer", "head", "L", "N", "tokens", "rows", "ns_frac", "lower", "upper", "delta"]
     )
 
 

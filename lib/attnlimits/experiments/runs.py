@@ -43,8 +43,9 @@ class Results:
 
     ``distance`` (Alg. 1-2, every reading of the expectation under both countings), ``critical_scan``,
     ``critical`` (with its bootstrap interval over windows) and ``critical_heads`` (each window's per-head means at
-    every evaluated N) (Alg. 3), ``separability`` (Alg. 4), ``gradient`` (Alg. 5), ``sink`` (attention-sink
-    weight per head); ``provenance``: model, text, preset, seed, versions, wall time per algorithm.
+    every evaluated N) (Alg. 3), ``separability`` (Alg. 4, on the values and the input embeddings), ``gradient``
+    (Alg. 5), ``sink`` (attention-sink weight per head); ``provenance``: model, text, preset, seed, versions, wall
+    time per algorithm.
     """
 
     distance: pd.DataFrame
@@ -67,6 +68,14 @@ class Results:
         ``counting`` of a row's tokens (``"visible"`` or ``"row"``)."""
         p, t = self.preset, self._counted(counting)
         return t[(t.N == p.alg1_N) & t.L.isin(p.alg1_L)]
+
+    def alg4(self, tokens: str = "value") -> pd.DataFrame:
+        """Algorithm 4's rows of :attr:`separability` measured on one kind of ``tokens`` (``"value"``: the heads'
+        values, Figure 3 as the book reads it; ``"embedding"``: the input token embeddings)."""
+        t = self.separability
+        if tokens not in set(t.tokens):
+            raise ValueError(f"tokens: must be one of {sorted(set(t.tokens))}, got {tokens!r}")
+        return t[t.tokens == tokens]
 
     def alg2(self, counting: str = "visible") -> pd.DataFrame:
         """Algorithm 2's rows of :attr:`distance`: every ``alg2_N`` at the fixed ``alg2_L`` (Figure 2b), under one
@@ -198,8 +207,10 @@ def run(
     """Algorithms 1-5 (and the sink weights) on ``windows`` windows of ``text`` (the preset's count by default).
 
     In the paper's setting the distance table holds every reading of the expectation under both countings of a
-    row's tokens, and Algorithm 3 searches the critical N of :data:`CRITICAL_READINGS`; with ``exclude_sink=True``
-    (the book's variant without token 0) both keep the book's reconstruction E on the visible tokens.
+    row's tokens, Algorithm 3 searches the critical N of :data:`CRITICAL_READINGS`, and Algorithm 4 runs on the
+    values and on the input token embeddings (its ``tokens`` column); with ``exclude_sink=True`` (the book's
+    variant without token 0) the first two keep the book's reconstruction E on the visible tokens and Algorithm 4
+    the values.
 
     ``precision`` applies to Algorithms 1-3: ``"float32"`` reads the model's own float32 weights and values (it
     agrees with ``"float64"`` within 1e-5 relative: benchmarks/bench_experiments.py measures it on the same
@@ -227,6 +238,8 @@ def run(
     validate_grid(p, max_positions=_max_positions(model), windows=count)
     if tokens not in TOKENS:
         raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
+    # Algorithm 4 on the values (or the run's tokens) and, in the paper's setting, on the input token embeddings
+    alg4_tokens = [tokens] + (["embedding"] if tokens == "value" and not exclude_sink else [])
     seconds = {}
     started = time.perf_counter()
     if shared is not None:
@@ -237,7 +250,7 @@ def run(
         )
         seconds["capture"] = time.perf_counter() - started
     else:
-        caps = _check_captures(captures, p.max_length, count, first_window, tokens)
+        caps = _check_captures(captures, p.max_length, count, first_window, tokens, "embedding" in alg4_tokens)
         seconds["capture"] = sum(c.seconds for c in caps)
     opts = {
         "exclude_sink": exclude_sink,
@@ -264,7 +277,18 @@ def run(
     window_range = f"{caps[0].index}-{caps[-1].index}"
     scan["windows"] = window_range
     critical["windows"] = window_range
-    separability = timed("alg4", separability_table, caps, p.alg4_L, p.alg4_N, **{**opts, "precision": "float64"})
+    alg4 = {**opts, "precision": "float64"}
+    separability = timed(
+        "alg4",
+        lambda: (
+            pd.concat(
+                [separability_table(caps, p.alg4_L, p.alg4_N, **{**alg4, "tokens": kind}) for kind in alg4_tokens]
+            )
+            # window by window (so runs over disjoint windows concatenate to the whole), the values first in each
+            .sort_values("window", key=lambda w: w.astype(int), kind="stable")
+            .reset_index(drop=True)
+        ),
+    )
     if shared is None:
         gradient = timed(
             "alg5", gradient_table, caps, p.alg5_L, p.alg5_T, p.alg5_eps, seed=seed, progress=progress, n_jobs=n_jobs
@@ -293,7 +317,7 @@ def run(
     return Results(distance, scan, critical, heads, separability, gradient, sink, provenance)
 
 
-def _check_captures(captures, length: int, count: int, first_window: int, tokens: str) -> list:
+def _check_captures(captures, length: int, count: int, first_window: int, tokens: str, embedding: bool) -> list:
     """The given captures as a list, after checking they are the windows and length this run reads."""
     caps = list(captures)
     if not caps or not all(isinstance(c, WindowCapture) for c in caps):
@@ -307,6 +331,8 @@ def _check_captures(captures, length: int, count: int, first_window: int, tokens
         raise ValueError(f"captures: the run reads {length} tokens per window, the captures hold {short}")
     if (tokens == "residual") != all(c.residual is not None for c in caps):
         raise ValueError(f"captures: tokens={tokens!r} needs captures made with the same tokens")
+    if embedding and any(c.embedding is None for c in caps):
+        raise ValueError("captures: Algorithm 4 reads the input token embeddings; capture_windows keeps them")
     return caps
 
 

@@ -36,8 +36,9 @@ class WindowCapture:
     """One window's per-layer queries, keys, values and scaling (the attention weights are recomputed from them).
 
     ``index`` is the window's position in the text (0 = the first window after the first chapter heading);
-    ``residual`` holds the layers' input residual streams and ``embedding`` the input token embeddings when they
-    were asked for; ``bos``: whether the window starts with the tokenizer's BOS token (then token 0 is that BOS).
+    ``residual`` holds the layers' input residual streams when they were asked for and ``embedding`` the input token
+    embeddings (:func:`capture_windows` always keeps them); ``bos``: whether the window starts with the
+    tokenizer's BOS token (then token 0 is that BOS).
     """
 
     index: int
@@ -138,7 +139,8 @@ class WindowCapture:
             raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
         held = self.residual if tokens == "residual" else self.embedding
         if held is None:
-            raise ValueError(f"tokens: {tokens!r} needs a capture made with capture_windows(..., tokens={tokens!r})")
+            made = "capture_windows(..., tokens='residual')" if tokens == "residual" else "capture_windows"
+            raise ValueError(f"tokens: {tokens!r} needs a capture made with {made}")
         if tokens == "residual":
             x = held[layer][0, :L].to(dtype)
         else:
@@ -176,8 +178,9 @@ def capture_windows(
     The windows are :func:`attnlimits.texts.windows`: with ``bos=None`` (the default) each starts with the
     tokenizer's BOS token exactly when the tokenizer adds one by default (Gemma 3 does; GPT-2 and SmolLM2 do not),
     keeping its ``length`` (``[BOS]`` and ``length - 1`` text tokens); each capture records it in ``bos``.
-    ``tokens="residual"`` also keeps the layers' input residual streams and ``tokens="embedding"`` the input token
-    embeddings (each costs ``length * d_model`` floats per window, the residual streams that per layer).
+    Every capture keeps the input token embeddings (``length * d_model`` floats per window: the tokens of
+    Algorithm 4's second reading); ``tokens="residual"`` also keeps the layers' input residual streams (that many
+    floats per layer). ``tokens="value"`` and ``"embedding"`` capture the same.
     """
     from attnlimits import models, texts
 
@@ -193,7 +196,7 @@ def capture_windows(
         cap = models.capture(model, row, layers=layers)
         kept = [dataclasses.replace(lc, weights=lc.weights.new_empty(0)) for lc in cap]  # recomputed: free them
         residual = _residual_stream(model, row, cap.layer_ids) if tokens == "residual" else None
-        embedding = _input_embedding(model, row) if tokens == "embedding" else None
+        embedding = _input_embedding(model, row)
         seconds = time.perf_counter() - started
         out.append(
             WindowCapture(
