@@ -18,7 +18,7 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-from attnlimits import bounds, cli, experiments, models, normalizers, rowstats, selection, texts
+from attnlimits import bounds, cli, experiments, models, normalizers, reproduction, rowstats, selection, texts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import naive_experiments as naive  # noqa: E402
@@ -633,6 +633,11 @@ def test_cli_analyze_end_to_end(tiny_dir, tmp_path, capsys):
     ):
         assert (out / f"{name}.png").stat().st_size > 1000 and (out / f"{name}.svg").is_file()
     assert "critical N" in capsys.readouterr().out
+    claims = pd.read_csv(out / "claims.csv")
+    assert {"key", "verdict", "value", "value_lo", "value_hi"} <= set(claims.columns)
+    assert claims.key.is_unique and len(claims) == len(reproduction.claims(res))
+    readings = pd.read_csv(out / "readings.csv")
+    assert set(readings.reading) == set(experiments.READINGS) and {"growth_lo", "growth_hi"} <= set(readings.columns)
 
 
 def test_text_too_short_for_the_windows(tiny_dir):

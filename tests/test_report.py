@@ -158,9 +158,9 @@ def test_corollary_2_i_expectation_is_corrected_and_the_distance_has_its_own_row
 def test_measured_values_carry_their_interval(fake):
     state, table = fake
     state["values"] = {
-        "fig2c-critical": {"value": 0.0912, "lo": 0.05, "hi": 0.12},
-        "fig4-slope": {"value": -0.36, "lo": math.nan, "hi": math.nan},
-        "fig4-drop": {"value": math.nan, "lo": math.nan, "hi": math.nan},
+        "fig2c-critical": {"value": 0.0912, "value_lo": 0.05, "value_hi": 0.12},
+        "fig4-slope": {"value": -0.36, "value_lo": math.nan, "value_hi": math.nan},
+        "fig4-drop": {"value": math.nan, "value_lo": math.nan, "value_hi": math.nan},
     }
     t = table()
     assert t.loc["Figure 2c", "value"] == "0.0912 [0.05, 0.12]"
@@ -222,7 +222,7 @@ def check_verdicts():
 
 def test_the_table_prints_formulas_typeset(fake, check_verdicts):
     state, _ = fake
-    state["values"] = {"fig2c-critical": {"value": 0.09, "lo": 0.05, "hi": 0.12}}
+    state["values"] = {"fig2c-critical": {"value": 0.09, "value_lo": 0.05, "value_hi": 0.12}}
     t = report.claims(check_verdicts, _Results())
     assert ascii_formulas(report.markdown(t)) == []  # the introduction's table
     columns = ("claim", "paper", "ours", "source", "value", "verdict", "where")

@@ -195,11 +195,11 @@ def test_decide_needs_the_whole_interval_on_one_side():
 @pytest.mark.parametrize("key", ["fig2a-distance-linear", "fig2a-expectation-linear"])
 def test_fig2a_growth(key):
     good = _claim(_results(), key)
-    assert good.verdict == rp.REPRODUCED and (good.value, good.lo, good.hi) == pytest.approx((1, 1, 1))
+    assert good.verdict == rp.REPRODUCED and (good.value, good.value_lo, good.value_hi) == pytest.approx((1, 1, 1))
     assert "$L^{1.00}$ [1.00, 1.00]" in good.measured
     assert _claim(_results(distance=_distance(growth=0.3)), key).verdict == rp.NOT
     unsure = _claim(_results(distance=_distance(growth=1.15, growth_spread=0.3)), key)
-    assert unsure.verdict == rp.INCONCLUSIVE and unsure.lo < 1.2 < unsure.hi
+    assert unsure.verdict == rp.INCONCLUSIVE and unsure.value_lo < 1.2 < unsure.value_hi
 
 
 def test_fig2a_bound_reads_the_visible_counting_only():
@@ -227,7 +227,7 @@ def test_fig2b_convergence():
 def test_fig2c_critical_reads_the_constant_fraction():
     good = _claim(_results(), "fig2c-critical")
     assert good.verdict == rp.REPRODUCED
-    assert (good.value, good.lo, good.hi) == pytest.approx((0.0625, 0.0625, 0.078125))
+    assert (good.value, good.value_lo, good.value_hi) == pytest.approx((0.0625, 0.0625, 0.078125))
     far = _claim(_results(critical=_critical(0.3, 0.25, 0.4)), "fig2c-critical")
     assert far.verdict == rp.NOT  # a constant fraction, but not the paper's: no "different constant" any more
     assert _claim(_results(critical=_critical(none=True, lo=1, hi=1)), "fig2c-critical").verdict == rp.NOT
@@ -296,7 +296,7 @@ def test_fig4_printed_bound():
 def test_claims_carry_their_numbers_and_mark_the_book_variant():
     table = rp.claims(_results())
     assert list(table.key) == [c(_results()).key for c in rp.CLAIMS]
-    assert {"value", "lo", "hi"} <= set(table.columns)
+    assert {"value", "value_lo", "value_hi"} <= set(table.columns)
     assert set(table.verdict) == {rp.REPRODUCED}
     assert not table.paper.str.contains("token 0 removed").any()
     variant = rp.claims(_results(exclude_sink=True))

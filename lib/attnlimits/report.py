@@ -363,7 +363,7 @@ def _experiment_row(row: Row, by_key: dict, where_from: str) -> tuple[str, str, 
     if missing:
         raise KeyError(f"experimental claims {missing} are missing from attnlimits.reproduction.claims(results)")
     found = [by_key[k] for k in row.experiments]
-    values = [_with_interval(*(_float(c.get(f)) for f in ("value", "lo", "hi"))) for c in found]
+    values = [_with_interval(*(_float(c.get(f)) for f in ("value", "value_lo", "value_hi"))) for c in found]
     value = "; ".join(v for v in values if v)
     return "; ".join(c["measured"] for c in found), where_from, value, _combine([c["verdict"] for c in found])
 

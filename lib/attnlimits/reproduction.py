@@ -61,7 +61,7 @@ KS_LEVEL = 0.05
 @dataclass(frozen=True)
 class Claim:
     """One claim of the paper and our measurement of it: the number the verdict reads (``value``) and its 95 %
-    bootstrap interval over windows (``lo``, ``hi``); NaN where the rule reads no number."""
+    bootstrap interval over windows (``value_lo``, ``value_hi``); NaN where the rule reads no number."""
 
     key: str
     figure: str
@@ -70,8 +70,8 @@ class Claim:
     verdict: str
     rule: str
     value: float = math.nan
-    lo: float = math.nan
-    hi: float = math.nan
+    value_lo: float = math.nan
+    value_hi: float = math.nan
 
     def as_dict(self) -> dict:
         """The claim as a plain dict (a table row)."""
