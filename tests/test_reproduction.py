@@ -261,6 +261,22 @@ def test_fig3_plateau():
     assert unsure.verdict == rp.INCONCLUSIVE
 
 
+def test_fig3_claims_read_the_value_vectors_and_the_plateau_any_tokens():
+    """With both kinds of tokens in the table, Figure 3's claims read the values; the plateau can be asked of the
+    embeddings, named as such; a kind the table lacks is refused."""
+    both = pd.concat(
+        [_separability().assign(tokens="value"), _separability(level=0.5).assign(tokens="embedding")],
+        ignore_index=True,
+    )
+    res = _results(separability=both)
+    assert _claim(res, "fig3-plateau").verdict == rp.REPRODUCED and _claim(res, "fig3-bounds").verdict == rp.REPRODUCED
+    emb = rp.fig3_plateau(res, tokens="embedding")
+    assert emb.verdict == rp.NOT and emb.measured.startswith("on the input token embeddings: ")
+    assert emb.value == pytest.approx(0.5 + 0.005 * (len(HEADS) - 1) / 2, abs=0.01)
+    with pytest.raises(ValueError, match="tokens: the separability table has no rows for 'residual'"):
+        rp.fig3_plateau(res, tokens="residual")
+
+
 def test_fig3_bounds_fail_for_an_upper_bound_stuck_at_one():
     good = _claim(_results(), "fig3-bounds")
     assert good.verdict == rp.REPRODUCED and "reconstruction of Theorem 2" in good.paper

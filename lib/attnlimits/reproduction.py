@@ -121,6 +121,10 @@ def _counted(table: pd.DataFrame, counting: str = "visible") -> pd.DataFrame:
     return table if counting == "visible" else table.iloc[:0]
 
 
+#: How the claims name the tokens Algorithm 4 measured on (its table's ``tokens`` column).
+TOKEN_NAMES = {"value": "value vectors", "embedding": "input token embeddings", "residual": "residual stream"}
+
+
 def _alg4(res, tokens: str = "value") -> pd.DataFrame:
     """Algorithm 4's rows measured on one kind of ``tokens`` (a table without the column holds only the values)."""
     t = res.separability
@@ -348,9 +352,12 @@ def fig2c_proportional(res) -> Claim:
     )
 
 
-def fig3_plateau(res) -> Claim:
-    """Figure 3: N_s/N falls until N ~ 16, then saturates at 0.70-0.85 (on the heads' values)."""
-    t = _alg4(res)
+def fig3_plateau(res, tokens: str = "value") -> Claim:
+    """Figure 3: N_s/N falls until N ~ 16, then saturates at 0.70-0.85, measured on the heads' values (or on the
+    ``tokens`` of the separability table: ``"embedding"``, the input token embeddings)."""
+    t = _alg4(res, tokens)
+    if t.empty:
+        raise ValueError(f"tokens: the separability table has no rows for {tokens!r}")
     med = t.groupby("N").ns_frac.median()
     tail_n = med.index[med.index >= min(16, med.index[-2])]  # a small preset: its two largest N
     tail = med.loc[tail_n]
@@ -367,7 +374,8 @@ def fig3_plateau(res) -> Claim:
         "fig3-plateau",
         "3",
         "$N_s/N$ falls until $N = 16$, then saturates at 0.70–0.85",
-        rf"median $N_s/N$ by $N$: {series}; level for $N \ge {tail.index[0]}$: {_show(value, lo, hi)}",
+        ("" if tokens == "value" else f"on the {TOKEN_NAMES.get(tokens, tokens)}: ")
+        + rf"median $N_s/N$ by $N$: {series}; level for $N \ge {tail.index[0]}$: {_show(value, lo, hi)}",
         decide(lo, hi, SATURATION) if flat and falls else NOT,
         "not reproduced unless the median falls to N = 16 and varies by at most 0.1 for N >= 16; then decided on "
         "the 95 % interval of its level there: reproduced inside 0.70-0.85, not reproduced outside, else "
