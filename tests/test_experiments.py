@@ -406,6 +406,31 @@ def test_separability_on_the_embeddings_is_the_literal_algorithm_4_on_them(tiny)
     _compare(ours, ref, ["window", "layer", "head", "L", "N", "rows"], ["ns_frac", "lower", "upper", "delta"])
 
 
+def test_separability_on_a_row_sample_is_the_weighted_mean_of_those_rows(tiny, monkeypatch):
+    """stride=1 samples every row (the exact table); a coarser stride gives each head the mean of its sampled rows'
+    N_s/N weighted by the rows each stands for, those rows' values being the exact table's per-row values."""
+    from attnlimits.experiments import algorithms
+
+    _, windows = tiny
+    exact = experiments.separability_table(windows, 24, [1, 3])
+    pd.testing.assert_frame_equal(experiments.separability_table(windows, 24, [1, 3], stride=1), exact)
+    monkeypatch.setattr(algorithms, "SAMPLE_FROM", 5)
+    sampled = experiments.separability_table(windows, 24, [1, 3], stride=4, seed=2)
+    assert (sampled.rows == exact.rows).all()  # every block of 4 rows lies past N = 3: the weights sum to the rows
+    for w in windows:
+        for layer in w.layer_ids:
+            at, weight = algorithms.sample_rows(24, 2 + 1_000_003 * w.index + 7919 * layer, 4)
+            alpha, x = w.inputs(layer, 24, precision="float64")
+            frac = rowstats.separability(alpha, x / x.norm(dim=-1, keepdim=True), [3])[0][0]  # (H, rows)
+            keep = at > 2  # rows with more than 3 tokens
+            expected = (frac[:, at[keep]] * weight[keep]).sum(-1) / weight[keep].sum()
+            got = sampled[(sampled.window == str(w.index)) & (sampled.layer == layer) & (sampled.N == 3)]
+            np.testing.assert_allclose(got.ns_frac.to_numpy(), expected.numpy(), rtol=1e-12)
+    assert not np.allclose(sampled.ns_frac, exact.ns_frac)  # a sample, not every row
+    with pytest.raises(ValueError, match="stride: must be None"):
+        experiments.separability_table(windows, 24, [1], stride=0)
+
+
 def test_gradient_matches_the_reference(tiny):
     _, windows = tiny
     T, eps = (1e-2, 0.3, 5.0), (1e-3, 1e-1, 10.0)

@@ -17,6 +17,7 @@ import torch
 from attnlimits import cache, provenance, uncertainty
 from attnlimits.experiments.algorithms import (
     CRITICAL_READINGS,
+    SAMPLE_STRIDE,
     critical_n,
     distance_table,
     gradient_table,
@@ -208,7 +209,8 @@ def run(
 
     In the paper's setting the distance table holds every reading of the expectation under both countings of a
     row's tokens, Algorithm 3 searches the critical N of :data:`CRITICAL_READINGS`, and Algorithm 4 runs on the
-    values and on the input token embeddings (its ``tokens`` column); with ``exclude_sink=True`` (the book's
+    values (every row) and on the input token embeddings (its ``tokens`` column; the row sample of
+    :func:`attnlimits.experiments.algorithms.sample_rows`); with ``exclude_sink=True`` (the book's
     variant without token 0) the first two keep the book's reconstruction E on the visible tokens and Algorithm 4
     the values.
 
@@ -277,13 +279,16 @@ def run(
     window_range = f"{caps[0].index}-{caps[-1].index}"
     scan["windows"] = window_range
     critical["windows"] = window_range
-    alg4 = {**opts, "precision": "float64"}
+    alg4 = {**opts, "precision": "float64", "seed": seed}
+
+    def alg4_on(kind):  # the embeddings (d_model dimensions) on the stratified row sample of the sampled readings
+        stride = SAMPLE_STRIDE if kind == "embedding" else None
+        return separability_table(caps, p.alg4_L, p.alg4_N, **{**alg4, "tokens": kind}, stride=stride)
+
     separability = timed(
         "alg4",
         lambda: (
-            pd.concat(
-                [separability_table(caps, p.alg4_L, p.alg4_N, **{**alg4, "tokens": kind}) for kind in alg4_tokens]
-            )
+            pd.concat([alg4_on(kind) for kind in alg4_tokens])
             # window by window (so runs over disjoint windows concatenate to the whole), the values first in each
             .sort_values("window", key=lambda w: w.astype(int), kind="stable")
             .reset_index(drop=True)
