@@ -411,10 +411,15 @@ def _fake_analyze(monkeypatch, out, *extra, run=None, save_all=None):
             save_all()
         (folder / "fig.png").write_bytes(b"png")
 
+    def fake_save_tables(res, folder):
+        for name in al.reproduction.TABLES:
+            (folder / f"{name}.csv").write_text("new\n")
+
     monkeypatch.setattr(al.models, "load", lambda *a, **k: "model")
     monkeypatch.setattr(al.texts, "load", lambda *a, **k: "text")
     monkeypatch.setattr(al.experiments, "run", fake_run)
     monkeypatch.setattr(al.figures, "save_all", fake_save_all)
+    monkeypatch.setattr(al.reproduction, "save_tables", fake_save_tables)
     stdout, stderr = io.StringIO(), io.StringIO()
     with redirect_stdout(stdout), redirect_stderr(stderr):
         code = cli.main(["analyze", "--preset", "quick", "--out", str(out), *extra])
@@ -431,7 +436,7 @@ def test_a_complete_run_is_renamed_into_place_and_asks_for_progress_lines(monkey
     assert code == 0 and stdout.startswith(f"wrote {out}: distance.csv")
     assert "L=16: 3" in stdout and "L=32" not in stdout
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [f"{t}.csv" for t in al.experiments.TABLES] + ["provenance.json", "fig.png"]
+        [f"{t}.csv" for t in (*al.experiments.TABLES, *al.reproduction.TABLES)] + ["provenance.json", "fig.png"]
     )
     assert [p.name for p in out.parent.iterdir()] == ["run"], "no partial folder left beside it"
     assert calls["progress"] == "lines" and calls["seed"] == 7

@@ -263,10 +263,7 @@ def _run_analyze(args) -> int:
 
         def write(folder: Path) -> None:
             res.save(folder)
-            # the paper's claims decided on this run, and Figure 2 under every reading of the expectation, each
-            # number beside its 95 % interval over windows (<name>_lo, <name>_hi)
-            reproduction.claims(res).to_csv(folder / "claims.csv", index=False, float_format="%.17g")
-            reproduction.figure2_readings(res).to_csv(folder / "readings.csv", index=False, float_format="%.17g")
+            reproduction.save_tables(res, folder)
             figures.save_all(res, folder)
 
         _write_into_place(out, write)
@@ -275,7 +272,7 @@ def _run_analyze(args) -> int:
         return 130
     crit = res.critical[res.critical.reading == "E"].dropna(subset=["critical_N"])
     lines = [
-        f"wrote {out}: {', '.join(f'{t}.csv' for t in (*experiments.TABLES, 'claims', 'readings'))}, "
+        f"wrote {out}: {', '.join(f'{t}.csv' for t in (*experiments.TABLES, *reproduction.TABLES))}, "
         "provenance.json, figures",
         "critical N (KS level 0.05): "
         + ", ".join(f"L={r.L}: {r.critical_N}" for r in crit[crit.ks_level == 0.05].itertuples()),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,7 @@ from attnlimits import uncertainty
 __all__ = [
     "CLAIMS",
     "DESCRIBED",
+    "TABLES",
     "Claim",
     "assert_sentences",
     "claims",
@@ -34,6 +36,7 @@ __all__ = [
     "figure2_readings",
     "loglog_slope",
     "markdown",
+    "save_tables",
 ]
 
 REPRODUCED = "reproduced"
@@ -558,6 +561,20 @@ def figure2_readings(res) -> pd.DataFrame:
                 )
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+#: The tables :func:`save_tables` writes beside a run's own.
+TABLES = ("claims", "readings")
+
+
+def save_tables(res, folder) -> Path:
+    """Write ``claims.csv`` (:func:`claims`: every claim decided on the run, its number beside its 95 % interval
+    over windows, ``value_lo`` and ``value_hi``) and ``readings.csv`` (:func:`figure2_readings`, each number with
+    its ``_lo`` and ``_hi``) into ``folder``; returns it."""
+    folder = Path(folder)
+    claims(res).to_csv(folder / "claims.csv", index=False, float_format="%.17g")
+    figure2_readings(res).to_csv(folder / "readings.csv", index=False, float_format="%.17g")
+    return folder
 
 
 def markdown(table: pd.DataFrame, columns=("paper", "measured", "verdict", "rule")) -> str:
