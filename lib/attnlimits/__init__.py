@@ -21,6 +21,7 @@ SUBMODULES = (
     "comparison",
     "experiments",
     "figures",
+    "longcontext",
     "models",
     "normalizers",
     "plotting",
