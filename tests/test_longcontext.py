@@ -3,6 +3,7 @@ tables on every row equal to the experiments' own tables on the same capture."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -249,3 +250,42 @@ def test_seeded_runs_repeat_exactly(tmp_path):
     pd.testing.assert_frame_equal(back.stats, one.stats, check_dtype=False)
     assert back.provenance["preset"]["lengths"] == [32, 64] and back.provenance["peak_memory_gb"] > 0
     assert set(one.stats.quantity) >= {"max_weight_x_len", "rest_max_x_len", "sink_weight", "d_tilde", "E", "g"}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the command line
+# ---------------------------------------------------------------------------------------------------------------
+def test_analyze_with_lengths_writes_the_long_context_tables_and_figures(tmp_path, capsys):
+    from attnlimits import cli
+
+    out = tmp_path / "long"
+    argv = ["analyze", "--out", str(out), "--model", "fallback", "--text", "pydoc-topics", "--preset", "quick"]
+    assert cli.main([*argv, "--lengths", "32,64", "--rows", "8"]) == 0
+    written = {p.name for p in out.iterdir()}
+    assert {"long_stats.csv", "long_critical.csv", "long_claims.csv", "long_summary.csv"} <= written
+    assert {"long_provenance.json", "long_weights.png", "long_critical.png", "long_normalizers.png"} <= written
+    stats = pd.read_csv(out / "long_stats.csv")
+    assert sorted(set(stats.L)) == [32, 64] and (stats.rows_read <= 8).all()
+    claims = pd.read_csv(out / "long_claims.csv")
+    assert set(claims.verdict) <= {"reproduced", "not reproduced", "inconclusive"} and len(claims) >= 6
+    assert "lengths 32, 64, 8 rows each" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--lengths", "1024,16384"], "16384 tokens exceed the model's context of 8192"),
+        (["--lengths", "64,32"], "argument --lengths: must be increasing integers"),
+        (["--lengths", "64", "--preset", "paper"], "the long-context study (--lengths, --rows) has the presets"),
+        (["--rows", "8", "--exclude-sink"], "apply to Algorithms 1-5, not to the long-context study"),
+        (["--rows", "0"], "argument --rows: must be an integer >= 1"),
+    ],
+)
+def test_analyze_refuses_long_context_options_it_cannot_run(tmp_path, capsys, extra, message):
+    from attnlimits import cli
+
+    out = tmp_path / "never"
+    with pytest.raises(SystemExit) if "argument" in message else contextlib.nullcontext():
+        code = cli.main(["analyze", "--out", str(out), "--model", "fallback", *extra])
+        assert code == 2
+    assert message in capsys.readouterr().err and not out.exists()

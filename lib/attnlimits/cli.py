@@ -21,6 +21,14 @@ temporary sibling folder that is renamed into place at the end; an error or Ctrl
 it was. Progress goes to stderr: a bar on a terminal, else one line per step. ``--jobs J`` runs the windows'
 per-layer work in J workers (-1: one per core) that share the machine's cores; the results are the same for any J.
 
+    attnlimits analyze --out DIR --lengths L1,L2,... [--rows R] [--preset reduced|full|quick] [...]
+
+runs the long-context study instead (:mod:`attnlimits.longcontext`, chapter 35): the paper's quantities at every
+length up to the model's context on ``R`` sampled query rows per length, with the model's own SDPA attention in the
+capture; it writes ``long_stats.csv``, ``long_critical.csv``, ``long_claims.csv``, ``long_summary.csv``,
+``long_provenance.json`` and the figures. ``--rows`` alone (or ``--preset full``) runs it at the preset's lengths.
+Lengths beyond the model's context or the text are refused with status 2.
+
 Subcommands are registered in :func:`build_parser` through ``_add_<name>(subparsers)`` helpers, each setting
 ``func`` to a handler ``(args) -> int``.
 ``main(argv)`` returns the exit code instead of exiting, so tests call it in-process; ``python -m attnlimits.cli``
@@ -59,6 +67,17 @@ def _int_at_least(minimum: int):
 
 _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
+
+
+def _lengths(text: str) -> list[int]:
+    """An argparse type: comma-separated increasing integers >= 2 (``1024,2048,4096``)."""
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers, e.g. 1024,2048, got {text!r}") from None
+    if any(v < 2 for v in values) or values != sorted(set(values)):
+        raise argparse.ArgumentTypeError(f"must be increasing integers >= 2 without repeats, got {text!r}")
+    return values
 
 
 def _jobs(text: str) -> int:
@@ -227,11 +246,87 @@ def _write_into_place(out: Path, write) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _run_analyze(args) -> int:
-    from attnlimits import experiments, figures, models, reproduction, texts
+def _long_study(args) -> bool:
+    """Whether ``analyze`` runs the long-context study: ``--lengths`` or ``--rows``, or a preset only it has."""
+    from attnlimits import experiments
 
-    preset = experiments.get_preset(args.preset)
+    return args.lengths is not None or args.rows is not None or (args.preset not in (None, *experiments.PRESETS))
+
+
+def _run_long(args, out: Path) -> int:
+    """``analyze`` with ``--lengths`` / ``--rows``: the long-context study of :mod:`attnlimits.longcontext`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from attnlimits import longcontext, models, texts
+    from attnlimits.longcontext import report
+
+    if args.exclude_sink or args.first_window or args.jobs != 1 or args.precision != "float32":
+        print(
+            "attnlimits analyze: error: --exclude-sink, --first-window, --jobs and --precision apply to Algorithms "
+            "1-5, not to the long-context study (--lengths, --rows)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        model = models.load(args.model, device=args.device, allow_fallback=True if args.allow_fallback else None)
+        text = texts.load(args.text)
+        res = longcontext.run(
+            model,
+            text,
+            args.preset or "reduced",
+            lengths=args.lengths,
+            rows=args.rows,
+            windows=args.windows,
+            seed=args.seed,
+            progress="lines",
+        )
+    except (models.ModelUnavailableError, FileNotFoundError, ValueError) as err:
+        print(f"attnlimits analyze: error: {err}", file=sys.stderr)
+        return 2
+
+    def write(folder: Path) -> None:
+        res.save(folder)
+        report.claims_table([res]).to_csv(folder / "long_claims.csv", index=False)
+        report.main_table([res]).to_csv(folder / "long_summary.csv", index=False)
+        for name in ("weights", "distance", "critical", "plateau_g", "normalizers"):
+            fig = getattr(report, f"figure_{name}")([res])
+            fig.savefig(folder / f"long_{name}.png", bbox_inches="tight")
+            matplotlib.pyplot.close(fig)
+
+    _write_into_place(out, write)
+    p = res.provenance
+    _print(
+        f"wrote {out}: long_stats.csv, long_critical.csv, long_claims.csv, long_summary.csv, long_provenance.json, "
+        f"figures\nlengths {', '.join(map(str, p['preset']['lengths']))}, {p['preset']['rows']} rows each, "
+        f"windows {p['windows']}\nwall time {p['seconds']['total']:.1f} s (capture {p['seconds']['capture']:.1f} s), "
+        f"peak memory {p['peak_memory_gb']:.2f} GB"
+    )
+    return 0
+
+
+def _run_analyze(args) -> int:
+    from attnlimits import experiments, figures, longcontext, models, reproduction, texts
+
     out = Path(os.path.abspath(args.out))
+    if _long_study(args):
+        if (args.preset or "reduced") not in longcontext.PRESETS:
+            print(
+                f"attnlimits analyze: error: --preset: the long-context study (--lengths, --rows) has the presets "
+                f"{', '.join(longcontext.PRESETS)}, got {args.preset!r}",
+                file=sys.stderr,
+            )
+            return 2
+        problem = _out_error(out, args.force)
+        if problem:
+            print(f"attnlimits analyze: error: {problem}", file=sys.stderr)
+            return 2
+        try:
+            return _run_long(args, out)
+        except KeyboardInterrupt:
+            print(f"attnlimits analyze: interrupted; {out} left as it was", file=sys.stderr)
+            return 130
+    preset = experiments.get_preset(args.preset or "paper")
     try:
         experiments.validate_grid(preset, windows=args.windows)
     except ValueError as err:
@@ -283,6 +378,7 @@ def _run_analyze(args) -> int:
 
 
 def _add_analyze(subparsers) -> None:
+    from attnlimits import longcontext
     from attnlimits.experiments import PRESETS
 
     p = subparsers.add_parser(
@@ -320,10 +416,28 @@ def _add_analyze(subparsers) -> None:
     )
     p.add_argument(
         "--preset",
-        choices=list(PRESETS),
-        default="paper",
+        choices=list(dict.fromkeys([*PRESETS, *longcontext.PRESETS])),
+        default=None,
         metavar="NAME",
-        help=f"the grids of Algorithms 1-5: {', '.join(PRESETS)} (default: paper)",
+        help=f"the grids of Algorithms 1-5: {', '.join(PRESETS)} (default: paper); with --lengths or --rows, "
+        f"the long-context study's: {', '.join(longcontext.PRESETS)} (default: reduced; full: up to the model's "
+        "context)",
+    )
+    p.add_argument(
+        "--lengths",
+        type=_lengths,
+        default=None,
+        metavar="L1,L2,...",
+        help="run the long-context study at these lengths (increasing, up to the model's context and the text), "
+        "e.g. 1024,2048,4096,8192",
+    )
+    p.add_argument(
+        "--rows",
+        type=_positive_int,
+        default=None,
+        metavar="R",
+        help="query rows sampled per length in the long-context study (default: the preset's; every row when "
+        "R >= L); implies the long-context study",
     )
     p.add_argument(
         "--windows", type=_positive_int, default=None, metavar="K", help="number of windows (default: the preset's)"

@@ -26,6 +26,7 @@ __all__ = [
     "FLAT",
     "claims",
     "claims_table",
+    "eager_gigabytes",
     "figure_critical",
     "figure_distance",
     "figure_normalizers",
@@ -35,7 +36,9 @@ __all__ = [
     "main_table",
     "slope",
     "slope_table",
+    "summary",
     "trend",
+    "windows_in_text",
 ]
 
 #: Parametric draws behind every interval (each head's value from its mean and row-sampling standard error).
@@ -373,3 +376,32 @@ def main_table(results: list[LongResults]) -> pd.DataFrame:
                     row[f"interval ({reading})"] = f"[{c.critical_N_lo / L:.3g}, {c.critical_N_hi / L:.3g}]"
                 rows.append(row)
     return pd.DataFrame(rows)
+
+
+def summary(res: LongResults) -> str:
+    """Two lines: the model, text, lengths, rows and windows of a run, and its time and peak memory."""
+    p = res.provenance
+    kinds = pd.Series(p["layer_types"]).value_counts()
+    layers = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+    return (
+        f"{p['model'].get('model_id')} ({layers} layers) on {p['text'].get('name')}: L = "
+        f"{', '.join(map(str, p['preset']['lengths']))}, {p['preset']['rows']} rows per length "
+        f"({p['preset']['g_rows']} for g and the other normalisers), windows {p['windows']}\n"
+        f"  computed in {p['seconds']['total']:.0f} s (capture {p['seconds']['capture']:.0f} s), "
+        f"peak memory {p['peak_memory_gb']:.2f} GB"
+    )
+
+
+def windows_in_text(model, text, length: int) -> int:
+    """How many windows of ``length`` tokens the text holds for this model's tokenizer (from its first chapter)."""
+    from attnlimits import texts
+
+    tokens = len(texts._encode(texts._tokenizer_of(model), text.body))
+    return tokens // (length - (texts.window_bos(model) is not None))
+
+
+def eager_gigabytes(res: LongResults, length: int) -> float:
+    """What the eager capture would hold for one window of ``length`` tokens: every layer's (H, L, L) float32
+    weights and logits, in GB (what the SDPA capture never forms)."""
+    heads = res.stats.groupby("layer").head.nunique().sum()
+    return float(heads * length * length * 4 * 2 / 1e9)

@@ -37,10 +37,12 @@ from attnlimits.experiments.windows import check_windows, progress_bar
 from attnlimits.longcontext.capture import capture_long
 
 __all__ = [
+    "BOOK_MODELS",
     "COLUMNS",
     "PRESETS",
     "LongPreset",
     "LongResults",
+    "book_results",
     "critical_grid",
     "critical_table",
     "get_preset",
@@ -72,7 +74,7 @@ class LongPreset(presets.StudyPreset):
     lengths: tuple[int, ...] | None = None
     N: int = 5
     critical_points: int = 5
-    critical_fractions: tuple[float, ...] = (0.25, 0.5, 0.7, 0.8, 0.9)
+    critical_fractions: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9, 0.95)
     alg4_N: tuple[int, ...] = (1, 4, 16, 64)
     T: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
     eps: float = 1e-3
@@ -95,10 +97,10 @@ PRESETS = presets.Registry(
     "long context",
     LongPreset,
     # what the book's build computes (chapter 35, `make results`): each model up to 8,192 tokens, one window,
-    # 40 rows per length (20 for Algorithm 5 and the other normalisers)
-    LongPreset(name="reduced", windows=1, rows=40, max_length=8192, g_rows=20),
-    # `make long`: each model's whole context, three windows (the Python documentation holds three of 32,768)
-    LongPreset(name="full", windows=3, rows=512, max_length=None, g_rows=128),
+    # 32 rows per length (16 for Algorithm 5 and the other normalisers)
+    LongPreset(name="reduced", windows=1, rows=32, max_length=8192, g_rows=16),
+    # `make long`: each model's whole context (Gemma-3-270M: 32,768 tokens), two windows, 128 rows per length
+    LongPreset(name="full", windows=2, rows=128, max_length=None, g_rows=64),
     LongPreset(
         name="quick",
         windows=1,
@@ -499,3 +501,24 @@ def results(model, text, preset: str | LongPreset = "reduced", *, seed: int = 0,
         save=lambda res, f: res.save(f),
         load=LongResults.load,
     )
+
+
+#: The models chapter 35 reads, by their names in :data:`attnlimits.models.registry.MODELS`: both offline models.
+BOOK_MODELS = ("fallback", "gemma3-270m")
+
+
+def book_results(preset: str | LongPreset = "reduced", *, progress=None) -> tuple[list[LongResults], list[str]]:
+    """:func:`results` of every model of :data:`BOOK_MODELS` that is present, on the book's text; and a sentence per
+    absent model saying why it is not there."""
+    from attnlimits import models, texts
+    from attnlimits.models import registry
+
+    text = texts.load()
+    found, absent = [], []
+    for name in BOOK_MODELS:
+        present, why = registry.get(name).present()
+        if not present:
+            absent.append(f"{registry.get(name).label}: {why}")
+            continue
+        found.append(results(models.load(name), text, preset, progress=progress))
+    return found, absent
