@@ -250,6 +250,9 @@ def test_seeded_runs_repeat_exactly(tmp_path):
     pd.testing.assert_frame_equal(back.stats, one.stats, check_dtype=False)
     assert back.provenance["preset"]["lengths"] == [32, 64] and back.provenance["peak_memory_gb"] > 0
     assert set(one.stats.quantity) >= {"max_weight_x_len", "rest_max_x_len", "sink_weight", "d_tilde", "E", "g"}
+    # every run checks its SDPA capture against the eager one, and counts the windows its text holds
+    assert one.exactness["same mask and window"].all() and (one.exactness["weights (max abs diff)"] < 1e-5).all()
+    assert one.text_windows(64) == one.provenance["text_tokens"] // 64 > 1000
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -263,7 +266,7 @@ def test_analyze_with_lengths_writes_the_long_context_tables_and_figures(tmp_pat
     assert cli.main([*argv, "--lengths", "32,64", "--rows", "8"]) == 0
     written = {p.name for p in out.iterdir()}
     assert {"long_stats.csv", "long_critical.csv", "long_claims.csv", "long_summary.csv"} <= written
-    assert {"long_provenance.json", "long_weights.png", "long_critical.png", "long_normalizers.png"} <= written
+    assert {"long_provenance.json", "long_exactness.csv", "long_weights.png", "long_normalizers.png"} <= written
     stats = pd.read_csv(out / "long_stats.csv")
     assert sorted(set(stats.L)) == [32, 64] and (stats.rows_read <= 8).all()
     claims = pd.read_csv(out / "long_claims.csv")
@@ -289,3 +292,73 @@ def test_analyze_refuses_long_context_options_it_cannot_run(tmp_path, capsys, ex
         code = cli.main(["analyze", "--out", str(out), "--model", "fallback", *extra])
         assert code == 2
     assert message in capsys.readouterr().err and not out.exists()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the chapter's summaries and verdicts
+# ---------------------------------------------------------------------------------------------------------------
+def _power_law(exponent, se=0.0, heads=30, lengths=(1024, 2048, 4096, 8192), kinds=("full",)):
+    rows = []
+    for kind in kinds:
+        for L in lengths:
+            for h in range(heads):
+                value = (1 + h / heads) * L**exponent
+                rows.append(("0", 0 if kind == "full" else 1, kind, h, L, "softmax", "d_tilde", 5, math.nan, value,
+                             se * value, 32, float(L)))  # fmt: skip
+    stats = pd.DataFrame(rows, columns=longcontext.COLUMNS)
+    prov = {"model": {"model_id": "org/tiny"}, "preset": {"N": 5}}
+    return longcontext.LongResults(stats, pd.DataFrame(), pd.DataFrame(), prov)
+
+
+def test_slope_recovers_a_power_law_and_its_interval_widens_with_the_errors():
+    from attnlimits.longcontext import report
+
+    exact = report.slope(_power_law(0.7), "d_tilde", N=5)
+    assert exact == pytest.approx((0.7, 0.7, 0.7), abs=1e-9)
+    value, lo, hi = report.slope(_power_law(0.7, se=0.2), "d_tilde", N=5)
+    assert value == pytest.approx(0.7, abs=1e-9) and lo < 0.7 < hi and hi - lo > 0.02
+    t = report.trend(_power_law(1.0), "d_tilde", N=5)
+    assert list(t.L) == [1024, 2048, 4096, 8192] and (t.heads == 30).all()
+    assert t.value.iloc[0] == pytest.approx(np.median([(1 + h / 30) * 1024 for h in range(30)]))
+
+
+def test_groups_split_a_model_with_sliding_layers():
+    from attnlimits.longcontext import report
+
+    both = _power_law(1.0, kinds=("full", "sliding"))
+    assert report.groups(both) == ["all", "full", "sliding"] and report.groups(_power_law(1.0)) == ["full"]
+    assert report.slope(both, "d_tilde", N=5, group="sliding")[0] == pytest.approx(1.0)
+
+
+def test_the_critical_fraction_verdict_reads_the_overlap_of_the_two_intervals():
+    from attnlimits.longcontext import report
+
+    def verdict(first, last):
+        rows = [(1024, "E", "full", 0.05, first[0], first[0] / 1024, first[1], first[2], 10),
+                (8192, "E", "full", 0.05, last[0], last[0] / 8192, last[1], last[2], 10)]  # fmt: skip
+        crit = pd.DataFrame(rows, columns=list(longcontext.critical_table(_stats(lambda n, b: b, lambda n, b: b))))
+        res = longcontext.LongResults(pd.DataFrame(), crit, pd.DataFrame(), {})
+        return report._fraction_overlap(res, "full", "E").verdict
+
+    assert verdict((512, 400, 600), (4096, 3000, 5000)) == "reproduced"  # 0.39-0.59 overlaps 0.37-0.61
+    assert verdict((512, 400, 600), (32, 16, 64)) == "not reproduced"
+    assert verdict((512, 400, math.nan), (4096, 3000, 5000)) == "inconclusive"
+
+
+def test_book_results_reads_a_current_entry_without_loading_the_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path))
+    monkeypatch.setattr(study, "BOOK_MODELS", ("fallback",))
+    quick = longcontext.get_preset("quick").replace(lengths=(32,), rows=4, g_rows=4, alg4_N=(1,), T=(1.0,))
+    monkeypatch.setitem(longcontext.PRESETS._presets, "quick", quick)
+    (computed,), absent = longcontext.book_results("quick")
+    assert absent == []
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a current entry must be read without loading the model")
+
+    monkeypatch.setattr(models, "load", no_model)
+    (read,), _ = longcontext.book_results("quick")
+    pd.testing.assert_frame_equal(read.stats, computed.stats, check_dtype=False)
+    # another preset's entry is not taken for this one: it would be computed (and needs the model)
+    with pytest.raises(AssertionError, match="without loading the model"):
+        longcontext.book_results(quick.replace(rows=5))

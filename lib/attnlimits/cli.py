@@ -26,8 +26,8 @@ per-layer work in J workers (-1: one per core) that share the machine's cores; t
 runs the long-context study instead (:mod:`attnlimits.longcontext`, chapter 35): the paper's quantities at every
 length up to the model's context on ``R`` sampled query rows per length, with the model's own SDPA attention in the
 capture; it writes ``long_stats.csv``, ``long_critical.csv``, ``long_claims.csv``, ``long_summary.csv``,
-``long_provenance.json`` and the figures. ``--rows`` alone (or ``--preset full``) runs it at the preset's lengths.
-Lengths beyond the model's context or the text are refused with status 2.
+``long_exactness.csv``, ``long_provenance.json`` and the figures. ``--rows`` alone (or ``--preset full``) runs it
+at the preset's lengths. Lengths beyond the model's context or the text are refused with status 2.
 
 Subcommands are registered in :func:`build_parser` through ``_add_<name>(subparsers)`` helpers, each setting
 ``func`` to a handler ``(args) -> int``.
@@ -297,7 +297,8 @@ def _run_long(args, out: Path) -> int:
     _write_into_place(out, write)
     p = res.provenance
     _print(
-        f"wrote {out}: long_stats.csv, long_critical.csv, long_claims.csv, long_summary.csv, long_provenance.json, "
+        f"wrote {out}: long_stats.csv, long_critical.csv, long_exactness.csv, long_claims.csv, long_summary.csv, "
+        "long_provenance.json, "
         f"figures\nlengths {', '.join(map(str, p['preset']['lengths']))}, {p['preset']['rows']} rows each, "
         f"windows {p['windows']}\nwall time {p['seconds']['total']:.1f} s (capture {p['seconds']['capture']:.1f} s), "
         f"peak memory {p['peak_memory_gb']:.2f} GB"

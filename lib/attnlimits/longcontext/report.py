@@ -38,7 +38,6 @@ __all__ = [
     "slope_table",
     "summary",
     "trend",
-    "windows_in_text",
 ]
 
 #: Parametric draws behind every interval (each head's value from its mean and row-sampling standard error).
@@ -392,16 +391,8 @@ def summary(res: LongResults) -> str:
     )
 
 
-def windows_in_text(model, text, length: int) -> int:
-    """How many windows of ``length`` tokens the text holds for this model's tokenizer (from its first chapter)."""
-    from attnlimits import texts
-
-    tokens = len(texts._encode(texts._tokenizer_of(model), text.body))
-    return tokens // (length - (texts.window_bos(model) is not None))
-
-
 def eager_gigabytes(res: LongResults, length: int) -> float:
     """What the eager capture would hold for one window of ``length`` tokens: every layer's (H, L, L) float32
     weights and logits, in GB (what the SDPA capture never forms)."""
-    heads = res.stats.groupby("layer").head.nunique().sum()
+    heads = res.stats.groupby("layer")["head"].nunique().sum()
     return float(heads * length * length * 4 * 2 / 1e9)

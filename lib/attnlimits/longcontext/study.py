@@ -34,7 +34,7 @@ import torch
 
 from attnlimits import cache, normalizers, presets, provenance, rowstats
 from attnlimits.experiments.windows import check_windows, progress_bar
-from attnlimits.longcontext.capture import capture_long
+from attnlimits.longcontext.capture import capture_long, exactness
 
 __all__ = [
     "BOOK_MODELS",
@@ -398,14 +398,16 @@ def _critical(wide: pd.DataFrame, reading: str, level: float, rng) -> tuple[floa
 @dataclass
 class LongResults:
     """The long-context tables of one model and text: ``stats`` (:data:`COLUMNS`), ``critical``
-    (:func:`critical_table`) and ``provenance`` (model, text, preset, lengths, rows, windows, seed, seconds, peak
-    memory)."""
+    (:func:`critical_table`), ``exactness`` (the SDPA capture against the eager one per layer type:
+    :func:`attnlimits.longcontext.capture.exactness`) and ``provenance`` (model, text, preset, lengths, rows,
+    windows, seed, seconds, peak memory, the text's tokens and whether windows start with BOS)."""
 
     stats: pd.DataFrame
     critical: pd.DataFrame
+    exactness: pd.DataFrame
     provenance: dict
 
-    TABLES = ("stats", "critical")
+    TABLES = ("stats", "critical", "exactness")
 
     def save(self, folder) -> Path:
         folder = Path(folder)
@@ -421,10 +423,26 @@ class LongResults:
         tables = {name: pd.read_csv(folder / f"long_{name}.csv", dtype={"window": str}) for name in cls.TABLES}
         return cls(**tables, provenance=json.loads((folder / "long_provenance.json").read_text()))
 
+    def text_windows(self, length: int) -> int:
+        """How many windows of ``length`` tokens the run's text holds for the run's model (its tokenizer)."""
+        return self.provenance["text_tokens"] // (length - self.provenance["bos"])
+
     @property
     def label(self) -> str:
         """The model's name as the book shows it."""
         return self.provenance["model"].get("model_id", "model").split("/")[-1]
+
+
+#: The length at which every run checks its SDPA capture against the eager one (beyond Gemma's 512-token window).
+EXACTNESS_LENGTH = 1024
+
+
+def text_tokens(model, text) -> int:
+    """How many tokens the text holds for this model's tokenizer (from its first chapter: what the windows cut)."""
+    from attnlimits import texts
+
+    body = text.body if hasattr(text, "body") else str(text)
+    return len(texts._encode(texts._tokenizer_of(model), body))
 
 
 def _context(model) -> int | None:
@@ -461,6 +479,8 @@ def run(
     captured = time.perf_counter() - started
     stats = stats_table(caps, lens, p, seed=seed, progress=progress)
     critical = critical_table(stats, p.ks_level, seed=seed)
+    checked = time.perf_counter()
+    exact = exactness(model, text, length=min(EXACTNESS_LENGTH, lens[-1])).reset_index()
     from attnlimits.experiments.runs import _model_provenance
 
     prov = {
@@ -470,19 +490,25 @@ def run(
         "windows": [c.index for c in caps],
         "seed": seed,
         "layer_types": {str(layer): layer_type(caps[0], layer) for layer in caps[0].layer_ids},
-        "seconds": {"capture": round(captured, 3), "total": round(time.perf_counter() - started, 3)},
+        "text_tokens": text_tokens(model, text),
+        "bos": bool(caps[0].bos),
+        "seconds": {
+            "capture": round(captured, 3),
+            "exactness": round(time.perf_counter() - checked, 3),
+            "total": round(time.perf_counter() - started, 3),
+        },
         "peak_memory_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3),
     }
-    return LongResults(stats, critical, prov)
+    return LongResults(stats, critical, exact, prov)
 
 
 def results(model, text, preset: str | LongPreset = "reduced", *, seed: int = 0, root=None, progress=None):
     """:func:`run` from the results cache when the same model, text, preset, seed and code produced it, else
     computed now and cached (``<root>/<model>/<text>/long-<preset>``)."""
-    from attnlimits.experiments.runs import _model_provenance, _sha
+    from attnlimits.experiments.runs import _model_provenance
 
     p = get_preset(preset)
-    text_sha = text.provenance.sha256 if hasattr(text, "provenance") else _sha(text)
+    text_sha = _text_sha(text)
     key = cache.study_key(
         __name__,
         model_sha256=_model_provenance(model).get("sha256"),
@@ -491,9 +517,7 @@ def results(model, text, preset: str | LongPreset = "reduced", *, seed: int = 0,
         context=_context(model),
         seed=seed,
     )
-    model_name = _model_provenance(model)["model_id"].replace("/", "--")
-    text_name = text.provenance.name if hasattr(text, "provenance") else "string-" + text_sha[:12]
-    folder = Path(provenance.results_root() if root is None else root) / model_name / text_name / f"long-{p.name}"
+    folder = _folder(_model_provenance(model)["model_id"], text, p, root)
     return cache.cached(
         folder,
         key,
@@ -503,22 +527,48 @@ def results(model, text, preset: str | LongPreset = "reduced", *, seed: int = 0,
     )
 
 
+def _text_sha(text) -> str:
+    from attnlimits.experiments.runs import _sha
+
+    return text.provenance.sha256 if hasattr(text, "provenance") else _sha(text)
+
+
+def _folder(model_id: str, text, preset: LongPreset, root=None) -> Path:
+    """Where :func:`results` caches a run: ``<root>/<model>/<text>/long-<preset>``."""
+    text_name = text.provenance.name if hasattr(text, "provenance") else "string-" + _text_sha(text)[:12]
+    root = Path(provenance.results_root() if root is None else root)
+    return root / model_id.replace("/", "--") / text_name / f"long-{preset.name}"
+
+
 #: The models chapter 35 reads, by their names in :data:`attnlimits.models.registry.MODELS`: both offline models.
 BOOK_MODELS = ("fallback", "gemma3-270m")
 
 
 def book_results(preset: str | LongPreset = "reduced", *, progress=None) -> tuple[list[LongResults], list[str]]:
     """:func:`results` of every model of :data:`BOOK_MODELS` that is present, on the book's text; and a sentence per
-    absent model saying why it is not there."""
+    absent model saying why it is not there. A cached entry of this code, preset and text is read without loading
+    the model (a chapter reads it in a second); a missing or stale one is computed."""
     from attnlimits import models, texts
     from attnlimits.models import registry
 
+    p = get_preset(preset)
     text = texts.load()
     found, absent = [], []
     for name in BOOK_MODELS:
-        present, why = registry.get(name).present()
+        entry = registry.get(name)
+        present, why = entry.present()
         if not present:
-            absent.append(f"{registry.get(name).label}: {why}")
+            absent.append(f"{entry.label}: {why}")
             continue
-        found.append(results(models.load(name), text, preset, progress=progress))
+        folder = _folder(entry.model_id, text, p)
+        try:
+            stored = cache.Entry(folder, {}).stored_key()
+            if stored.get("preset") == json.loads(json.dumps(p.as_dict())) and stored.get("text_sha256") == (
+                _text_sha(text)
+            ):
+                found.append(cache.load_current(folder, __name__, LongResults.load))
+                continue
+        except cache.StaleEntry:
+            pass
+        found.append(results(models.load(name), text, p, progress=progress))
     return found, absent

@@ -1,0 +1,285 @@
+# ---
+# jupyter:
+#   execution:
+#     timeout: 1800
+#   jupytext:
+#     cell_metadata_filter: mystnb,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: execution,jupytext,kernelspec,mystnb
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+#   mystnb:
+#     execution_timeout: 1800
+# ---
+
+# %% [markdown]
+# # Beyond 1,024 tokens: the limits at long contexts
+#
+# **Data:** both offline models, SmolLM2-135M-Instruct (a context of 8,192 tokens) and Gemma-3-270M (32,768
+# tokens; 15 of its 18 layers attend through a sliding window of 512 tokens), on the text named below, with the
+# long-context study's `reduced` preset: one window of 8,192 tokens per model, read at
+# $L = 1024, 2048, 4096, 8192$ on 32 query rows sampled per length (16 for Algorithm 5 and for the other
+# normalisers), every layer and every head. The `full` preset (each model's whole context, two windows, 128 rows)
+# is one command away, at the end of this page.
+#
+# The paper's message is about long contexts: softmax weights vanish like $1/L$, so "long-context transformers"
+# need another normaliser {cite}`mudarisov2025limitations`. Yet its experiments, and the book's chapters 21–25,
+# stop at GPT-2's 1,024 tokens. Models that people use today read eight to thirty-two times more. This chapter
+# measures the paper's quantities where those models live: does Lemma 1's $\Theta(1/L)$ hold in a trained
+# long-context model, or does the model's scale of logits grow with position? Does the critical fraction
+# $N/L$ stay put? And Gemma ships a remedy of its own: a 512-token window is a length-aware normaliser of a
+# kind, since its weights cannot fall below $1/512$ however long the context.
+
+# %%
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown
+
+import attnlimits as al
+
+al.plotting.set_theme()
+pd.set_option("display.precision", 3)
+report = al.longcontext.report
+# computed once by `make results` (al.longcontext.book_results), then read from results/
+results, absent = al.longcontext.book_results("reduced")
+for res in results:
+    print(report.summary(res))
+for line in absent:
+    print("absent:", line)
+text = al.texts.load()
+labels = [res.label for res in results]
+described = text.provenance.name == "pydoc-topics" and len(results) == 2
+
+# %% [markdown]
+# ## A capture that scales
+#
+# The book's other chapters capture a window with the model's eager attention, which forms every layer's
+# $(H, L, L)$ weights. At 1,024 tokens that is megabytes; at 8,192 tokens it is the figure below, per window;
+# at 32,768 tokens sixteen times more. Here every attention layer records its queries (after the rotary position
+# embedding), its keys and values, and the window its mask applies, and then computes its output with the model's
+# own SDPA attention: on a sliding-window layer in blocks of 1,024 query rows, each reading only the keys its
+# rows can see. The weights of a query row are recomputed from $q$ and $k$ only when a statistic asks for that
+# row, one layer at a time: memory grows like $L$, and the work like the number of rows read times $L$.
+#
+# Is the recomputation the model's own attention? The table compares it with the eager capture on the first
+# 1,024 tokens, per kind of layer: the largest difference of any weight, and of the logits and values relative to
+# their largest magnitude. The two runs agree to float32 rounding (the SDPA kernel sums in another order, and the
+# layers pass those last bits on), and every mask and window is the same.
+
+# %%
+exactness = pd.concat({r.label: r.exactness.set_index("layer type") for r in results}, names=["model"])
+assert exactness["same mask and window"].all()
+assert (exactness["weights (max abs diff)"] < 1e-4).all()
+cost = pd.DataFrame(
+    {
+        "eager capture at L = 8192 (GB)": [report.eager_gigabytes(r, 8192) for r in results],
+        "capture (s)": [r.provenance["seconds"]["capture"] for r in results],
+        "study (s)": [r.provenance["seconds"]["total"] for r in results],
+        "peak memory (GB)": [r.provenance["peak_memory_gb"] for r in results],
+    },
+    index=labels,
+)
+assert (cost["peak memory (GB)"] < 8).all()
+exactness
+
+# %%
+cost
+
+# %% [markdown]
+# ## A sample of query rows
+#
+# Every statistic of the paper is a per-head mean over a window's query rows. At length $L$ the study draws
+# 32 rows: one uniformly in each of 32 equal blocks of the positions $0..L-1$ (a stratified sample, seeded).
+# A head's value is the mean over the sampled rows that count (those that drop a token, as in chapters 22–25),
+# each weighted by its block's size, and it carries a standard error from the spread of the rows: the tables
+# say how many rows each value read and how many it stands for. With as many rows as tokens the study reads
+# every row and its values equal those of the experiments' own tables on the same capture, to the last bit (a
+# test of the library checks it). Every interval on this page is the one the row sample allows: a thousand
+# parametric draws of every head's value from its mean and standard error, and the statistic recomputed on
+# each. The heads are every head of the model, not a sample of heads; the variation between passages of the text
+# is not in these intervals (one window per model: the `full` preset reads two).
+#
+# ## Lemma 1 at long context
+#
+# Lemma 1 says that when the logits are bounded, every weight is $\Theta(1/L)$: then $l$ times the largest weight
+# of a row with $l$ tokens stays put as $L$ grows. The left panel shows that quantity for the tokens other than
+# token 0 (the largest of them, renormalised without token 0), the middle one the weight of token 0 itself, the
+# attention sink of chapter 25, and the right one the largest weight of all.
+
+# %% mystnb={"image": {"alt": "Three log-log panels against L from 1,024 to 8,192 tokens, one line per model and kind of layer with a shaded 95 % band: l times the largest non-sink weight rises with L on SmolLM2 and on Gemma's full-attention layers and stays nearly flat on Gemma's sliding-window layers; the attention-sink weight stays near a constant on every line; the largest weight stays between about 0.25 and 0.5"}}
+fig = report.figure_weights(results)
+al.plotting.finish(fig, "35-weights")
+
+# %% [markdown]
+# Neither reading of Lemma 1 holds at these lengths. On SmolLM2, and on Gemma's three full-attention layers, $l$
+# times the largest non-sink weight grows almost like $L$: that weight falls only slightly from 1,024 to 8,192
+# tokens instead of by a factor of eight, so the model's logits spread further apart as the context grows. And
+# the sink keeps its weight: about a quarter of every row's mass, or more, stays on token 0 at every length
+# (the median head's), where bounded logits would make it vanish like $1/L$. This is not a counterexample to the lemma (its constant
+# $e^{2B}$ grows with the logits' bound $B$, and a trained model's $B$ is large); it says that these models are
+# far from the regime where the lemma's $1/L$ bites, because they learned logits that spread further as the context
+# grows.
+#
+# ## Sliding windows: a length-aware normaliser inside a shipped model
+#
+# Gemma's fifteen sliding-window layers attend to at most 512 tokens, so their weights cannot fall below
+# $1/512$ at any length: a window is the crudest length-aware normaliser, and Gemma ships it. The dashed lines
+# show it doing what the paper asks of a remedy: $l$ times the largest weight hardly moves on those layers,
+# because $l$ stops at 512. The price is the one the paper's Theorem 1 names from the other side: a token more
+# than 512 positions back is invisible, not merely down-weighted, and the three full-attention layers carry the
+# whole long-range load. On them every trend of this chapter looks like SmolLM2's.
+
+# %%
+verdicts = report.claims_table(results)
+lemma = verdicts[verdicts.key.str.startswith(("lemma1", "sink"))]
+Markdown(al.reproduction.markdown(lemma, columns=("model", "paper", "measured", "verdict")))
+
+# %% [markdown]
+# ## Distances against L
+#
+# Chapter 22's Figure 2a, to 8,192 tokens: the true distance $\tilde d$ of the top $N = 5$ and the two readings of
+# the random-selection expectation, the book's reconstruction $E$ of Eq. (10) and $E_\text{full}$, the same with
+# the inner factor $N/(\ell - 1)$ replaced by 1 (the reading that chapter 22 found to reproduce the paper's Figure
+# 2, a hypothesis about what the paper computed, not its formula).
+
+# %% mystnb={"image": {"alt": "Three log-log panels against L, one line per model and kind of layer: d~ at N = 5 grows about linearly with L on SmolLM2 and on Gemma's full-attention layers and slowly on its sliding-window layers; the book's reconstruction E stays nearly flat; E_full grows like d~"}}
+fig = report.figure_distance(results)
+al.plotting.finish(fig, "35-distance")
+
+# %% [markdown]
+# On SmolLM2 $\tilde d$ grows like $L$ up to 8,192 tokens, as in the paper's Figure 2a at 1,024, and so nearly
+# does it on Gemma's full-attention layers (their twelve heads leave the interval wide); $E_\text{full}$ grows
+# alongside, while the book's reconstruction $E$ barely moves. On Gemma's sliding-window layers $\tilde d$ grows
+# far more slowly: beyond 512 tokens a row's token count stops growing.
+#
+# ## The critical N
+#
+# Algorithm 3 at each length, on a grid of $N$ (five geometric values up to $L/8$ and the fractions 0.5, 0.7,
+# 0.8, 0.9 and 0.95 of $L$): the first $N$ at which a two-sample KS test at level 0.05 cannot tell the heads' mean
+# $\tilde d$ from their mean expectation. A grid brackets the critical $N$ between two of its points, where
+# chapter 23 searched it exactly; the bars are the 95 % intervals of the row sample (an open end is drawn at
+# the point).
+
+# %% mystnb={"image": {"alt": "Two log-log panels of the critical N over L against L, for d~ against E and against E_full, one series per model and kind of layer with 95 % interval bars"}}
+fig = report.figure_critical(results)
+al.plotting.finish(fig, "35-critical")
+
+# %% [markdown]
+# Against $E$ the critical fraction stays where chapter 23 found it at 1,024 tokens, high up the grid, at every
+# length; against $E_\text{full}$ the critical $N$ stays at a few dozen tokens, so its fraction falls as $L$ grows.
+# The two readings tell opposite stories about "fewer than 6 % of the tokens", at eight times GPT-2's length as
+# at 1,024. (Gemma's sliding-window layers have no row with more than 512 tokens, so against $E$ they reach no
+# $N$ of the grid. On Gemma's three full-attention layers the test compares only twelve heads: the decision is
+# fragile there, and the draws, which add the row-sampling error to values that already carry it, can cross the
+# level before the measured values do, so an interval need not contain its point.)
+
+# %%
+critical = verdicts[verdicts.key.str.startswith("critical")]
+Markdown(al.reproduction.markdown(critical, columns=("model", "paper", "measured", "verdict")))
+
+# %% [markdown]
+# ## The separable fraction and the gradient
+#
+# Figure 3's $N_s/N$ on the value vectors at every length, and Figure 4's $g(T)$ (the largest over heads) at
+# every length.
+
+# %% mystnb={"image": {"alt": "For each model two panels: the median N_s/N against N at L = 1,024 to 8,192 with the paper's 70 to 85 % band shaded, and the largest g over heads against the temperature T at each L on log-log axes"}}
+fig = report.figure_plateau_g(results)
+al.plotting.finish(fig, "35-plateau-g")
+
+# %% [markdown]
+# The plateau hardly moves with $L$. On SmolLM2 it sits near a half, below the paper's 70–85 %, as chapter 24
+# found at 1,024 tokens; on Gemma it sits at the bottom of the paper's band, lowered only on its full-attention
+# layers as $L$ grows. And $g$ rises as the temperature falls at every length, though less steeply than $1/T$
+# between 0.01 and 0.001, and its largest value at the lowest temperature falls as $L$ grows: sixteen rows per
+# length leave that end noisy, and its verdict is inconclusive.
+#
+# ## Other normalisers on the same logits
+#
+# Chapter 33's normalisers, applied post hoc to the model's own logits of the sampled rows: what the largest
+# weight would be at these lengths had the model used Scalable-Softmax, sparsemax, 1.5-entmax or adaptive
+# temperature instead (the model was trained with softmax, so this is a what-if on its logits, not another
+# model). The table gives each line's log-log slope against $L$ with its interval.
+#
+# On the same logits no normaliser changes the picture: under all five, $l$ times the largest weight grows like
+# $L$ on SmolLM2 and on Gemma's full-attention layers, because the largest weight is the sink's, which these
+# logits single out under any normaliser (Scalable-Softmax only sharpens it further). A normaliser fixes what a
+# model learns with it, not what it is handed by a model trained with softmax.
+
+# %% mystnb={"image": {"alt": "For each model, the median l times the largest weight against L under softmax and the four other normalisers of chapter 33 on the same logits, log-log, with 95 % bands"}}
+fig = report.figure_normalizers(results)
+al.plotting.finish(fig, "35-normalizers")
+names = list(al.normalizers.NORMALIZERS)
+slopes = report.slope_table(results, "max_weight_x_len", normalizers=names)
+slopes[slopes.group != "sliding"].round(2)
+
+# %% [markdown]
+# ## The chapter's table
+#
+# Per model, kind of layer and length: the medians over heads of $l$ times the largest non-sink weight, of the
+# sink weight, of $\tilde d$ and $E$ at $N = 5$, of $N_s/N$ at $N = 64$ and the largest $g$ at the smallest $T$,
+# and the critical $N/L$ under both readings with their intervals.
+
+# %%
+main = report.main_table(results)
+main
+
+# %% [markdown]
+# ## Verdicts
+#
+# Every claim of this page, decided by a rule on an interval (the rule column says which); the sentences above
+# are asserted against these verdicts on the run that builds the book.
+
+# %%
+Markdown(al.reproduction.markdown(verdicts, columns=("model", "paper", "measured", "verdict", "rule")))
+
+# %%
+by_key = {(r.model, r.key): r.verdict for r in verdicts.itertuples()}
+smol, gemma = (labels + [None, None])[:2]
+NOT, OK = al.reproduction.NOT, al.reproduction.REPRODUCED
+sink = main.groupby(["model", "layers"])["sink weight"].min()
+g_top = pd.concat([report.trend(r, "g", T=1e-3, stat=np.max).value for r in results])
+g_one = pd.concat([report.trend(r, "g", T=1.0, stat=np.max).value for r in results])
+sentences = {
+    "the median sink weight is at least 0.2 at every length": bool((sink >= 0.2).all()),
+    "l x the largest non-sink weight is flat on Gemma's sliding layers": by_key.get((gemma, "lemma1-sliding"))
+    == OK,
+    "critical N/L against E stays put on SmolLM2": by_key.get((smol, "critical-E-full")) == OK,
+    "critical N/L against E_full moves on SmolLM2": by_key.get((smol, "critical-E_full-full")) == NOT,
+    "Gemma's full layers: d~'s slope is not refuted": by_key.get((gemma, "distance-full")) != NOT,
+    "g at T = 0.001 exceeds g at T = 1 at every length": bool((g_top.values > g_one.values).all()),
+    "every normaliser: l x largest weight grows like L": bool(slopes[slopes.group == "full"].slope.between(0.8, 1.2).all()),
+    "SmolLM2: l x the largest non-sink weight is not flat": by_key.get((smol, "lemma1-full")) == NOT,
+    "Gemma's full layers: l x the largest non-sink weight is not flat": by_key.get((gemma, "lemma1-full")) == NOT,
+    "the sink does not vanish like 1/L on any model": all(
+        v == NOT for (m, k), v in by_key.items() if k.startswith("sink-") and not k.endswith("-all")
+    ),
+    "d~ grows like L on SmolLM2": by_key.get((smol, "distance-full")) == OK,
+    "d~ does not grow like L on Gemma's sliding layers": by_key.get((gemma, "distance-sliding")) == NOT,
+    "SmolLM2's plateau lies below the paper's band": by_key.get((smol, "plateau-full")) == NOT,
+}
+al.reproduction.assert_sentences(sentences, described=described, about="both offline models on pydoc-topics")
+
+# %% [markdown]
+# ## Longer runs
+#
+# The book's build reads one window of 8,192 tokens per model. The text holds a few windows of Gemma's whole
+# context (the count below, for each model's tokenizer); `make long` runs the `full` preset on both models, each
+# up to its whole context (SmolLM2 to 8,192 tokens, Gemma to 32,768) on two windows and 128 rows per length, in
+# about 45 minutes on two cores, and writes the same tables into the results cache, where this page reads them
+# with `al.longcontext.book_results("full")`. On your own model and lengths, the command line runs the same study
+# and writes its tables, verdicts and figures into a folder:
+#
+# ```bash
+# attnlimits analyze --model gemma3-270m --lengths 1024,2048,4096,8192,16384,32768 --rows 128 --out gemma-long
+# ```
+
+# %%
+pd.Series({r.label: r.text_windows(32768) for r in results}, name="windows of 32,768 tokens in the text")
