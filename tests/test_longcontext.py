@@ -10,35 +10,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM
 
 from attnlimits import experiments, longcontext, models, texts
 from attnlimits.longcontext import study
-
-WINDOW = 4
 
 
 @pytest.fixture(autouse=True)
 def offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(scope="module")
-def tiny_gemma():
-    torch.manual_seed(0)
-    config = Gemma3TextConfig(
-        vocab_size=97,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        sliding_window=WINDOW,
-        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
-        max_position_embeddings=256,
-    )
-    return Gemma3ForCausalLM(config).eval()
 
 
 @pytest.fixture(scope="module")

@@ -13,35 +13,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
 from attnlimits import experiments, models, provenance, rowstats, selection
 from attnlimits.models import gemma
 
-WINDOW = 4
+WINDOW = 4  # the tiny_gemma fixture's (tests/conftest.py)
 
 
 @pytest.fixture(autouse=True)
 def offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(scope="module")
-def tiny_gemma():
-    torch.manual_seed(0)
-    config = Gemma3TextConfig(
-        vocab_size=97,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        sliding_window=WINDOW,
-        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
-        max_position_embeddings=256,
-    )
-    return Gemma3ForCausalLM(config).eval()
 
 
 def _ids(n, seed=1):

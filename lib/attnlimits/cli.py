@@ -306,37 +306,40 @@ def _run_long(args, out: Path) -> int:
     return 0
 
 
+def _grid_problem(args, long: bool) -> str | None:
+    """Why the preset (and windows) cannot run, or None; checked before any model is loaded."""
+    from attnlimits import experiments, longcontext
+
+    if long:
+        if (args.preset or "reduced") not in longcontext.PRESETS:
+            return (
+                f"--preset: the long-context study (--lengths, --rows) has the presets "
+                f"{', '.join(longcontext.PRESETS)}, got {args.preset!r}"
+            )
+        return None
+    try:
+        experiments.validate_grid(experiments.get_preset(args.preset or "paper"), windows=args.windows)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
 def _run_analyze(args) -> int:
-    from attnlimits import experiments, figures, longcontext, models, reproduction, texts
+    from attnlimits import experiments, figures, models, reproduction, texts
 
     out = Path(os.path.abspath(args.out))
-    if _long_study(args):
-        if (args.preset or "reduced") not in longcontext.PRESETS:
-            print(
-                f"attnlimits analyze: error: --preset: the long-context study (--lengths, --rows) has the presets "
-                f"{', '.join(longcontext.PRESETS)}, got {args.preset!r}",
-                file=sys.stderr,
-            )
-            return 2
-        problem = _out_error(out, args.force)
-        if problem:
-            print(f"attnlimits analyze: error: {problem}", file=sys.stderr)
-            return 2
+    long = _long_study(args)
+    problem = _grid_problem(args, long) or _out_error(out, args.force)
+    if problem:
+        print(f"attnlimits analyze: error: {problem}", file=sys.stderr)
+        return 2
+    if long:
         try:
             return _run_long(args, out)
         except KeyboardInterrupt:
             print(f"attnlimits analyze: interrupted; {out} left as it was", file=sys.stderr)
             return 130
     preset = experiments.get_preset(args.preset or "paper")
-    try:
-        experiments.validate_grid(preset, windows=args.windows)
-    except ValueError as err:
-        print(f"attnlimits analyze: error: {err}", file=sys.stderr)
-        return 2
-    problem = _out_error(out, args.force)
-    if problem:
-        print(f"attnlimits analyze: error: {problem}", file=sys.stderr)
-        return 2
     try:
         try:
             model = models.load(args.model, device=args.device, allow_fallback=True if args.allow_fallback else None)

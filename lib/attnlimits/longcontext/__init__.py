@@ -44,7 +44,6 @@ __all__ = [
     "pooled",
     "resolve_lengths",
     "results",
-    "report",
     "run",
     "sample_rows",
     "stats_table",
