@@ -213,17 +213,20 @@ def test_run_refuses_lengths_beyond_the_context_and_bad_options(tiny_llama):
         longcontext.run(tiny_llama, "text", "quick", rows=0)
 
 
-def test_capture_refuses_a_text_too_short():
+def test_a_text_too_short_is_refused_before_anything_is_captured():
     model = models.load("fallback")
     with pytest.raises(ValueError, match="needs"):
         longcontext.capture_long(model, "only a few words", length=64)
+    with pytest.raises(ValueError, match="windows: the text holds 0 windows of 64 tokens for this model, not 1"):
+        longcontext.run(model, "only a few words", "quick", lengths=[32, 64])
 
 
 def test_seeded_runs_repeat_exactly(tmp_path):
     model, text = models.load("fallback"), texts.load("pydoc-topics")
     p = longcontext.get_preset("quick").replace(lengths=(32, 64), rows=8, g_rows=4, alg4_N=(1, 4), T=(1.0,))
-    one = longcontext.run(model, text, p, seed=3)
-    two = longcontext.run(model, text, p, seed=3)
+    one = longcontext.run(model, text, p, seed=3, windows=2)
+    two = longcontext.run(model, text, p, seed=3, windows=2)
+    assert set(one.stats.window) == {"0", "1"} and one.provenance["windows"] == [0, 1]
     pd.testing.assert_frame_equal(one.stats, two.stats)
     pd.testing.assert_frame_equal(one.critical, two.critical)
     back = longcontext.LongResults.load(one.save(tmp_path))

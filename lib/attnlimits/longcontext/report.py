@@ -271,7 +271,8 @@ def figure_distance(results: list[LongResults]):
 
 
 def figure_critical(results: list[LongResults]):
-    """The critical N / L against L (KS level of the preset), with the 95 % interval of the row sample."""
+    """The critical N / L against L (KS level of the preset) under each reading, with the 95 % interval of the row
+    sample drawn as a bar from its lower to its upper end."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -284,9 +285,10 @@ def figure_critical(results: list[LongResults]):
                     continue
                 c = _critical_of(res, group, reading)
                 label = res.label if len(groups(res)) == 1 else f"{res.label} ({group})"
-                err = [c.critical_frac - c.critical_N_lo / c.L, (c.critical_N_hi / c.L) - c.critical_frac]
-                ax.errorbar(c.L, c.critical_frac, yerr=np.abs(np.nan_to_num(err)), fmt=_STYLE[group] + "o",
-                            color=color, capsize=3, label=label)  # fmt: skip
+                ax.plot(c.L, c.critical_frac, _STYLE[group] + "o", color=color, label=label)
+                # the interval as drawn from its ends (it need not contain the point); an open end stops at the point
+                top = np.where(c.critical_N_hi.isna(), c.critical_frac, c.critical_N_hi / c.L)
+                ax.vlines(c.L, c.critical_N_lo / c.L, top, color=color, alpha=0.6, linewidth=3)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("L (tokens)")

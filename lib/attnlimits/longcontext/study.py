@@ -462,10 +462,13 @@ def run(
     seed: int = 0,
     progress=None,
 ) -> LongResults:
-    """The long-context study of ``model`` on ``text``: capture ``windows`` windows of the longest length with the
-    SDPA capture, then :func:`stats_table` and :func:`critical_table`. ``lengths``, ``rows`` and ``windows``
-    override the preset's (checked before anything is captured: lengths up to the model's context, rows and
-    windows integers >= 1; a text too short for the windows is refused by the capture)."""
+    """The long-context study of ``model`` on ``text``: window by window, an SDPA capture of the longest length and
+    its :func:`stats_table` (so one window's q, k, v are held at a time), then :func:`critical_table` on them all.
+    ``lengths``, ``rows`` and ``windows`` override the preset's, and are checked before anything is captured:
+    lengths up to the model's context, rows and windows integers >= 1, and a text that holds the windows."""
+    from attnlimits import texts
+    from attnlimits.experiments.runs import _model_provenance
+
     p = get_preset(preset)
     for name, value in (("rows", rows), ("windows", windows)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -474,24 +477,34 @@ def run(
     p = p.replace(
         lengths=tuple(lens), rows=p.rows if rows is None else rows, windows=p.windows if windows is None else windows
     )
+    tokens, bos = text_tokens(model, text), texts.window_bos(model) is not None
+    if tokens // (lens[-1] - bos) < p.windows:
+        raise ValueError(
+            f"windows: the text holds {tokens // (lens[-1] - bos)} windows of {lens[-1]} tokens for this model, "
+            f"not {p.windows}"
+        )
     started = time.perf_counter()
-    caps = capture_long(model, text, length=lens[-1], count=p.windows, progress=progress)
-    captured = time.perf_counter() - started
-    stats = stats_table(caps, lens, p, seed=seed, progress=progress)
+    captured, parts, kinds = 0.0, [], {}
+    for i in range(p.windows):
+        t0 = time.perf_counter()
+        (cap,) = capture_long(model, text, length=lens[-1], count=1, first_window=i, progress=progress)
+        captured += time.perf_counter() - t0
+        parts.append(stats_table([cap], lens, p, seed=seed, progress=progress))
+        kinds = {str(layer): layer_type(cap, layer) for layer in cap.layer_ids}
+        del cap  # one window's q, k and v at a time
+    stats = pd.concat(parts, ignore_index=True)
     critical = critical_table(stats, p.ks_level, seed=seed)
     checked = time.perf_counter()
     exact = exactness(model, text, length=min(EXACTNESS_LENGTH, lens[-1])).reset_index()
-    from attnlimits.experiments.runs import _model_provenance
-
     prov = {
         "model": _model_provenance(model),
         "text": text.provenance.as_dict() if hasattr(text, "provenance") else {"name": "string"},
         "preset": p.as_dict(),
-        "windows": [c.index for c in caps],
+        "windows": list(range(p.windows)),
         "seed": seed,
-        "layer_types": {str(layer): layer_type(caps[0], layer) for layer in caps[0].layer_ids},
-        "text_tokens": text_tokens(model, text),
-        "bos": bool(caps[0].bos),
+        "layer_types": kinds,
+        "text_tokens": tokens,
+        "bos": bos,
         "seconds": {
             "capture": round(captured, 3),
             "exactness": round(time.perf_counter() - checked, 3),
