@@ -319,7 +319,8 @@ def test_the_critical_fraction_verdict_reads_the_overlap_of_the_two_intervals():
     def verdict(first, last):
         rows = [(1024, "E", "full", 0.05, first[0], first[0] / 1024, first[1], first[2], 10),
                 (8192, "E", "full", 0.05, last[0], last[0] / 8192, last[1], last[2], 10)]  # fmt: skip
-        crit = pd.DataFrame(rows, columns=list(longcontext.critical_table(_stats(lambda n, b: b, lambda n, b: b))))
+        columns = ["L", "reading", "layer_type", "level", "critical_N", "critical_frac", "critical_N_lo"]
+        crit = pd.DataFrame(rows, columns=[*columns, "critical_N_hi", "heads"])
         res = longcontext.LongResults(pd.DataFrame(), crit, pd.DataFrame(), {})
         return report._fraction_overlap(res, "full", "E").verdict
 

@@ -116,8 +116,14 @@ def _recording_sdpa(module, query, key, value, attention_mask, scaling=None, dro
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     length = query.shape[-2]
-    window = _window_of(attention_mask, length)
     state = _active
+    if state is None:
+        window = _window_of(attention_mask, length)
+    else:  # the layers of one kind share one mask: check it once per forward pass
+        mask_id = None if attention_mask is None else (attention_mask.data_ptr(), tuple(attention_mask.shape))
+        if mask_id not in state["windows"]:
+            state["windows"][mask_id] = _window_of(attention_mask, length)
+        window = state["windows"][mask_id]
     layer = getattr(module, "layer_idx", None)
     if state is not None and (state["layers"] is None or layer in state["layers"]):
         scale = query.shape[-1] ** -0.5 if scaling is None else float(scaling)
@@ -198,7 +204,7 @@ def capture_ids(model, ids, *, index: int = 0, layers=None, bos: bool = False) -
     from attnlimits.models.capturing import attention_implementation
 
     with _lock:
-        state = {"layers": None if layers is None else set(layers), "records": []}
+        state = {"layers": None if layers is None else set(layers), "records": [], "windows": {}}
         was_training = hf.training
         hf.eval()
         started = time.perf_counter()

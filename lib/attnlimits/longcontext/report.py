@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from attnlimits.longcontext.study import READINGS, LongResults, pooled
+from attnlimits.longcontext.study import READINGS, LongResults, in_group, layer_groups, pooled
 from attnlimits.reproduction import INCONCLUSIVE, LINEAR, NOT, REPRODUCED, Claim, decide
 
 __all__ = [
@@ -51,8 +51,15 @@ SEED = 0
 
 def groups(res: LongResults) -> list[str]:
     """The layer groups of a run: ``full`` only, or ``all``, ``full`` and ``sliding`` for a model with both."""
-    kinds = sorted(set(res.stats.layer_type))
-    return kinds if len(kinds) == 1 else ["all", *kinds]
+    return layer_groups(res.stats)
+
+
+def _drawn(res: LongResults) -> list[tuple[str, str]]:
+    """(group, legend label) of each line a figure draws for a run: the kinds of layer apart, not pooled."""
+    kinds = groups(res)
+    if len(kinds) == 1:
+        return [(kinds[0], res.label)]
+    return [(group, f"{res.label} ({group})") for group in kinds if group != "all"]
 
 
 def _select(res, quantity, normalizer="softmax", N=None, T=None, group="all") -> pd.DataFrame:
@@ -62,8 +69,7 @@ def _select(res, quantity, normalizer="softmax", N=None, T=None, group="all") ->
         t = t[np.isclose(t.N, N)]
     if T is not None:
         t = t[np.isclose(t["T"], T)]
-    if group != "all":
-        t = t[t.layer_type == group]
+    t = in_group(t, group)
     if t.empty:
         raise ValueError(f"no {quantity!r} values for normalizer={normalizer!r}, N={N}, T={T}, group={group!r}")
     return pooled(t)
@@ -223,11 +229,8 @@ def _lines(ax, results, quantity, **select):
 
     colors = dict(zip([r.label for r in results], sns.color_palette(n_colors=len(results)), strict=True))
     for res in results:
-        for group in groups(res):
-            if group == "all" and len(groups(res)) > 1:
-                continue  # the two kinds of layer are drawn apart
+        for group, label in _drawn(res):
             t = trend(res, quantity, group=group, **select)
-            label = res.label if len(groups(res)) == 1 else f"{res.label} ({group})"
             ax.plot(t.L, t.value, _STYLE[group], marker="o", color=colors[res.label], label=label)
             ax.fill_between(t.L, t.lo, t.hi, color=colors[res.label], alpha=0.2)
     ax.set_xscale("log", base=2)
@@ -280,11 +283,8 @@ def figure_critical(results: list[LongResults]):
     colors = sns.color_palette(n_colors=len(results))
     for ax, reading in zip(axes, READINGS, strict=True):
         for color, res in zip(colors, results, strict=True):
-            for group in groups(res):
-                if group == "all" and len(groups(res)) > 1:
-                    continue
+            for group, label in _drawn(res):
                 c = _critical_of(res, group, reading)
-                label = res.label if len(groups(res)) == 1 else f"{res.label} ({group})"
                 ax.plot(c.L, c.critical_frac, _STYLE[group] + "o", color=color, label=label)
                 # the interval as drawn from its ends (it need not contain the point); an open end stops at the point
                 top = np.where(c.critical_N_hi.isna(), c.critical_frac, c.critical_N_hi / c.L)

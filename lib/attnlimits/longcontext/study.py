@@ -46,6 +46,8 @@ __all__ = [
     "critical_grid",
     "critical_table",
     "get_preset",
+    "in_group",
+    "layer_groups",
     "layer_type",
     "pooled",
     "resolve_lengths",
@@ -332,12 +334,15 @@ def pooled(stats: pd.DataFrame) -> pd.DataFrame:
     return g.drop(columns=["_w", "_wv", "_wse"])
 
 
-def _groups(table: pd.DataFrame) -> list[str]:
+def layer_groups(table: pd.DataFrame) -> list[str]:
+    """The layer groups of a table's ``layer_type`` column: ``full`` only, or ``all``, ``full`` and ``sliding`` for
+    a model with both kinds of layer."""
     kinds = sorted(set(table.layer_type))
     return ["all", *kinds] if len(kinds) > 1 else kinds
 
 
-def _in_group(table: pd.DataFrame, group: str) -> pd.DataFrame:
+def in_group(table: pd.DataFrame, group: str) -> pd.DataFrame:
+    """The rows of ``table`` in a layer group of :func:`layer_groups` (``all``: every row)."""
     return table if group == "all" else table[table.layer_type == group]
 
 
@@ -353,8 +358,8 @@ def critical_table(stats: pd.DataFrame, level: float = 0.05, *, seed: int = 0) -
         raise ValueError(f"level: must lie in (0, 1), got {level}")
     t = pooled(stats[(stats.normalizer == "softmax") & stats.quantity.isin(["d_tilde", *READINGS])])
     out = []
-    for group in _groups(t):
-        for L, at in _in_group(t, group).groupby("L"):
+    for group in layer_groups(t):
+        for L, at in in_group(t, group).groupby("L"):
             wide = at.pivot_table(index=["layer", "head"], columns=["N", "quantity"], values=["value", "se"])
             for reading in READINGS:
                 found = _critical(wide, reading, level, np.random.default_rng(seed))
