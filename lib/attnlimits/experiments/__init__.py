@@ -16,8 +16,9 @@ Definitions (each a parameter; the Experiments chapters state them):
 
 Algorithms: :func:`distance_table` (Alg. 1 and 2: d~, d_max, E vs L and N), :func:`critical_n` (Alg. 3: the exact
 critical N by a bracket-and-bisect search on the KS decision), :func:`separability_table` (Alg. 4),
-:func:`gradient_table` (Alg. 5) and :func:`sink_table`. :func:`run` does all five and :class:`Results` saves and
-loads them as CSVs plus ``provenance.json``.
+:func:`gradient_table` (Alg. 5) and :func:`sink_table`. :func:`run` does all five on a model (a Hugging Face model,
+or a TransformerLens ``HookedTransformer``), :func:`run_arrays` on attention given as arrays (weights, values and
+optionally logits), and :class:`Results` saves and loads them as CSVs plus ``provenance.json``.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from attnlimits.experiments.algorithms import (
     separability_table,
     sink_table,
 )
+from attnlimits.experiments.arrays import ArrayCapture, fit_preset
 from attnlimits.experiments.presets import PRESET_VARIABLE, PRESETS, Preset, book_preset, get_preset, validate_grid
-from attnlimits.experiments.runs import TABLES, Results, merge, results, results_folder, run
+from attnlimits.experiments.runs import TABLES, Results, merge, results, results_folder, run, run_arrays
 from attnlimits.experiments.windows import WindowCapture, capture_windows
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "PRESET_VARIABLE",
     "TABLES",
     "Preset",
+    "ArrayCapture",
     "Results",
     "WindowCapture",
     "book_preset",
@@ -52,12 +55,14 @@ __all__ = [
     "critical_n",
     "critical_search",
     "distance_table",
+    "fit_preset",
     "get_preset",
     "gradient_table",
     "merge",
     "results",
     "results_folder",
     "run",
+    "run_arrays",
     "separability_table",
     "sink_table",
     "validate_grid",

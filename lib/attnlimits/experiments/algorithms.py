@@ -21,6 +21,7 @@ __all__ = [
     "COUNTINGS",
     "CRITICAL_READINGS",
     "MC_SAMPLES",
+    "GRADIENT_COLUMNS",
     "READINGS",
     "critical_n",
     "critical_search",
@@ -423,7 +424,7 @@ def _evaluate_ks(windows, todo, first, opts, seed, progress, n_jobs=1):
         parts = {}
         window = w.window(layer, top)
         lengths = rowstats.row_lengths(top, first, device="cpu", window=window)
-        heads = w.layer(layer).q.shape[1]
+        heads = w.heads(layer)
         positions, weights = sample_rows(top, seed + 1_000_003 * w.index + 7919 * layer, CRITICAL_STRIDE)
         for kind, pairs in (("E", exact), ("sampled", sampled)):
             ns = sorted({n for n, _ in pairs})
@@ -569,6 +570,10 @@ def separability_table(
 # ----------------------------------------------------------------------------------------------------------------
 # Algorithm 5: g(T, eps) on the captured logits; the attention sink
 # ----------------------------------------------------------------------------------------------------------------
+#: The columns of :func:`gradient_table`.
+GRADIENT_COLUMNS = ["window", "layer", "head", "T", "eps", "g", "logit_scaling"]
+
+
 def gradient_table(
     windows,
     L: int,
@@ -603,7 +608,7 @@ def gradient_table(
         return records
 
     records = [r for part in map_layers(windows, one_layer, "Alg. 5", progress, n_jobs) for r in part]
-    return pd.DataFrame(records, columns=["window", "layer", "head", "T", "eps", "g", "logit_scaling"])
+    return pd.DataFrame(records, columns=GRADIENT_COLUMNS)
 
 
 def sink_table(windows, L: int) -> pd.DataFrame:

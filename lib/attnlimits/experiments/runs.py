@@ -17,6 +17,7 @@ import torch
 from attnlimits import cache, provenance, uncertainty
 from attnlimits.experiments.algorithms import (
     CRITICAL_READINGS,
+    GRADIENT_COLUMNS,
     SAMPLE_STRIDE,
     critical_n,
     distance_table,
@@ -27,7 +28,7 @@ from attnlimits.experiments.algorithms import (
 from attnlimits.experiments.presets import Preset, get_preset, validate_grid
 from attnlimits.experiments.windows import TOKENS, WindowCapture, capture_windows, check_jobs, dtype_of
 
-__all__ = ["TABLES", "Results", "merge", "results", "results_folder", "run"]
+__all__ = ["TABLES", "Results", "compute", "merge", "provenance_of", "results", "results_folder", "run", "run_arrays"]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -94,6 +95,9 @@ class Results:
         """Algorithm 5's rows of :attr:`gradient` at one ``eps`` (default: the smallest) and logit ``scaling``
         (``"model"``: the logits the model's softmax sees; ``"none"``: raw q.k)."""
         t = self.gradient
+        if t.empty:
+            why = self.provenance.get("absent", {}).get("gradient", "its table is empty")
+            raise ValueError(f"gradient: this run has no Algorithm 5 table: {why}")
         eps = float(t.eps.min()) if eps is None else eps
         if scaling not in set(t.logit_scaling):
             raise ValueError(f"scaling: must be one of {sorted(set(t.logit_scaling))}, got {scaling!r}")
@@ -207,6 +211,10 @@ def run(
 ) -> Results:
     """Algorithms 1-5 (and the sink weights) on ``windows`` windows of ``text`` (the preset's count by default).
 
+    ``model``: a :class:`attnlimits.models.LoadedModel`, a transformers model, or a TransformerLens
+    ``HookedTransformer`` (captured by :func:`attnlimits.lens.capture_windows`); attention computed elsewhere goes
+    to :func:`run_arrays`.
+
     In the paper's setting the distance table holds every reading of the expectation under both countings of a
     row's tokens, Algorithm 3 searches the critical N of :data:`CRITICAL_READINGS`, and Algorithm 4 runs on the
     values (every row) and on the input token embeddings (its ``tokens`` column; the row sample of
@@ -240,20 +248,49 @@ def run(
     validate_grid(p, max_positions=_max_positions(model), windows=count)
     if tokens not in TOKENS:
         raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
-    # Algorithm 4 on the values (or the run's tokens) and, in the paper's setting, on the input token embeddings
-    alg4_tokens = [tokens] + (["embedding"] if tokens == "value" and not exclude_sink else [])
-    seconds = {}
-    started = time.perf_counter()
     if shared is not None:
         _check_shared(shared, model, text, p, list(range(first_window, first_window + count)), seed)
+    # Algorithm 4 on the input token embeddings too, in the paper's setting
+    embedding = tokens == "value" and not exclude_sink
+    started = time.perf_counter()
     if captures is None:
         caps = capture_windows(
             model, text, length=p.max_length, count=count, first_window=first_window, tokens=tokens, progress=progress
         )
-        seconds["capture"] = time.perf_counter() - started
+        capture_seconds = time.perf_counter() - started
     else:
-        caps = _check_captures(captures, p.max_length, count, first_window, tokens, "embedding" in alg4_tokens)
-        seconds["capture"] = sum(c.seconds for c in caps)
+        caps = _check_captures(captures, p.max_length, count, first_window, tokens, embedding)
+        capture_seconds = sum(c.seconds for c in caps)
+    options = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision, "seed": seed}
+    tables, seconds = compute(caps, p, **options, embedding=embedding, progress=progress, n_jobs=n_jobs, shared=shared)
+    seconds = {"capture": capture_seconds, **seconds, "total": time.perf_counter() - started}
+    return Results(
+        **tables,
+        provenance=provenance_of(
+            caps, p, options, seconds, model=_model_provenance(model), text=_text_provenance(text)
+        ),
+    )
+
+
+def compute(
+    caps: Sequence[WindowCapture],
+    p: Preset,
+    *,
+    exclude_sink: bool,
+    tokens: str,
+    precision: str,
+    seed: int,
+    embedding: bool,
+    progress=None,
+    n_jobs: int = 1,
+    shared: Results | None = None,
+) -> tuple[dict, dict]:
+    """Every table of a run (:data:`TABLES`) on the captures ``caps`` and the seconds each algorithm took.
+
+    What :func:`run` and :func:`attnlimits.experiments.run_arrays` share: ``embedding`` adds Algorithm 4 on the
+    input token embeddings; captures without logits (:class:`attnlimits.experiments.arrays.ArrayCapture` of
+    weights alone) give an empty ``gradient`` table.
+    """
     opts = {
         "exclude_sink": exclude_sink,
         "tokens": tokens,
@@ -261,6 +298,7 @@ def run(
         "progress": progress,
         "n_jobs": n_jobs,
     }
+    seconds = {}
 
     def timed(name, fn, *args, **kwargs):
         t0 = time.perf_counter()
@@ -285,6 +323,7 @@ def run(
         stride = SAMPLE_STRIDE if kind == "embedding" else None
         return separability_table(caps, p.alg4_L, p.alg4_N, **{**alg4, "tokens": kind}, stride=stride)
 
+    alg4_tokens = [tokens] + (["embedding"] if embedding else [])
     separability = timed(
         "alg4",
         lambda: (
@@ -294,32 +333,128 @@ def run(
             .reset_index(drop=True)
         ),
     )
-    if shared is None:
-        gradient = timed(
-            "alg5", gradient_table, caps, p.alg5_L, p.alg5_T, p.alg5_eps, seed=seed, progress=progress, n_jobs=n_jobs
-        )
-        sink = timed("sink", sink_table, caps, p.max_length)
-    else:
+    if shared is not None:
         gradient, sink = shared.gradient, shared.sink
         seconds |= {"alg5": 0.0, "sink": 0.0}
-    seconds["total"] = time.perf_counter() - started
-    provenance = {
-        "model": _model_provenance(model),
-        "text": text.provenance.as_dict() if hasattr(text, "provenance") else {"name": "string", "sha256": _sha(text)},
+    else:
+        if all(getattr(c, "has_logits", True) for c in caps):
+            gradient = timed(
+                "alg5",
+                gradient_table,
+                caps,
+                p.alg5_L,
+                p.alg5_T,
+                p.alg5_eps,
+                seed=seed,
+                progress=progress,
+                n_jobs=n_jobs,
+            )
+        else:
+            gradient, seconds["alg5"] = pd.DataFrame(columns=GRADIENT_COLUMNS), 0.0
+        sink = timed("sink", sink_table, caps, p.max_length)
+    tables = {
+        "distance": distance,
+        "critical_scan": scan,
+        "critical": critical,
+        "critical_heads": heads,
+        "separability": separability,
+        "gradient": gradient,
+        "sink": sink,
+    }
+    return tables, seconds
+
+
+def provenance_of(caps, p: Preset, options: dict, seconds: dict, *, model: dict, text: dict, **more) -> dict:
+    """A run's ``provenance``: the ``model`` and ``text`` records, the preset, windows and ``options`` (sink mode,
+    tokens, precision, seed), versions, the code's hash and ``seconds``; ``more`` adds entries."""
+    return {
+        "model": model,
+        "text": text,
         "preset": p.as_dict(),
         "windows": [c.index for c in caps],
-        "seed": seed,
-        "exclude_sink": exclude_sink,
-        "tokens": tokens,
-        "precision": precision,
+        "seed": options["seed"],
+        "exclude_sink": options["exclude_sink"],
+        "tokens": options["tokens"],
+        "precision": options["precision"],
         "bos": bool(caps[0].bos),
         "resamples": RESAMPLES,
-        "device": str(caps[0].layers[0].q.device),
+        "device": str(caps[0].device),
         "versions": _versions(),
         "code_sha256": cache.code_hash(__name__),
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
+        **more,
     }
-    return Results(distance, scan, critical, heads, separability, gradient, sink, provenance)
+
+
+def run_arrays(
+    weights=None,
+    values=None,
+    logits=None,
+    *,
+    embeddings=None,
+    mask=None,
+    scaling: float | None = None,
+    preset: str | Preset = "paper",
+    exclude_sink: bool = False,
+    precision: str = "float32",
+    seed: int = 0,
+    tolerance: float | None = None,
+    bos: bool = False,
+    name: str = "arrays",
+    text: str = "arrays",
+    progress: bool | str | None = None,
+    n_jobs: int = 1,
+) -> Results:
+    """Algorithms 1-5 (and the sink weights) on attention given as arrays: the tables of :func:`run`.
+
+    ``weights`` ``(W, H, L, L)`` and ``values`` ``(W, H, L, d)`` per layer (torch or numpy; a list, a dict of layer
+    numbers, or one array with the layers first), ``logits`` optional (needed by Algorithm 5: without them the
+    ``gradient`` table is empty and ``provenance["absent"]`` says why), ``embeddings`` ``(W, L, d_model)``
+    optional (Algorithm 4's second reading), ``mask`` inferred unless given: all as
+    :func:`attnlimits.experiments.arrays.captures` checks them. On the captures of a model, with its logits, the
+    tables equal :func:`run`'s exactly.
+
+    ``preset``'s grids are cut to the arrays' L where they reach beyond it
+    (:func:`attnlimits.experiments.arrays.fit_preset`: the preset is then named ``<name>@<L>``); the run reads
+    every window given. ``name`` and ``text`` name the model and the text in the provenance (with the SHA-256 of
+    the arrays); the other arguments are :func:`run`'s.
+    """
+    from attnlimits.experiments import arrays
+
+    dtype_of(precision)
+    check_jobs(n_jobs)
+    started = time.perf_counter()
+    caps = arrays.captures(
+        weights, values, logits, embeddings=embeddings, mask=mask, scaling=scaling, tolerance=tolerance, bos=bos
+    )
+    p = arrays.fit_preset(get_preset(preset), caps[0].seq_len)
+    validate_grid(p, windows=len(caps))
+    options = {"exclude_sink": exclude_sink, "tokens": "value", "precision": precision, "seed": seed}
+    embedding = embeddings is not None and not exclude_sink
+    tables, seconds = compute(caps, p, **options, embedding=embedding, progress=progress, n_jobs=n_jobs)
+    seconds = {"capture": 0.0, **seconds, "total": time.perf_counter() - started}
+    absent = {}
+    if logits is None:
+        absent["gradient"] = arrays.NO_LOGITS
+    if not embedding:
+        absent["separability (embedding)"] = (
+            "the book's variant without token 0 reads the values only" if exclude_sink else "no embeddings were given"
+        )
+    digest = arrays.arrays_sha256(caps)
+    model = {"model_id": name, "sha256": digest, "source": "arrays (attnlimits.experiments.run_arrays)"}
+    return Results(
+        **tables,
+        provenance=provenance_of(
+            caps,
+            p,
+            options,
+            seconds,
+            model=model,
+            text={"name": text, "sha256": f"unrecorded (the tokens behind the arrays {digest[:12]})"},
+            absent=absent,
+            mask={str(layer): caps[0].window(layer, caps[0].seq_len) or "causal" for layer in caps[0].layer_ids},
+        ),
+    )
 
 
 def _check_captures(captures, length: int, count: int, first_window: int, tokens: str, embedding: bool) -> list:
@@ -331,7 +466,7 @@ def _check_captures(captures, length: int, count: int, first_window: int, tokens
     wanted = list(range(first_window, first_window + count))
     if indices != wanted:
         raise ValueError(f"captures: the run reads windows {wanted}, the captures hold windows {indices}")
-    short = min(c.layers[0].q.shape[-2] for c in caps)
+    short = min(c.seq_len for c in caps)
     if short < length:
         raise ValueError(f"captures: the run reads {length} tokens per window, the captures hold {short}")
     if (tokens == "residual") != all(c.residual is not None for c in caps):
@@ -367,16 +502,26 @@ def _check_shared(shared, model, text, preset: Preset, windows: list[int], seed:
 
 
 def _max_positions(model) -> int | None:
-    from attnlimits import models
+    from attnlimits import lens, models
 
+    if lens.is_hooked(model):
+        return int(model.cfg.n_ctx)
     return models.facts(model).get("max_positions")
 
 
 def _model_provenance(model) -> dict:
+    from attnlimits import lens
+
+    if lens.is_hooked(model):
+        return lens.provenance(model)
     prov = getattr(model, "provenance", None)
     if prov is not None:
         return prov.as_dict()
     return {"model_id": type(model).__name__, "sha256": "unrecorded (a bare torch module)"}
+
+
+def _text_provenance(text) -> dict:
+    return text.provenance.as_dict() if hasattr(text, "provenance") else {"name": "string", "sha256": _sha(text)}
 
 
 def _sha(text: str) -> str:

@@ -24,6 +24,7 @@ __all__ = [
     "layer_items",
     "map_layers",
     "progress_bar",
+    "query_rows",
     "row_means",
 ]
 
@@ -83,20 +84,43 @@ class WindowCapture:
             )
         return w
 
+    def heads(self, layer: int) -> int:
+        """The number of query heads of layer number ``layer``."""
+        return self.layer(layer).q.shape[1]
+
+    @property
+    def device(self) -> torch.device:
+        """Where the capture's tensors are (the model's device)."""
+        return self.layers[0].q.device
+
     def logits(self, layer: int, L: int, first_row: int = 0, rows: torch.Tensor | None = None) -> torch.Tensor:
         """The model's own float32 logits of the first L tokens, ``(H, R, L)``, masked entries -inf: the query rows
         ``first_row..L-1`` (all of them by default), or only the query positions ``rows`` (a 1-D integer tensor of
         positions below L, in that order)."""
         lc = self.layer(layer)
-        if rows is None:
-            rows = slice(first_row, L)
-        else:
-            if first_row or rows.ndim != 1 or (len(rows) and not 0 <= int(rows.min()) <= int(rows.max()) < L):
-                raise ValueError(f"rows: expected a 1-D tensor of positions below L = {L} (and no first_row)")
-            rows = rows.to(lc.q.device)
+        rows = query_rows(L, first_row, rows, lc.q.device)
         q, k = lc.q[0, :, rows], lc.k[0, :, :L]
         logits = torch.matmul(q, k.transpose(-1, -2)).mul_(lc.scaling)
         return logits.masked_fill_(lc.masked[0, 0, rows, :L], float("-inf"))
+
+    def weights(
+        self,
+        layer: int,
+        L: int,
+        *,
+        precision: str = "float64",
+        normalizer: str | None = None,
+        first_row: int = 0,
+        rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The attention weights of the first L tokens, ``(H, R, L)`` (rows as in :meth:`logits`): the softmax of
+        the model's logits in ``precision``, or the normaliser named ``normalizer`` applied to the same masked
+        logits (masked entries get weight 0)."""
+        dtype = dtype_of(precision)
+        if normalizer is not None and normalizer not in NORMALIZERS:
+            raise ValueError(f"normalizer: must be None (softmax) or one of {list(NORMALIZERS)}, got {normalizer!r}")
+        logits = self.logits(layer, L, first_row, rows).to(dtype)
+        return torch.softmax(logits, dim=-1) if normalizer is None else NORMALIZERS[normalizer](logits, dim=-1)
 
     def inputs(
         self,
@@ -125,10 +149,7 @@ class WindowCapture:
         same masked logits (masked entries get weight 0), in ``precision``.
         """
         dtype = dtype_of(precision)
-        if normalizer is not None and normalizer not in NORMALIZERS:
-            raise ValueError(f"normalizer: must be None (softmax) or one of {list(NORMALIZERS)}, got {normalizer!r}")
-        logits = self.logits(layer, L, first_row, rows).to(dtype)
-        alpha = torch.softmax(logits, dim=-1) if normalizer is None else NORMALIZERS[normalizer](logits, dim=-1)
+        alpha = self.weights(layer, L, precision=precision, normalizer=normalizer, first_row=first_row, rows=rows)
         if exclude_sink:
             alpha = alpha.clone()
             alpha[..., 0] = 0
@@ -146,6 +167,16 @@ class WindowCapture:
         else:
             x = torch.nn.functional.normalize(held[0, :L].to(dtype), dim=-1)
         return alpha, x.expand(alpha.shape[0], -1, -1)
+
+
+def query_rows(L: int, first_row: int, rows: torch.Tensor | None, device) -> slice | torch.Tensor:
+    """The query rows :meth:`WindowCapture.logits` reads: ``first_row..L-1``, or the positions ``rows`` (checked:
+    a 1-D tensor of positions below L, and no ``first_row``) on ``device``."""
+    if rows is None:
+        return slice(first_row, L)
+    if first_row or rows.ndim != 1 or (len(rows) and not 0 <= int(rows.min()) <= int(rows.max()) < L):
+        raise ValueError(f"rows: expected a 1-D tensor of positions below L = {L} (and no first_row)")
+    return rows.to(device)
 
 
 #: What the tokens x of :meth:`WindowCapture.inputs` are: the heads' values, the layer's input residual stream, or
@@ -180,14 +211,27 @@ def capture_windows(
     keeping its ``length`` (``[BOS]`` and ``length - 1`` text tokens); each capture records it in ``bos``.
     Every capture keeps the input token embeddings (``length * d_model`` floats per window: the tokens of
     Algorithm 4's second reading); ``tokens="residual"`` also keeps the layers' input residual streams (that many
-    floats per layer). ``tokens="value"`` and ``"embedding"`` capture the same.
+    floats per layer). ``tokens="value"`` and ``"embedding"`` capture the same. A TransformerLens
+    ``HookedTransformer`` is captured by :func:`attnlimits.lens.capture_windows`.
     """
-    from attnlimits import models, texts
+    from attnlimits import lens, models, texts
 
     if tokens not in TOKENS:
         raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
     if isinstance(first_window, bool) or not isinstance(first_window, int) or first_window < 0:
         raise ValueError(f"first_window: must be an integer >= 0, got {first_window!r}")
+    if lens.is_hooked(model):
+        return lens.capture_windows(
+            model,
+            text,
+            length=length,
+            count=count,
+            first_window=first_window,
+            tokens=tokens,
+            layers=layers,
+            progress=progress,
+            bos=bos,
+        )
     ids = texts.windows(model, text, length=length, count=first_window + count, bos=bos)[first_window:]
     with_bos = texts.window_bos(model, bos) is not None
     out = []

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlimits.experiments.windows import WindowCapture, progress_bar
+from attnlimits.experiments.windows import WindowCapture, progress_bar, query_rows
 
 __all__ = ["IMPLEMENTATION", "QUERY_BLOCK", "KVLayer", "LongCapture", "capture_ids", "capture_long", "exactness"]
 
@@ -72,11 +72,9 @@ class LongCapture(WindowCapture):
 
     def logits(self, layer: int, L: int, first_row: int = 0, rows: torch.Tensor | None = None) -> torch.Tensor:
         lc = self.layer(layer)
-        if rows is None:
-            rows = torch.arange(first_row, L)
-        elif first_row or rows.ndim != 1 or (len(rows) and not 0 <= int(rows.min()) <= int(rows.max()) < L):
-            raise ValueError(f"rows: expected a 1-D tensor of positions below L = {L} (and no first_row)")
-        rows = rows.to(lc.q.device)
+        rows = query_rows(L, first_row, rows, lc.q.device)
+        if isinstance(rows, slice):
+            rows = torch.arange(first_row, L, device=lc.q.device)
         n_rep = lc.q.shape[1] // lc.kv_heads
         q = lc.q[0, :, rows].unflatten(0, (lc.kv_heads, n_rep))  # (H_kv, rep, R, d): no expanded keys are formed
         logits = torch.matmul(q, lc.k_kv[0, :, :L].transpose(-1, -2).unsqueeze(1)).flatten(0, 1).mul_(lc.scaling)
