@@ -398,6 +398,13 @@ class _FakeResults:
         return folder
 
 
+def _fake_page(res, folder, command=None):
+    """The report page of a run, empty but for the command line that made it."""
+    return al.runreport.Page(
+        title="fake", lead="", command=command, facts=[], claims=pd.DataFrame(columns=al.runreport.CLAIM_COLUMNS)
+    )
+
+
 def _fake_analyze(monkeypatch, out, *extra, run=None, save_all=None):
     """``attnlimits analyze`` with the model, the text, the run and the figures replaced by instant stand-ins."""
     calls = {}
@@ -420,6 +427,7 @@ def _fake_analyze(monkeypatch, out, *extra, run=None, save_all=None):
     monkeypatch.setattr(al.experiments, "run", fake_run)
     monkeypatch.setattr(al.figures, "save_all", fake_save_all)
     monkeypatch.setattr(al.reproduction, "save_tables", fake_save_tables)
+    monkeypatch.setattr(al.runreport, "page_of", _fake_page)
     stdout, stderr = io.StringIO(), io.StringIO()
     with redirect_stdout(stdout), redirect_stderr(stderr):
         code = cli.main(["analyze", "--preset", "quick", "--out", str(out), *extra])
@@ -433,11 +441,14 @@ def _interrupt():
 def test_a_complete_run_is_renamed_into_place_and_asks_for_progress_lines(monkeypatch, tmp_path):
     out = tmp_path / "deeper" / "run"
     code, stdout, _, calls = _fake_analyze(monkeypatch, out, "--seed", "7")
-    assert code == 0 and stdout.startswith(f"wrote {out}: distance.csv")
+    assert code == 0 and stdout.startswith(f"wrote {out}: report.html, report.md, distance.csv")
     assert "L=16: 3" in stdout and "L=32" not in stdout
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [f"{t}.csv" for t in (*al.experiments.TABLES, *al.reproduction.TABLES)] + ["provenance.json", "fig.png"]
+        [f"{t}.csv" for t in (*al.experiments.TABLES, *al.reproduction.TABLES)]
+        + ["provenance.json", "fig.png", "report.html", "report.md"]
     )
+    command = f"attnlimits analyze --preset quick --out {out} --seed 7"
+    assert command in (out / "report.md").read_text() and command in (out / "report.html").read_text()
     assert [p.name for p in out.parent.iterdir()] == ["run"], "no partial folder left beside it"
     assert calls["progress"] == "lines" and calls["seed"] == 7
     assert calls["n_jobs"] == 1, "one worker unless --jobs asks for more"

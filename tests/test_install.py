@@ -93,6 +93,18 @@ def test_pyproject_declares_what_the_library_imports():
     assert not unused, f"pyproject.toml declares packages that lib never imports: {sorted(unused)}"
 
 
+def test_the_transformer_lens_extra_is_declared_and_pinned_within_it():
+    from packaging.specifiers import SpecifierSet
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (requirement,) = extras["transformer-lens"]
+    name, spec = re.fullmatch(r"([\w-]+)(.*)", requirement).groups()
+    pinned = re.search(rf"^{name}==(\S+)$", (ROOT / "requirements.txt").read_text(), flags=re.M)
+    assert pinned, f"requirements.txt must pin {name}: the book's build runs its tests"
+    assert pinned.group(1) in SpecifierSet(spec), f"the pinned {name} {pinned.group(1)} is outside {spec}"
+    assert f"pip install 'attnlimits[{name}]'" in README
+
+
 def test_readme_documents_every_environment_variable():
     read = set()  # by the library and by the chapters
     for path in [*LIB.rglob("*.py"), *(ROOT / "chapters").glob("*.py")]:

@@ -255,6 +255,11 @@ def test_analyze_with_lengths_writes_the_long_context_tables_and_figures(tmp_pat
     claims = pd.read_csv(out / "long_claims.csv")
     assert set(claims.verdict) <= {"reproduced", "not reproduced", "inconclusive"} and len(claims) >= 6
     assert "lengths 32, 64, 8 rows each" in capsys.readouterr().out
+    report = (out / "report.md").read_text()
+    assert "attnlimits analyze --out" in report and "--lengths 32,64 --rows 8" in report
+    assert all(f"| {verdict} |" in report for verdict in claims.verdict)
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 5 and "<math" in page
 
 
 @pytest.mark.parametrize(

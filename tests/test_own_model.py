@@ -3,7 +3,9 @@ of the Hugging Face path on the same attention; bad arrays are refused with the 
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,6 +13,7 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
+import attnlimits as al
 from attnlimits import experiments, lens, models, texts
 from attnlimits.experiments.windows import _input_embedding, _residual_stream
 
@@ -417,3 +420,81 @@ def test_a_hooked_transformer_without_a_tokenizer_says_what_to_do(text):
         experiments.run(hooked, text, "quick")
     with pytest.raises(ValueError, match="above the model's 64 positions"):
         experiments.run(hooked, text, "paper")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the README's "use it on your own model" examples, run as written
+# ---------------------------------------------------------------------------------------------------------------
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+
+
+def _readme_example(name: str) -> str:
+    marker = f"<!-- README example: {name} -->\n```python\n"
+    assert marker in README, f"the README lost its {name!r} example"
+    code = README.split(marker)[1].split("```")[0]
+    assert len(code.strip().splitlines()) == 3, f"the {name!r} example is three lines"
+    return code
+
+
+def _random_attention():
+    """What a reader's own code might return: per layer (windows, heads, L, L) softmax weights and values."""
+    given = _softmax_arrays(W=2, H=3, L=64)
+    return given["weights"] * 2, given["values"] * 2
+
+
+def _run_example(name, namespace, tmp_path, monkeypatch, substitute=()):
+    code = _readme_example(name)
+    for old, new in substitute:
+        assert old in code
+        code = code.replace(old, new)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, f"README example {name}", "exec"), {"al": al, **namespace})
+    (folder,) = (tmp_path / "runs").iterdir()
+    page = (folder / "report.html").read_text()
+    assert "<title>attnlimits report:" in page and page.count("data:image/png;base64,") >= 7
+    return folder
+
+
+def test_the_readme_runs_a_hugging_face_id(tmp_path, monkeypatch, tokenizer):
+    # no download here: the id the example names loads a random-init GPT-2 saved under it
+    saved = tmp_path / "gpt2"
+    _gpt2(len(tokenizer)).save_pretrained(saved)
+    tokenizer.save_pretrained(saved)
+    load, asked = al.models.load, []
+    monkeypatch.setattr(al.models, "load", lambda name: asked.append(name) or load(str(saved)))
+    folder = _run_example("hugging-face-id", {}, tmp_path, monkeypatch)
+    assert asked == ["gpt2"]
+    assert json.loads((folder / "provenance.json").read_text())["preset"]["name"] == "quick"
+
+
+def test_the_readme_runs_a_local_folder_and_a_text_file(tmp_path, monkeypatch, tokenizer):
+    model = tmp_path / "tiny-llama"
+    _llama(len(tokenizer)).save_pretrained(model)
+    tokenizer.save_pretrained(model)
+    (tmp_path / "corpus.txt").write_text(texts.load("pydoc-topics").body[:40_000], encoding="utf-8")
+    substitute = [("path/to/my-model", str(model)), ("my-corpus.txt", str(tmp_path / "corpus.txt"))]
+    folder = _run_example("local-folder", {}, tmp_path, monkeypatch, substitute)
+    assert json.loads((folder / "provenance.json").read_text())["model"]["source"] == "local"
+
+
+def test_the_readme_runs_a_hooked_transformer(tmp_path, monkeypatch, tokenizer):
+    HookedTransformer, _ = _transformer_lens()
+    _, hooked = _converted("gpt2", tokenizer)
+    monkeypatch.setattr(HookedTransformer, "from_pretrained", lambda name: hooked)  # no download here
+    folder = _run_example("transformer-lens", {"HookedTransformer": HookedTransformer}, tmp_path, monkeypatch)
+    assert "TransformerLens" in json.loads((folder / "provenance.json").read_text())["model"]["source"]
+
+
+def test_the_readme_runs_an_activation_cache(tmp_path, monkeypatch, tokenizer, text):
+    _, hooked = _converted("llama", tokenizer)
+    tokens = texts.windows(tokenizer, text, length=64, count=2)
+    _run_example("activation-cache", {"model": hooked, "tokens": tokens}, tmp_path, monkeypatch)
+
+
+def test_the_readme_runs_arrays_and_its_report_has_the_sections_it_describes(tmp_path, monkeypatch):
+    folder = _run_example("arrays", {"my_attention": _random_attention}, tmp_path, monkeypatch)
+    outline = README.split("Reading a report: its sections, in order.\n\n```text\n")[1].split("```")[0]
+    headings = [line.split("  ")[0].strip() for line in outline.splitlines()]
+    report = (folder / "report.md").read_text()
+    found = [line for line in report.splitlines() if line.startswith("#")]
+    assert [h.split(":")[0] for h in found] == [h.split(":")[0] for h in headings]

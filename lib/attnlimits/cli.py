@@ -13,7 +13,8 @@ refutes (Corollary 3 as printed); otherwise 1. Bad arguments, and unknown ids, e
                        [--precision float32|float64] [--seed S] [--jobs J]
 
 runs the paper's Algorithms 1-5 on every head of a causal language model and writes their tables (CSV),
-``provenance.json`` and the figures (PNG and SVG) into DIR. Runs over disjoint window ranges
+``provenance.json``, the figures (PNG and SVG) and a one-page report of the run (``report.html``, self-contained,
+and ``report.md``: :mod:`attnlimits.runreport`) into DIR. Runs over disjoint window ranges
 (``--first-window``) write tables that concatenate into the result of one run (:func:`attnlimits.experiments.merge`).
 Bad grids and arguments, and a DIR that cannot be written (a file, an unwritable place, a non-empty folder without
 ``--force``), exit with status 2 before any model is loaded. DIR appears only complete: everything is written into a
@@ -26,8 +27,8 @@ per-layer work in J workers (-1: one per core) that share the machine's cores; t
 runs the long-context study instead (:mod:`attnlimits.longcontext`, chapter 35): the paper's quantities at every
 length up to the model's context on ``R`` sampled query rows per length, with the model's own SDPA attention in the
 capture; it writes ``long_stats.csv``, ``long_critical.csv``, ``long_claims.csv``, ``long_summary.csv``,
-``long_exactness.csv``, ``long_provenance.json`` and the figures. ``--rows`` alone (or ``--preset full``) runs it
-at the preset's lengths. Lengths beyond the model's context or the text are refused with status 2.
+``long_exactness.csv``, ``long_provenance.json``, the figures and the report. ``--rows`` alone (or ``--preset
+full``) runs it at the preset's lengths. Lengths beyond the model's context or the text are refused with status 2.
 
 Subcommands are registered in :func:`build_parser` through ``_add_<name>(subparsers)`` helpers, each setting
 ``func`` to a handler ``(args) -> int``.
@@ -41,6 +42,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -258,8 +260,7 @@ def _run_long(args, out: Path) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from attnlimits import longcontext, models, texts
-    from attnlimits.longcontext import report
+    from attnlimits import longcontext, models, runreport, texts
 
     if args.exclude_sink or args.first_window or args.jobs != 1 or args.precision != "float32":
         print(
@@ -285,20 +286,11 @@ def _run_long(args, out: Path) -> int:
         print(f"attnlimits analyze: error: {err}", file=sys.stderr)
         return 2
 
-    def write(folder: Path) -> None:
-        res.save(folder)
-        report.claims_table([res]).to_csv(folder / "long_claims.csv", index=False)
-        report.main_table([res]).to_csv(folder / "long_summary.csv", index=False)
-        for name in ("weights", "distance", "critical", "plateau_g", "normalizers"):
-            fig = getattr(report, f"figure_{name}")([res])
-            fig.savefig(folder / f"long_{name}.png", bbox_inches="tight")
-            matplotlib.pyplot.close(fig)
-
-    _write_into_place(out, write)
+    _write_into_place(out, lambda folder: runreport.write_long(res, folder, command=args.command_line))
     p = res.provenance
     _print(
-        f"wrote {out}: long_stats.csv, long_critical.csv, long_exactness.csv, long_claims.csv, long_summary.csv, "
-        "long_provenance.json, "
+        f"wrote {out}: report.html, report.md, long_stats.csv, long_critical.csv, long_exactness.csv, "
+        "long_claims.csv, long_summary.csv, long_provenance.json, "
         f"figures\nlengths {', '.join(map(str, p['preset']['lengths']))}, {p['preset']['rows']} rows each, "
         f"windows {p['windows']}\nwall time {p['seconds']['total']:.1f} s (capture {p['seconds']['capture']:.1f} s), "
         f"peak memory {p['peak_memory_gb']:.2f} GB"
@@ -325,7 +317,7 @@ def _grid_problem(args, long: bool) -> str | None:
 
 
 def _run_analyze(args) -> int:
-    from attnlimits import experiments, figures, models, reproduction, texts
+    from attnlimits import experiments, models, reproduction, runreport, texts
 
     out = Path(os.path.abspath(args.out))
     long = _long_study(args)
@@ -360,19 +352,14 @@ def _run_analyze(args) -> int:
             n_jobs=args.jobs,
         )
 
-        def write(folder: Path) -> None:
-            res.save(folder)
-            reproduction.save_tables(res, folder)
-            figures.save_all(res, folder)
-
-        _write_into_place(out, write)
+        _write_into_place(out, lambda folder: runreport.write(res, folder, command=args.command_line))
     except KeyboardInterrupt:
         print(f"attnlimits analyze: interrupted; {out} left as it was", file=sys.stderr)
         return 130
     crit = res.critical[res.critical.reading == "E"].dropna(subset=["critical_N"])
     lines = [
-        f"wrote {out}: {', '.join(f'{t}.csv' for t in (*experiments.TABLES, *reproduction.TABLES))}, "
-        "provenance.json, figures",
+        f"wrote {out}: report.html, report.md, "
+        f"{', '.join(f'{t}.csv' for t in (*experiments.TABLES, *reproduction.TABLES))}, provenance.json, figures",
         "critical N (KS level 0.05): "
         + ", ".join(f"L={r.L}: {r.critical_N}" for r in crit[crit.ks_level == 0.05].itertuples()),
         f"wall time {res.provenance['seconds']['total']:.1f} s",
@@ -389,7 +376,8 @@ def _add_analyze(subparsers) -> None:
         "analyze",
         help="run the paper's Algorithms 1-5 on every head of a model and write tables and figures",
         description="Capture consecutive windows of a text, run Algorithms 1-5 on every layer and head, and write "
-        "the CSV tables, provenance.json and the figures (PNG, SVG) into --out.",
+        "the CSV tables, provenance.json, the figures (PNG, SVG) and a one-page report (report.html, report.md) "
+        "into --out.",
     )
     p.add_argument(
         "--out",
@@ -541,7 +529,9 @@ def main(argv: list[str] | None = None) -> int:
     Invalid arguments make argparse print a usage message and raise ``SystemExit(2)``.
     """
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    args.command_line = shlex.join(["attnlimits", *argv])  # shown in the report of the run
     # argparse (Python < 3.12) takes a bare "--" as an option's value (`--seed=--`) and stores an empty list
     # without calling the option's type: refuse it here, as the type would have.
     for name, value in vars(args).items():

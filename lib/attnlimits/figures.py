@@ -27,6 +27,7 @@ __all__ = [
     "critical_readings_figure",
     "distance_vs_length",
     "distance_vs_n",
+    "drawable",
     "gradient_figure",
     "readings_vs_length",
     "readings_vs_n",
@@ -352,12 +353,20 @@ FIGURES = {
 }
 
 
+def drawable(res) -> list[str]:
+    """The names of :data:`FIGURES` the run has the tables for (Figure 4 needs Algorithm 5's, which a run on
+    attention weights without their logits lacks)."""
+    return [name for name in FIGURES if name != "fig4_gradient" or not res.gradient.empty]
+
+
 def save_all(res, folder) -> list[Path]:
-    """Draw every figure of :data:`FIGURES` and save each as PNG and SVG in ``folder``; returns the paths."""
+    """Draw every figure of :data:`FIGURES` the run has the tables for (:func:`drawable`) and save each as PNG and
+    SVG in ``folder``; returns the paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, draw in FIGURES.items():
+    for name in drawable(res):
+        draw = FIGURES[name]
         fig = draw(res)
         for ext in ("png", "svg"):
             path = folder / f"{name}.{ext}"

@@ -431,15 +431,27 @@ def _g_drop(t: pd.DataFrame) -> float:
     return float(top.max() / top[top.index >= 1].iloc[0])
 
 
+def _unmeasured(res, key: str, paper: str) -> Claim | None:
+    """The claim ``key`` of Figure 4 as "not measured" when the run has no Algorithm 5 table (attention given
+    without its logits), else None."""
+    if not res.gradient.empty:
+        return None
+    why = res.provenance.get("absent", {}).get("gradient", "the run has no Algorithm 5 table")
+    return _claim(res, key, "4", paper, f"not measured: {why}", NOT_MEASURED, "needs Algorithm 5's table")
+
+
 def fig4_slope(res) -> Claim:
     """Figure 4: g follows 1/T for T < 0.1."""
+    paper = r"$g(T, \varepsilon)$ follows $1/T$ for $T < 0.1$"
+    if missing := _unmeasured(res, "fig4-slope", paper):
+        return missing
     eps = min(res.gradient.eps)
     value, lo, hi = _boot(res.g(eps), _g_slope)
     return _claim(
         res,
         "fig4-slope",
         "4",
-        r"$g(T, \varepsilon)$ follows $1/T$ for $T < 0.1$",
+        paper,
         rf"max over heads of $g$ at $\varepsilon = {eps:g}$ grows as $T^{{{value:.2f}}}$ [{lo:.2f}, {hi:.2f}] "
         r"for $T < 0.1$",
         decide(lo, hi, INVERSE_T),
@@ -453,6 +465,9 @@ def fig4_slope(res) -> Claim:
 
 def fig4_drop(res) -> Claim:
     """Figure 4: g drops by about two orders of magnitude once T >= 1."""
+    paper = r"$g$ drops by about two orders of magnitude once $T \ge 1$"
+    if missing := _unmeasured(res, "fig4-drop", paper):
+        return missing
     eps = min(res.gradient.eps)
     t = res.g(eps)
     value, lo, hi = _boot(t, _g_drop)
@@ -461,7 +476,7 @@ def fig4_drop(res) -> Claim:
         res,
         "fig4-drop",
         "4",
-        r"$g$ drops by about two orders of magnitude once $T \ge 1$",
+        paper,
         rf"largest $g$ / $g$ at $T = {first:.3g}$: ×{value:.0f} [{lo:.0f}, {hi:.0f}] ($\varepsilon = {eps:g}$)",
         decide(lo, hi, DROP),
         "reproduced when the 95 % interval of the drop from the largest g to g at the first T >= 1 lies in "
@@ -474,6 +489,9 @@ def fig4_drop(res) -> Claim:
 
 def fig4_printed_bound(res) -> Claim:
     """Figure 4's dashed curve min{1/(4T), sqrt 2} against the measured g and the corrected 1/(2T)."""
+    paper = r"the measured $g$ stays under the printed $\min\{1/(4T), \sqrt 2\}$"
+    if missing := _unmeasured(res, "fig4-printed-bound", paper):
+        return missing
     t = res.gradient
     printed = np.minimum(1 / (4 * t["T"]), np.sqrt(2))
     over = float((t.g / printed).max())
@@ -483,7 +501,7 @@ def fig4_printed_bound(res) -> Claim:
         res,
         "fig4-printed-bound",
         "4",
-        r"the measured $g$ stays under the printed $\min\{1/(4T), \sqrt 2\}$",
+        paper,
         rf"largest $g$ / printed bound = {over:.3f}; largest $g / (1/(2T))$ = {corrected:.3f} (the book's sharp "
         "bound, never above 1)",
         verdict,
