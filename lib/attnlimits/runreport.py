@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from attnlimits import __version__
+
 __all__ = ["CAPTIONS", "LONG_CAPTIONS", "Page", "page_of", "write", "write_long"]
 
 #: What each figure of a run of Algorithms 1-5 shows (:data:`attnlimits.figures.FIGURES`).
@@ -223,8 +225,8 @@ def _facts(p: dict, more: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str
     facts += [(f"model {k}", str(v)) for k, v in model.items() if k not in ("model_id",) and not isinstance(v, dict)]
     facts += [("text", text.get("name", "?")), ("text sha256", str(text.get("sha256", "?")))]
     facts += list(more)
-    versions = p.get("versions", {})
-    facts += [("versions", ", ".join(f"{k} {v}" for k, v in versions.items()))]
+    if p.get("versions"):
+        facts.append(("versions", ", ".join(f"{k} {v}" for k, v in p["versions"].items())))
     facts += [
         (
             "wall time",
@@ -283,7 +285,7 @@ def page_of(res, folder, command: str | None = None) -> Page:
         lead=(
             f"The paper's Algorithms 1-5 (arXiv:2508.17821) on every head of {heads} heads x "
             f"{len(p['windows'])} windows, preset {preset['name']}, written {time.strftime('%Y-%m-%d %H:%M')} by "
-            f"attnlimits {p['versions'].get('attnlimits', '?')}."
+            f"attnlimits {__version__}."
         ),
         command=command,
         facts=_facts(p, more),
@@ -325,8 +327,7 @@ def write_long(res, folder, *, command: str | None = None) -> list[Path]:
         title=f"attnlimits long-context report: {p['model'].get('model_id')} on {p['text'].get('name')}",
         lead=(
             f"The paper's quantities at L = {', '.join(map(str, preset['lengths']))} on {preset['rows']} sampled "
-            f"query rows per length, written {time.strftime('%Y-%m-%d %H:%M')} by attnlimits "
-            f"{p.get('versions', {}).get('attnlimits', '?')}."
+            f"query rows per length, written {time.strftime('%Y-%m-%d %H:%M')} by attnlimits {__version__}."
         ),
         command=command,
         facts=_facts(p, more),
