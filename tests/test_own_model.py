@@ -172,20 +172,19 @@ def test_the_preset_is_cut_to_the_arrays_length():
 
 
 def test_a_sliding_window_is_read_from_the_weights_or_given(tiny_gemma):
-    from conftest import TINY_GEMMA_WINDOW
-
+    window = tiny_gemma.config.sliding_window
     caps = _captures(tiny_gemma)
     windows = {layer: caps[0].window(layer, LENGTH) for layer in caps[0].layer_ids}
-    assert windows == {0: TINY_GEMMA_WINDOW, 1: None, 2: TINY_GEMMA_WINDOW}
+    assert windows == {0: window, 1: None, 2: window}
     given = _arrays(caps, logits=False)
     inferred = experiments.arrays.captures(**given)
     assert {layer: inferred[0].window(layer, LENGTH) for layer in windows} == windows
-    stated = experiments.arrays.captures(**given, mask=[TINY_GEMMA_WINDOW, "causal", TINY_GEMMA_WINDOW])
+    stated = experiments.arrays.captures(**given, mask=[window, "causal", window])
     assert {layer: stated[1].window(layer, LENGTH) for layer in windows} == windows
     from_logits = experiments.arrays.captures(**{**given, "weights": None, "logits": _arrays(caps)["logits"]})
     assert {layer: from_logits[0].window(layer, LENGTH) for layer in windows} == windows
     with pytest.raises(ValueError, match="mass on masked positions"):  # a window narrower than the model's
-        experiments.arrays.captures(**given, mask=TINY_GEMMA_WINDOW - 1)
+        experiments.arrays.captures(**given, mask=window - 1)
 
 
 def _softmax_arrays(W=2, H=3, L=12, d=5, seed=0):
