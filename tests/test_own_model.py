@@ -353,13 +353,17 @@ def test_a_hooked_transformer_gives_the_tables_of_the_same_weights_in_transforme
     hf, hooked = _converted(kind, tokenizer)
     hf.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    ours = experiments.run(models.load(str(tmp_path)), text, PRESET, seed=1)
+    loaded = models.load(str(tmp_path))
+    ours = experiments.run(loaded, text, PRESET, seed=1)
     theirs = experiments.run(hooked, text, PRESET, seed=1)
     # the same windows; TransformerLens computes q.k in another order: counts, critical N and every N_s/N equal,
     # values within 2e-6 relative (a Monte Carlo standard error, E_mc_se, within 1e-4)
     _assert_same(ours, theirs, rtol=2e-6, loose=("E_mc_se",))
     p = theirs.provenance["model"]
     assert p["model_id"] == f"tiny-{kind}" and p["source"].startswith("TransformerLens HookedTransformer")
+    hooked.cfg.model_name = loaded.provenance.model_id  # the same name: the two caches stay apart
+    ours_at, theirs_at = (experiments.results_folder(m, text, PRESET, root=tmp_path) for m in (loaded, hooked))
+    assert theirs_at.parts[-3] == f"transformer-lens--{ours_at.parts[-3]}"
     assert p["n_heads"] == hooked.cfg.n_heads and float(p["attention scaling"]) == pytest.approx(0.25)
 
 

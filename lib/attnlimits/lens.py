@@ -11,6 +11,10 @@ Two ways in (``pip install 'attnlimits[transformer-lens]'``; TransformerLens 2 a
   :func:`attnlimits.experiments.run_arrays`: ``hook_pattern`` as the weights, ``hook_attn_scores`` as the logits
   (when cached), ``hook_v`` as the values, ``hook_embed`` as the embeddings.
 
+A capture holds each layer's scores whole, ``heads x L x L`` floats per layer and window (the Hugging Face path
+keeps q, k and v instead and recomputes them layer by layer), so that every transform TransformerLens applies to
+them (soft-capping, ALiBi, local windows) is read as it is.
+
 Either way ``hook_v`` of a grouped-query model (``n_key_value_heads`` < ``n_heads``) is expanded to the query heads
 as TransformerLens's attention does (``repeat_interleave``: head h reads value head ``h // (n_heads /
 n_key_value_heads)``), and the logits' scaling over the raw q.k is ``1 / cfg.attn_scale``.

@@ -538,12 +538,16 @@ def results_folder(
     precision: str = "float32",
     root=None,
 ) -> Path:
-    """Where :func:`results` caches a run: ``<root>/<model>/<text>/<preset>[-options]``.
+    """Where :func:`results` caches a run: ``<root>/<model>/<text>/<preset>[-options]``; a TransformerLens model's
+    ``<model>`` is ``transformer-lens--<name>``, apart from the Hugging Face model of the same name.
 
     ``root``: :func:`attnlimits.provenance.results_root` by default (``$ATTNLIMITS_RESULTS``, else the ``results``
     folder of the book's checkout, git-ignored, else the user cache).
     """
+    from attnlimits import lens
+
     model_name = _model_provenance(model)["model_id"].replace("/", "--")
+    model_name = f"transformer-lens--{model_name}" if lens.is_hooked(model) else model_name
     text_name = text.provenance.name if hasattr(text, "provenance") else "string-" + _sha(text)[:12]
     name = get_preset(preset).name + ("-no-sink" if exclude_sink else "") + ("" if tokens == "value" else f"-{tokens}")
     name += "" if precision == "float32" else f"-{precision}"
