@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from attnlimits import __version__
+from attnlimits.reproduction import markdown
 
 __all__ = ["CAPTIONS", "LONG_CAPTIONS", "Page", "page_of", "write", "write_long"]
 
@@ -78,14 +79,13 @@ class Page:
     def markdown(self) -> str:
         out = [f"# {self.title}", "", self.lead, "", "## How this run was made", ""]
         out += _how(self.command, fence=True)
-        out += ["", "## Model, text and provenance", "", "| | |", "|---|---|"]
-        out += [f"| {k} | {_cell(v)} |" for k, v in self.facts]
-        out += ["", "## The paper's claims on this run", "", RULES, ""]
-        out += _markdown_table(self.claims, CLAIM_COLUMNS)
+        facts = pd.DataFrame(self.facts, columns=["field", "value"])
+        out += ["", "## Model, text and provenance", "", markdown(facts, ("field", "value"))]
+        out += ["## The paper's claims on this run", "", RULES, "", markdown(self.claims, CLAIM_COLUMNS).rstrip()]
         if self.absent:
             out += ["", "## Not measured", ""] + [f"- **{k}**: {v}" for k, v in self.absent.items()]
         for title, table in self.tables:
-            out += ["", f"## {title}", ""] + _markdown_table(table, list(table.columns))
+            out += ["", f"## {title}", "", markdown(table, list(table.columns)).rstrip()]
         if self.figures:
             out += ["", "## Figures"]
             for i, (path, caption) in enumerate(self.figures, 1):
@@ -158,16 +158,6 @@ def _how(command: str | None, fence: bool) -> list[str]:
         lines = [command, "Run again with this command to reproduce the tables (the same seed repeats exactly)."]
     if fence:
         return ["```bash" if command else "```python", lines[0], "```", "", lines[1]]
-    return lines
-
-
-def _cell(value) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def _markdown_table(table: pd.DataFrame, columns: list[str]) -> list[str]:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in table[columns].itertuples(index=False)]
     return lines
 
 
