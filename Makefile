@@ -53,26 +53,26 @@ results: setup
 	opts = dict(captures=caps, n_jobs=-1, progress='lines'); res = al.experiments.results(m, t, p, **opts); \
 	al.experiments.results(m, t, p, exclude_sink=True, shared=res, **opts)"
 	$(BIN)/python -c "import os, attnlimits as al; p = os.environ.get('ATTNLIMITS_PRESET', 'reduced'); \
-	al.training.cached_sweep(p); al.alternatives.cached_synthetic_tables(p); \
-	al.alternatives.cached_model_tables(al.models.load(), al.texts.load(), p)"
-	$(BIN)/python -c "import attnlimits as al; al.comparison.load_or_compute('reduced')"
+	al.studies.training.cached_sweep(p); al.studies.alternatives.cached_synthetic_tables(p); \
+	al.studies.alternatives.cached_model_tables(al.models.load(), al.texts.load(), p)"
+	$(BIN)/python -c "import attnlimits as al; al.studies.several_models.load_or_compute('reduced')"
 	# Chapter 35: both offline models from 1,024 tokens up to 8,192 on a sample of query rows (about 4-5 minutes)
-	$(BIN)/python -c "import attnlimits as al; al.longcontext.book_results('reduced', progress='lines')"
+	$(BIN)/python -c "import attnlimits as al; al.studies.long_context.book_results('reduced', progress='lines')"
 	# The introduction's claims table (chapters/_generated/claims.md): every check's verdict and the experiments'.
-	$(BIN)/python -c "import attnlimits as al; r = al.report; \
+	$(BIN)/python -c "import attnlimits as al; r = al.reporting.book_claims; \
 	res = al.experiments.results(al.models.load(), al.texts.load(), al.experiments.book_preset()); \
-	print('wrote', r.write_include(r.claims(al.checks.run_all(trials=r.CHECK_TRIALS, seed=r.CHECK_SEED), res)))"
+	print('wrote', r.write_include(r.claims(al.theory.checks.run_all(trials=r.CHECK_TRIALS, seed=r.CHECK_SEED), res)))"
 
 ## Chapter 35's study at each offline model's whole context (Gemma-3-270M: 32,768 tokens), two windows and 128
 ## query rows per length: about 40 minutes on 2 cores, estimated from one measured 32,768-token window of Gemma
 ## (capture 204 s, 15.5 s a layer at L = 32,768, peak memory 8.0 GB; each run records both in long_provenance.json).
 long: setup
-	$(BIN)/python -c "import attnlimits as al; al.longcontext.book_results('full', progress='lines')"
+	$(BIN)/python -c "import attnlimits as al; al.studies.long_context.book_results('full', progress='lines')"
 
 ## Every model (SmolLM2, Gemma-3-270M, GPT-2 when it loads) and its untrained control with the paper preset, for
 ## the several-models chapter (the book's build runs the reduced preset: 'make results').
 models: setup
-	$(BIN)/python -c "import attnlimits as al; al.comparison.compute(preset='paper')"
+	$(BIN)/python -c "import attnlimits as al; al.studies.several_models.compute(preset='paper')"
 
 ## The HTML book in _build/html, executing every chapter; warnings are errors. It computes the results cache first
 ## (`make results`, a no-op when current), so the chapters read their numbers instead of computing them in a cell.

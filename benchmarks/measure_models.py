@@ -41,7 +41,7 @@ def _child(kind: str, model_name: str, seq_len: int) -> dict:
     if kind == "capture":
         text = al.texts.load()
         ids = al.texts.windows(loaded, text, seq_len, 1)
-        m = al.profiling.measure_capture(loaded, ids)
+        m = al.models.measure_capture(loaded, ids)
         result.update(
             text=text.provenance.title,
             seq_len=m["seq_len"],

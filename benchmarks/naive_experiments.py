@@ -168,7 +168,7 @@ def _softmax(z):
 
 
 def _directions(logits, seed):
-    """The random unit directions v of every row, drawn as attnlimits.rowstats.finite_difference_g draws them."""
+    """The random unit directions v of every row, drawn as attnlimits.core.rowstats.finite_difference_g draws them."""
     gen = torch.Generator().manual_seed(seed)
     v = torch.randn(logits.shape, generator=gen, dtype=torch.float64).masked_fill(torch.isneginf(logits), 0.0)
     return (v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)).numpy()

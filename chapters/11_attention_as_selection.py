@@ -3,7 +3,7 @@
 #   jupytext:
 #     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
-#     notebook_metadata_filter: kernelspec,jupytext
+#     notebook_metadata_filter: execution,jupytext,kernelspec,mystnb
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -31,8 +31,10 @@ import pandas as pd
 import torch
 
 import attnlimits as al
+from attnlimits.infra import plotting
+from attnlimits.theory import sweeps
 
-al.plotting.set_theme()
+plotting.set_theme()
 
 # %% [markdown]
 # ## The setting
@@ -89,7 +91,7 @@ fig, axes = plt.subplots(1, len(weights), figsize=(16, 3.2), sharey=True)
 order = torch.argsort(logits, descending=True)
 for ax, (name, w) in zip(axes, weights.items(), strict=True):
     ax.bar(
-        np.arange(L_demo), w[order].numpy(), color=al.plotting.NORMALIZER_COLORS[name]
+        np.arange(L_demo), w[order].numpy(), color=plotting.NORMALIZER_COLORS[name]
     )
     ax.set_title(
         f"{name}\nzeros: {(w == 0).sum().item()}, max: {w.max().item():.2f}",
@@ -97,7 +99,7 @@ for ax, (name, w) in zip(axes, weights.items(), strict=True):
     )
     ax.set_xlabel("token, by decreasing logit")
 axes[0].set_ylabel(r"weight $\alpha_n$")
-al.plotting.finish(fig, "normalisers_same_logits")
+plotting.finish(fig, "normalisers_same_logits")
 
 # %% [markdown]
 # Sparsemax and 1.5-entmax put exact zeros on the tail; softmax and its two variants never do. The decisive
@@ -108,20 +110,20 @@ al.plotting.finish(fig, "normalisers_same_logits")
 
 # %% mystnb={"image": {"alt": "Log-log plot: largest weight against sequence length for each normaliser"}}
 lengths = np.unique(np.logspace(0.3, 5, 12).astype(int))
-sweeps = {
-    gap: al.sweeps.max_weight_sweep(lengths, logit_bound=2.0, gap=gap, draws=16, seed=0)
+by_gap = {
+    gap: sweeps.max_weight_sweep(lengths, logit_bound=2.0, gap=gap, draws=16, seed=0)
     for gap in (0.0, 1.5)
 }
 
 fig, axes = plt.subplots(1, 2, figsize=(13, 4.4), sharey=True)
-for ax, (gap, sweep) in zip(axes, sweeps.items(), strict=True):
+for ax, (gap, sweep) in zip(axes, by_gap.items(), strict=True):
     for name, part in sweep.groupby("normalizer", sort=False):
         ax.plot(
             part["L"],
             part["max_weight"],
             "o-",
             label=name,
-            color=al.plotting.NORMALIZER_COLORS[name],
+            color=plotting.NORMALIZER_COLORS[name],
         )
     ax.plot(lengths, 1 / lengths, "k:", label="$1/L$")
     ax.set(
@@ -132,7 +134,7 @@ for ax, (gap, sweep) in zip(axes, sweeps.items(), strict=True):
     )
 axes[0].set_ylabel(r"largest weight $\max_n \alpha_n$")
 axes[1].legend(fontsize=9)
-al.plotting.finish(fig, "max_weight_vs_length")
+plotting.finish(fig, "max_weight_vs_length")
 
 # %% [markdown]
 # The slope of each curve on the log–log plot, fitted for $L \ge 100$, is the exponent $p$ in
@@ -148,7 +150,7 @@ slopes = {
         )[0]
         for name, part in sweep.groupby("normalizer", sort=False)
     }
-    for gap, sweep in sweeps.items()
+    for gap, sweep in by_gap.items()
 }
 slopes = pd.DataFrame(slopes).round(2)
 slopes
@@ -226,21 +228,21 @@ axes[0].scatter(
 )
 axes[0].scatter(
     *x16[chosen].T,
-    color=al.plotting.NORMALIZER_COLORS["softmax"],
+    color=plotting.NORMALIZER_COLORS["softmax"],
     label="selected $I_N$",
 )
 axes[0].add_patch(plt.Circle((0, 0), 1.0, fill=False, color="0.8"))
 axes[0].set_aspect("equal")
 axes[0].set_title("(a) tokens on the circle, $L=16$, $N=4$")
 axes[0].legend(loc="lower left", fontsize=8)
-al.plotting.draw_selection(
+plotting.draw_selection(
     axes[1],
     x16,
     alpha16,
     4,
     title=f"(b) $L=16$, $N=4$: $N_s/N = {fractions['L=16, N=4']:.2f}$",
 )
-al.plotting.draw_selection(
+plotting.draw_selection(
     axes[2],
     x64,
     alpha64,
@@ -248,7 +250,7 @@ al.plotting.draw_selection(
     title=f"(c) $L=64$, $N=16$: $N_s/N = {fractions['L=64, N=16']:.2f}$",
 )
 axes[1].legend(loc="lower left", fontsize=8)
-al.plotting.finish(fig, "figure1_selection_geometry")
+plotting.finish(fig, "figure1_selection_geometry")
 
 # %% [markdown]
 # The weights shrink every token towards the origin, and the context vector, a sum of $N$ of them, sits away

@@ -3,7 +3,7 @@
 #   jupytext:
 #     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
-#     notebook_metadata_filter: kernelspec,jupytext
+#     notebook_metadata_filter: execution,jupytext,kernelspec,mystnb
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -33,10 +33,10 @@ import math
 import matplotlib.pyplot as plt
 import pandas as pd
 
-import attnlimits as al
-from attnlimits import sweeps
+from attnlimits.infra import plotting
+from attnlimits.theory import checks, sweeps
 
-al.plotting.set_theme()
+plotting.set_theme()
 
 # %% [markdown]
 # ## Statement
@@ -112,7 +112,7 @@ al.plotting.set_theme()
 # %% [markdown]
 # ## Numerical check: Corollary 1
 #
-# The check `al.checks.check_corollary1` draws, in float64, 2000 random configurations: $L$ on a
+# The check `checks.check_corollary1` draws, in float64, 2000 random configurations: $L$ on a
 # log grid from 2 to $10^5$, key dimension $d$ from 1 to 64, keys with directions uniform on the sphere and norms
 # uniform in $[0, 1]$ (or all equal to 1), $T$ log-uniform in $[0.1, 10]$ and $\lVert q \rVert$ chosen so that
 # $\Delta / T$ is log-uniform in $[10^{-3}, 8]$ — from nearly uniform to very concentrated weights. Every weight
@@ -121,8 +121,8 @@ al.plotting.set_theme()
 # the keys. The worst ratio is measured/bound for the upper band and bound/measured for the lower band.
 
 # %%
-cor1 = al.checks.check_corollary1(trials=2000, seed=0)
-lem1 = al.checks.check_lemma1(trials=2000, seed=0)
+cor1 = checks.check_corollary1(trials=2000, seed=0)
+lem1 = checks.check_lemma1(trials=2000, seed=0)
 pd.DataFrame([cor1.record(), lem1.record()]).drop(columns=["statement"])
 
 # %%
@@ -185,7 +185,7 @@ ax.set(
     title="Corollary 1: how close the weights get to the band",
 )
 ax.legend(fontsize=8, loc="lower right")
-al.plotting.finish(fig, "vanishing_cor1_tightness")
+plotting.finish(fig, "vanishing_cor1_tightness")
 
 # %% [markdown]
 # The sharp band is attained exactly by the same construction (ratio 1 up to rounding):
@@ -205,7 +205,7 @@ assert all(
 # %% [markdown]
 # ## Numerical check: Lemma 1 beyond softmax
 #
-# `al.checks.check_lemma1` repeats the experiment for five positive functions with known extremes on
+# `checks.check_lemma1` repeats the experiment for five positive functions with known extremes on
 # $[-a, a]$ — $e^{pl}$, $\operatorname{softplus}(pl)$, $\sigma(pl)$, $1 + p l^2$ and $1.5 + \cos(pl)$, two of them
 # not monotone — with $a$ and $p$ log-uniform in $[0.1, 5]$, logits uniform in $[-a, a]$, and the extremal logits
 # (one at the maximiser of $F$, the rest at the minimiser, and the reverse) as the adversarial cases. The result
@@ -237,7 +237,7 @@ sweep[sweep["L"].isin([10, 1000, 100000])].pivot(index="normalizer", columns="L"
 # %% mystnb={"image": {"alt": "Three panels against length: L times the top weight, share of zeros, sensitivity"}}
 fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
 for name, part in sweep.groupby("normalizer", sort=False):
-    color = al.plotting.NORMALIZER_COLORS[name]
+    color = plotting.NORMALIZER_COLORS[name]
     axes[0].plot(
         part["L"], part["L_times_max_weight"], marker="o", ms=3, color=color, label=name
     )
@@ -277,7 +277,7 @@ axes[2].set(
 )
 axes[0].legend(fontsize=8)
 axes[2].legend(fontsize=8)
-al.plotting.finish(fig, "vanishing_normalisers")
+plotting.finish(fig, "vanishing_normalisers")
 
 # %% [markdown]
 # What the sweep shows (each sentence is asserted in the next cell, so the chapter fails rather than lies):

@@ -20,7 +20,7 @@
 #
 # **Data:** synthetic only, float64, fixed seeds (the checks use seed 0; the sweeps seed each length from 0).
 # Attention rows are softmax of $q \cdot k_i$ with $q, k_i$ uniform on spheres of radius $\sqrt{\rho}$, $\rho = 2$,
-# and tokens uniform on the unit sphere of $\mathbb R^{16}$ (`al.synthetic.attention_rows`); the random trials of
+# and tokens uniform on the unit sphere of $\mathbb R^{16}$ (`synthetic.attention_rows`); the random trials of
 # the checks use $\alpha = \operatorname{softmax}(\beta g)$, $g \sim \mathcal N(0, I)$, $\beta \sim U[0, 8]$, and
 # Gaussian tokens with log-normal norms. No pretrained model is used here.
 #
@@ -43,8 +43,10 @@ import pandas as pd
 import torch
 
 import attnlimits as al
+from attnlimits.infra import plotting
+from attnlimits.theory import checks, synthetic
 
-al.plotting.set_theme()
+plotting.set_theme()
 TRIALS, SEED = 2000, 0
 
 # %% [markdown]
@@ -97,7 +99,7 @@ TRIALS, SEED = 2000, 0
 # reconstructed bound is only *approached*, as the dropped mass $1 - \bar\alpha_N \to 0$. $\square$
 # ```
 #
-# The numerical check: random trials over $(L, N, d) \in$ `al.checks.DISTANCE_GRID` ($L$ from 2 to 256), the
+# The numerical check: random trials over $(L, N, d) \in$ `checks.DISTANCE_GRID` ($L$ from 2 to 256), the
 # constructions above, and an Adam ascent on $\tilde d / d_{\max}^\star$ over logits and tokens.
 
 # %%
@@ -107,7 +109,7 @@ ids = [
     "thm1-residual-sign",
     "thm1-residual-bound",
 ]
-verdicts = {i: al.checks.CHECKS[i](trials=TRIALS, seed=SEED) for i in ids}
+verdicts = {i: checks.CHECKS[i](trials=TRIALS, seed=SEED) for i in ids}
 pd.DataFrame([v.record() for v in verdicts.values()]).drop(columns="statement")
 
 # %%
@@ -200,7 +202,7 @@ assert all(verdicts[i].violations == 0 for i in ids[2:])
 # sampling error, never below a few standard errors).
 
 # %%
-resid = al.synthetic.residual_study(
+resid = synthetic.residual_study(
     [4, 8, 12, 64, 256], rows=64, mc_samples=1000, seed=SEED
 )
 resid.round(4)
@@ -251,7 +253,7 @@ assert inner.eps_rel.min() > 0.02 and (resid.eps <= resid.eps_bound + 1e-9).all(
 lengths = [32, 64, 128, 256, 512, 1024]
 sweep_L = pd.concat(
     [
-        al.synthetic.distance_sweep(
+        synthetic.distance_sweep(
             lengths, [5], d=16, rows=16, regime=regime, mc_samples=64, seed=SEED
         )
         for regime in ("bounded", "sink")
@@ -296,7 +298,7 @@ for ax, (regime, df) in zip(axes, sweep_L.groupby("regime", sort=False), strict=
     ax.set(title=f"{regime} logits, N = 5", xlabel="L")
 axes[0].set_ylabel("distance (mean over rows)")
 axes[1].legend(fontsize=8)
-al.plotting.finish(fig, "13_distance_vs_L")
+plotting.finish(fig, "13_distance_vs_L")
 
 # %%
 sink = sweep_L[sweep_L.regime == "sink"]
@@ -324,7 +326,7 @@ assert (
 
 # %%
 ns = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 1024]
-sweep_N = al.synthetic.distance_sweep(
+sweep_N = synthetic.distance_sweep(
     [1024], ns, d=8, rows=8, regime="sink", mc_samples=200, seed=SEED
 )
 sweep_N[
@@ -366,7 +368,7 @@ bx.set(
     ylim=(0, 1.05),
 )
 bx.legend(fontsize=8)
-al.plotting.finish(fig, "13_distance_vs_N")
+plotting.finish(fig, "13_distance_vs_N")
 
 # %%
 last = sweep_N.set_index("N")
@@ -404,7 +406,7 @@ assert verdicts["thm1-residual-bound"].worst_ratio > 0.5
 # %%
 expectation_ids = ["cor2-expectation-bounded", "cor2-expectation-linear"]
 verdicts.update(
-    {i: al.checks.CHECKS[i](trials=TRIALS, seed=SEED) for i in expectation_ids}
+    {i: checks.CHECKS[i](trials=TRIALS, seed=SEED) for i in expectation_ids}
 )
 pd.DataFrame([verdicts[i].record() for i in expectation_ids]).drop(columns="statement")
 

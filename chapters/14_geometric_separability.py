@@ -3,7 +3,7 @@
 #   jupytext:
 #     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
-#     notebook_metadata_filter: kernelspec,jupytext
+#     notebook_metadata_filter: execution,jupytext,kernelspec,mystnb
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -37,8 +37,10 @@ import pandas as pd
 import torch
 
 import attnlimits as al
+from attnlimits.infra import plotting
+from attnlimits.theory import checks, synthetic
 
-al.plotting.set_theme()
+plotting.set_theme()
 TRIALS, SEED = 2000, 0
 
 # %% [markdown]
@@ -109,7 +111,7 @@ TRIALS, SEED = 2000, 0
 
 # %%
 ids = ["thm2-lower", "thm2-upper-reconstructed", "thm2-upper", "multihead"]
-verdicts = {i: al.checks.CHECKS[i](trials=TRIALS, seed=SEED) for i in ids}
+verdicts = {i: checks.CHECKS[i](trials=TRIALS, seed=SEED) for i in ids}
 pd.DataFrame([v.record() for v in verdicts.values()]).drop(columns="statement")
 
 # %%
@@ -138,10 +140,10 @@ assert low.violations == 0 and low.details["sharp_form_violations"] == 0
 # ball and every dropped one outside, on every draw, while $\xi_i$ — which charges every pair of selected tokens
 # the worst angle that Assumption 2 allows — exceeds $r$ and pushes the reconstructed bound below 1. Assumption 2
 # holds with $\delta = 1$ and $\delta = 0.5$ on every draw (the smallest realised separation is printed), and any
-# valid $\delta$ must give a valid bound (`al.checks.fixed_radius_counterexample`, 200 draws):
+# valid $\delta$ must give a valid bound (`checks.fixed_radius_counterexample`, 200 draws):
 
 # %%
-cx = al.checks.fixed_radius_counterexample(deltas=(1.0, 0.5), samples=200, seed=SEED)
+cx = checks.fixed_radius_counterexample(deltas=(1.0, 0.5), samples=200, seed=SEED)
 print(
     f"L = {cx['L']}, N = {cx['N']}, d = {cx['d']}, fixed r = {cx['r']:.4f}; smallest "
     f"separation over all draws {cx['min_separation']:.3f}"
@@ -174,10 +176,10 @@ counter
 # with $\delta = 0$ (second row):
 
 # %%
-alpha = al.synthetic.two_level_weights(24, 12, eta=0.0)
+alpha = synthetic.two_level_weights(24, 12, eta=0.0)
 rows = []
 for delta in ("empirical", "zero"):
-    res = al.synthetic.separability_samples(
+    res = synthetic.separability_samples(
         alpha, 12, 1024, 400, seed=SEED, delta=delta
     )
     rows.append(
@@ -242,8 +244,8 @@ assert (
 # %%
 book = verdicts["thm2-upper"]
 print(book.verdict)
-r_fixed = al.checks.upper_bound_radii(alpha, 12, 1024, 0.9)
-fixed = al.synthetic.separability_samples(
+r_fixed = checks.upper_bound_radii(alpha, 12, 1024, 0.9)
+fixed = synthetic.separability_samples(
     alpha, 12, 1024, 400, r=r_fixed, seed=SEED + 1
 )
 print(
@@ -268,7 +270,7 @@ assert book.details["informative_share"] >= 0.5
 # %%
 ns = [1, 2, 4, 8, 16, 32, 63]
 sweeps = {
-    d: al.synthetic.separability_sweep(
+    d: synthetic.separability_sweep(
         ns, L=64, d=d, betas=(0.0, 2.0, 4.0), samples=150, seed=SEED
     )
     for d in (8, 64)
@@ -299,7 +301,7 @@ fig.suptitle(
     fontsize=10,
 )
 axes[1].legend(fontsize=8)
-al.plotting.finish(fig, "14_separability_vs_N")
+plotting.finish(fig, "14_separability_vs_N")
 
 # %% [markdown]
 # $N_s/N$ falls from 1 at $N = 1$ and rises again near $N = L$ (few non-selected tokens left to be closer to $s$);
@@ -347,11 +349,11 @@ assert f64[0.0, 4] > f64[4.0, 4] and f64[0.0, 32] < f64[4.0, 32]
 # ```
 
 # %%
-alpha_mh = al.synthetic.concentrated_weights(
+alpha_mh = synthetic.concentrated_weights(
     (), 32, 1.0, gen=torch.Generator().manual_seed(SEED)
 )
 heads = list(range(1, 9))
-mh = al.synthetic.multihead_simulation(alpha_mh, 8, 8, heads, samples=1000, seed=SEED)
+mh = synthetic.multihead_simulation(alpha_mh, 8, 8, heads, samples=1000, seed=SEED)
 mh.round(4)
 
 # %% mystnb={"image": {"alt": "Coverage of selected tokens against the number of heads: simulation and formulas"}}
@@ -367,7 +369,7 @@ ax.set(
     title="L = 32, N = 8, d = 8, beta = 1",
 )
 ax.legend(fontsize=8)
-al.plotting.finish(fig, "14_multihead")
+plotting.finish(fig, "14_multihead")
 
 # %%
 need = int(al.bounds.heads_needed(0.8, 0.99))

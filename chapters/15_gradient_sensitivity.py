@@ -3,7 +3,7 @@
 #   jupytext:
 #     cell_metadata_filter: mystnb,-all
 #     formats: ipynb,py:percent
-#     notebook_metadata_filter: kernelspec,jupytext
+#     notebook_metadata_filter: execution,jupytext,kernelspec,mystnb
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -36,9 +36,10 @@ import pandas as pd
 import torch
 
 import attnlimits as al
-from attnlimits import sweeps
+from attnlimits.infra import plotting
+from attnlimits.theory import checks, sweeps
 
-al.plotting.set_theme()
+plotting.set_theme()
 B = al.bounds
 
 # %% [markdown]
@@ -281,7 +282,7 @@ readings
 
 # %%
 ids = ["cor3-printed", "cor3-spectral", "cor3-entry", "lem2"]
-verdicts = [al.checks.CHECKS[i](trials=2000, seed=0) for i in ids]
+verdicts = [checks.CHECKS[i](trials=2000, seed=0) for i in ids]
 table = pd.DataFrame([v.record() for v in verdicts]).drop(columns=["statement"])
 table
 
@@ -322,7 +323,7 @@ ax.set(
     title="Softmax Jacobian: measured vs bounds",
 )
 ax.legend(fontsize=8, loc="lower center")
-al.plotting.finish(fig, "gradient_jacobian_scatter")
+plotting.finish(fig, "gradient_jacobian_scatter")
 share = (sample["T_norm"] > 0.25).mean()
 print(
     f"{share:.1%} of the random cases exceed the printed 1/(4T); "
@@ -356,7 +357,7 @@ swap
 # The paper's Algorithm 5 measures, for each head, the mean over query rows of
 # $\lVert \operatorname{softmax}((l_t + \varepsilon v)/T) - \operatorname{softmax}(l_t/T) \rVert / \varepsilon$ with
 # $v$ a random unit vector, and reports the maximum over heads, $g(T, \varepsilon)$, against the dashed curve
-# $\min\{1/(4T), \sqrt2\}$. `al.sweeps.finite_difference_g` implements it for any logits of shape
+# $\min\{1/(4T), \sqrt2\}$. `sweeps.finite_difference_g` implements it for any logits of shape
 # (..., rows, L) with $-\infty$ masks (the same function runs on a pretrained model's logits in the experiments
 # part). Here it runs on synthetic causal heads (64 rows, 64 positions): four Gaussian heads with logit scales
 # 0.5, 1, 2, 4 and one head whose rows hold exactly two tied logits — the worst case above.
@@ -397,7 +398,7 @@ ax.set(
     title="Algorithm 5 on synthetic heads",
 )
 ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-al.plotting.finish(fig, "gradient_g_vs_T")
+plotting.finish(fig, "gradient_g_vs_T")
 
 # %%
 small = g[g["eps"] == 1e-3]

@@ -35,8 +35,9 @@
 import pandas as pd
 
 import attnlimits as al
+from attnlimits.infra import plotting
 
-al.plotting.set_theme()
+plotting.set_theme()
 
 model = (
     al.models.load()
@@ -115,7 +116,7 @@ print(model.tokenizer.decode(ids[0, :80]))
 # The next cell captures the window and measures the pass's time and the process's peak memory.
 
 # %%
-measured = al.profiling.measure_capture(model, ids)
+measured = al.models.measure_capture(model, ids)
 cap = measured.pop("capture")
 first = cap[0]
 pd.DataFrame(
@@ -145,8 +146,8 @@ heads = [
 tokens = [
     model.tokenizer.decode([t]).replace("\n", "\\n") for t in ids[0, :48].tolist()
 ]
-fig = al.plotting.plot_attention(cap, heads, first=48, tokens=tokens)
-al.plotting.finish(fig, "setup_heads")
+fig = plotting.plot_attention(cap, heads, first=48, tokens=tokens)
+plotting.finish(fig, "setup_heads")
 
 # %% [markdown]
 # ## Exactness, live

@@ -37,8 +37,10 @@ import pandas as pd
 from IPython.display import Markdown
 
 import attnlimits as al
+from attnlimits.experiments import figures, paper_claims
+from attnlimits.infra import plotting
 
-al.plotting.set_theme()
+plotting.set_theme()
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
@@ -80,8 +82,8 @@ no_sink = al.experiments.results(model, text, preset, exclude_sink=True)
 # One sample per head and window; the line is the median over all of them, the band the 10–90 % range.
 
 # %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the sequence length L at a fixed N: the median over heads and windows as a line with markers, the 10-90 % range across heads as a shaded band, and the 95 % bootstrap interval over windows of the median as error bars."}}
-fig = al.figures.distance_vs_length(res)
-al.plotting.finish(fig, "22_fig2a")
+fig = figures.distance_vs_length(res)
+plotting.finish(fig, "22_fig2a")
 
 # %%
 res.alg1().groupby("L")[["rows", "d_tilde", "E", "d_max"]].median().round(3)
@@ -117,7 +119,7 @@ print(f"mean weight of token 0 over rows 1..{res.preset.max_length - 1}: "
 fig, ax = plt.subplots(figsize=(6.4, 3.2))
 ax.hist(sink, bins=40)
 ax.set(xlabel="mean weight of token 0", ylabel="head-windows", title="Attention sink")
-al.plotting.finish(fig, "22_sink")
+plotting.finish(fig, "22_sink")
 
 # %% [markdown]
 # Is the sink what makes $\tilde d$ grow? The same experiment with token 0 left out of every row — dropped from
@@ -125,17 +127,17 @@ al.plotting.finish(fig, "22_sink")
 
 # %% mystnb={"image": {"alt": "Two log-log panels drawn like Figure 2a, distance against sequence length L: all tokens on the left, token 0 left out on the right."}}
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-al.figures.distance_vs_length(res, ax=axes[0])
-al.figures.distance_vs_length(no_sink, ax=axes[1])
+figures.distance_vs_length(res, ax=axes[0])
+figures.distance_vs_length(no_sink, ax=axes[1])
 axes[0].set_title("all tokens")
 axes[1].set_title("token 0 left out")
-al.plotting.finish(fig, "22_fig2a_no_sink")
+plotting.finish(fig, "22_fig2a_no_sink")
 
 # %%
 def growth(r):
     """Log-log slope in L of the median d~ over heads (Figure 2a)."""
     median = r.alg1().groupby("L").d_tilde.median()
-    return al.reproduction.loglog_slope(median.index, median.values)
+    return paper_claims.loglog_slope(median.index, median.values)
 
 
 slopes = {"all tokens": growth(res), "token 0 left out": growth(no_sink)}
@@ -149,8 +151,8 @@ print({label: f"d~ ~ L^{slope:.2f}" for label, slope in slopes.items()})
 # ## Figure 2b: distance vs $N$ at $L = 1024$
 
 # %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the number of selected tokens N at a fixed L: the median over heads and windows as a line with markers, the 10-90 % range across heads as a shaded band, and the 95 % bootstrap interval over windows of the median as error bars."}}
-fig = al.figures.distance_vs_n(res)
-al.plotting.finish(fig, "22_fig2b")
+fig = figures.distance_vs_n(res)
+plotting.finish(fig, "22_fig2b")
 
 # %%
 alg2 = res.alg2()
@@ -201,16 +203,16 @@ alg2.groupby("N")[["rows", "d_tilde", "E", "d_max"]].median().round(3)
 # expectation by enumeration (`cor2-expectation-bounded` in {doc}`13_distance_collapse`); here it is on the model:
 
 # %%
-readings = al.reproduction.figure2_readings(res)
+readings = paper_claims.figure2_readings(res)
 readings.round(3)
 
 # %% mystnb={"image": {"alt": "Two log-log panels against the sequence length L at a fixed N: the true distance and the four readings of the expectation (the book's reconstruction, the Monte Carlo expectation, the inner factor 1, the permutation null), medians over heads with the 95 % interval over windows as a band; visible tokens on the left, every position of the row on the right."}}
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-al.figures.readings_vs_length(res, ax=axes[0])
-al.figures.readings_vs_length(res, counting="row", ax=axes[1])
+figures.readings_vs_length(res, ax=axes[0])
+figures.readings_vs_length(res, counting="row", ax=axes[1])
 axes[0].set_title("visible tokens")
 axes[1].set_title("every position of the row")
-al.plotting.finish(fig, "22_readings")
+plotting.finish(fig, "22_readings")
 
 # %% [markdown]
 # The table above, per reading and counting: `growth`, the exponent in $L$ of the median over heads at $N = 5$
@@ -233,7 +235,7 @@ by_length = {
 print("E_full's critical N / L by L:", by_length)
 others = verdicts.drop(index="E_full", level="reading")[["verdict_2b", "verdict_2c"]]
 shape = ["verdict_2a", "verdict_2b"]
-al.reproduction.assert_sentences({
+paper_claims.assert_sentences({
     "E_full reproduces all three claims of Figure 2": bool(
         (verdicts.loc[("E_full", "visible")] == "reproduced").all()
     ),
@@ -254,7 +256,7 @@ al.reproduction.assert_sentences({
     "E_full's critical fraction shrinks with L": bool(
         full_fraction[-1] < full_fraction[0] / 2
     ),
-}, described=al.reproduction.describes(res))
+}, described=paper_claims.describes(res))
 
 # %% [markdown]
 # **One reading makes the paper's Figure 2 come out: `E_full`.** With the inner factor $N/(\ell - 1)$ replaced by
@@ -284,12 +286,12 @@ al.reproduction.assert_sentences({
 
 # %%
 claims = pd.concat(
-    [al.reproduction.claims(res, figure) for figure in ("2a", "2b")], ignore_index=True
+    [paper_claims.claims(res, figure) for figure in ("2a", "2b")], ignore_index=True
 )
-Markdown(al.reproduction.markdown(claims))
+Markdown(paper_claims.markdown(claims))
 
 # %%
-verdict = al.reproduction.expect(res, claims, {
+verdict = paper_claims.expect(res, claims, {
     "fig2a-distance-linear": "reproduced",
     "fig2a-expectation-linear": "not reproduced",
     "fig2a-bound": "reproduced",
@@ -301,7 +303,7 @@ visible = res.distance[res.distance.counting == "visible"]
 assert (visible.d_tilde <= visible.d_max * (1 + 1e-9)).all()
 e_over_d = (alg2.E / alg2.d_tilde).groupby(alg2.N).median()
 print(verdict, "median E/d~ by N:", e_over_d.round(3).to_dict())
-if al.reproduction.describes(res):
+if paper_claims.describes(res):
     assert (e_over_d.diff().dropna() > 0).all()  # E/d~ rises with N
     # linear with and without the sink
     assert all(0.8 <= v <= 1.2 for v in slopes.values())

@@ -37,8 +37,10 @@ import pandas as pd
 from IPython.display import Markdown
 
 import attnlimits as al
+from attnlimits.experiments import figures, paper_claims
+from attnlimits.infra import plotting, statistics
 
-al.plotting.set_theme()
+plotting.set_theme()
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
@@ -65,8 +67,8 @@ no_sink = al.experiments.results(model, text, preset, exclude_sink=True)
 # with a dense scan of every $N$ on small models. The scan table keeps every $N$ the search evaluated.
 
 # %% mystnb={"image": {"alt": "Critical N against the sequence length L for the book's reconstruction E, one line per KS level with the 95 % bootstrap interval over windows as error bars, the paper's 0.06 L as a dashed line and the largest possible N = L - 1 as a dotted line."}}
-fig = al.figures.critical_figure(res)
-al.plotting.finish(fig, "23_fig2c")
+fig = figures.critical_figure(res)
+plotting.finish(fig, "23_fig2c")
 
 # %%
 crit = res.critical.assign(
@@ -124,18 +126,18 @@ both.pivot_table(index="L", columns=["tokens", "ks_level"], values="fraction").r
 # band is the book's rule for the paper's constant, $0.03 \le N/L \le 0.12$.
 
 # %% mystnb={"image": {"alt": "Critical N divided by L against the sequence length L at KS level 0.05, one line per reading of the expectation with the 95 % bootstrap interval over windows as error bars, the paper's 0.06 as a dashed line and the band 0.03 to 0.12 shaded."}}
-fig = al.figures.critical_readings_figure(res)
-al.plotting.finish(fig, "23_fig2c_readings")
+fig = figures.critical_readings_figure(res)
+plotting.finish(fig, "23_fig2c_readings")
 
 # %%
 by_reading = crit[crit.ks_level == 0.05].pivot(
     index="L", columns="reading", values=["fraction", "fraction_lo", "fraction_hi"]
 )
-al.reproduction.assert_sentences({
+paper_claims.assert_sentences({
     "E_perm reaches the level at no N < L": bool(
         crit[crit.reading == "E_perm"].critical_N.isna().all()
     ),
-}, described=al.reproduction.describes(res))
+}, described=paper_claims.describes(res))
 by_reading.round(3)
 
 # %% [markdown]
@@ -157,21 +159,21 @@ by_reading.round(3)
 top = max(res.preset.alg1_L)
 heads = res.critical_heads
 facts = res.provenance["model"]
-group = al.uncertainty.one_head_per_group(heads, facts["n_heads"], facts["n_kv_heads"])
+group = statistics.one_head_per_group(heads, facts["n_heads"], facts["n_kv_heads"])
 rows = []
 for reading in ("E", "E_full"):
     at_top = crit[(crit.L == top) & (crit.reading == reading) & (crit.ks_level == 0.05)]
     found = at_top.critical_N.iloc[0]
-    median, lo, hi = al.uncertainty.critical_head_subsets(
+    median, lo, hi = statistics.critical_head_subsets(
         heads, top, reading, 0.05, size=144
     )
-    one = al.uncertainty.critical_from_heads(
+    one = statistics.critical_from_heads(
         heads, top, reading, 0.05, head_index=group
     )
     wilcoxon_p, tested = float("nan"), 0
     if not pd.isna(found):
         pick = (heads.L == top) & (heads.N == found) & (heads.reading == reading)
-        _, wilcoxon_p, tested = al.uncertainty.wilcoxon_heads(
+        _, wilcoxon_p, tested = statistics.wilcoxon_heads(
             heads[pick], "d_tilde", "expected"
         )
     rows.append({
@@ -189,7 +191,7 @@ sensitivity
 
 # %%
 found_col = f"critical N at L = {top}"
-al.reproduction.assert_sentences({
+paper_claims.assert_sentences({
     "with 144 heads the critical N is lower than with every head (less power)": bool(
         (sensitivity["144 heads: median"] < sensitivity[found_col].astype(float)).all()
     ),
@@ -199,7 +201,7 @@ al.reproduction.assert_sentences({
     "the paired test separates d~ from E at the KS critical N (p < 1e-6)": bool(
         (sensitivity["Wilcoxon p at that N"] < 1e-6).all()
     ),
-}, described=al.reproduction.describes(res))
+}, described=paper_claims.describes(res))
 
 # %% [markdown]
 # Fewer heads, the paper's 144 or one per key/value group, give the KS test less power, and the critical $N$
@@ -217,16 +219,16 @@ al.reproduction.assert_sentences({
 # model or text the table is that run's, and the cell prints which verdicts differ from the sentences.
 
 # %%
-claims = al.reproduction.claims(res, "2c")
-Markdown(al.reproduction.markdown(claims))
+claims = paper_claims.claims(res, "2c")
+Markdown(paper_claims.markdown(claims))
 
 # %%
 expected = {"fig2c-critical": "not reproduced", "fig2c-proportional": "reproduced"}
-verdict = al.reproduction.expect(res, claims, expected)
-al.reproduction.expect(no_sink, al.reproduction.claims(no_sink, "2c"), expected)
+verdict = paper_claims.expect(res, claims, expected)
+paper_claims.expect(no_sink, paper_claims.claims(no_sink, "2c"), expected)
 fraction = primary[primary.ks_level == 0.05].fraction
 print(verdict, f"critical N / L between {fraction.min():.2f} and {fraction.max():.2f}")
-if al.reproduction.describes(res):
+if paper_claims.describes(res):
     assert fraction.min() > 0.5  # far more than 6 % of the tokens
     by = ["L", "ks_level"]
     gap = (primary.set_index(by).fraction - crit_no_sink.set_index(by).fraction).abs()

@@ -37,8 +37,10 @@ import pandas as pd
 from IPython.display import Markdown
 
 import attnlimits as al
+from attnlimits.experiments import figures, paper_claims
+from attnlimits.infra import plotting
 
-al.plotting.set_theme()
+plotting.set_theme()
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
@@ -63,8 +65,8 @@ no_sink = al.experiments.results(model, text, preset, exclude_sink=True)
 # (as the book reconstructs it) are evaluated on the same rows, with the same $R$ and $\delta$.
 
 # %% mystnb={"image": {"alt": "Box plots of the distinguishable fraction N_s/N over heads and windows for each number of selected tokens N, with the median upper bound (as reconstructed) and the median lower bound of Theorem 2 as dashed lines, the 95 % bootstrap interval over windows of the median as error bars beside each box, and the paper's 0.70-0.85 plateau shaded."}}
-fig = al.figures.separability_figure(res)
-al.plotting.finish(fig, "24_fig3")
+fig = figures.separability_figure(res)
+plotting.finish(fig, "24_fig3")
 
 # %%
 sep = res.alg4()  # on the value vectors
@@ -94,24 +96,24 @@ summary.round(3)
 
 # %% mystnb={"image": {"alt": "Two panels drawn like Figure 3, the distinguishable fraction N_s/N per number of selected tokens N: measured on the heads' value vectors on the left, on the normalised input token embeddings on the right."}}
 fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-al.figures.separability_figure(res, ax=axes[0])
-al.figures.separability_figure(res, ax=axes[1], tokens="embedding")
+figures.separability_figure(res, ax=axes[0])
+figures.separability_figure(res, ax=axes[1], tokens="embedding")
 axes[0].set_title("value vectors")
 axes[1].set_title("input token embeddings")
-al.plotting.finish(fig, "24_fig3_embeddings")
+plotting.finish(fig, "24_fig3_embeddings")
 by_tokens = res.separability.groupby(["N", "tokens"]).ns_frac.median().unstack()
 by_tokens.round(3)
 
 # %%
-plateaus = [al.reproduction.fig3_plateau(res, tokens=k) for k in ("value", "embedding")]
+plateaus = [paper_claims.fig3_plateau(res, tokens=k) for k in ("value", "embedding")]
 plateaus = pd.DataFrame([c.as_dict() for c in plateaus])
-Markdown(al.reproduction.markdown(plateaus, columns=("measured", "verdict")))
+Markdown(paper_claims.markdown(plateaus, columns=("measured", "verdict")))
 
 # %%
 emb = res.alg4("embedding")
 # Theorem 2's lower bound holds on the embeddings too, and delta is 0 (repeated tokens)
 assert (emb.lower <= emb.ns_frac + 1e-9).all() and (emb.delta == 0).all()
-if al.reproduction.describes(res):
+if paper_claims.describes(res):
     emb_median = by_tokens.embedding
     assert (emb_median > by_tokens.value).loc[2:].all()
     assert emb_median.is_monotonic_decreasing and emb_median.loc[64] < 0.7
@@ -130,11 +132,11 @@ if al.reproduction.describes(res):
 
 # %% mystnb={"image": {"alt": "Two panels drawn like Figure 3, the distinguishable fraction N_s/N per number of selected tokens N: all tokens on the left, token 0 left out on the right."}}
 fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-al.figures.separability_figure(res, ax=axes[0])
-al.figures.separability_figure(no_sink, ax=axes[1])
+figures.separability_figure(res, ax=axes[0])
+figures.separability_figure(no_sink, ax=axes[1])
 axes[0].set_title("all tokens")
 axes[1].set_title("token 0 left out")
-al.plotting.finish(fig, "24_fig3_no_sink")
+plotting.finish(fig, "24_fig3_no_sink")
 by_n = no_sink.alg4().groupby("N").ns_frac.median()
 by_n.round(3).to_frame("median N_s/N, token 0 left out")
 
@@ -164,24 +166,24 @@ print(f"plateau p = {plateau:.2f}: {heads} independent heads reach 99 % coverage
 # model or text the table is that run's, and the cell prints which verdicts differ from the sentences.
 
 # %%
-claims = al.reproduction.claims(res, "3")
-Markdown(al.reproduction.markdown(claims))
+claims = paper_claims.claims(res, "3")
+Markdown(paper_claims.markdown(claims))
 
 # %%
-verdict = al.reproduction.expect(
+verdict = paper_claims.expect(
     res, claims, {"fig3-plateau": "not reproduced", "fig3-bounds": "reproduced"}
 )
-claims_no_sink = al.reproduction.claims(no_sink, "3")
-verdict_no_sink = al.reproduction.expect(
+claims_no_sink = paper_claims.claims(no_sink, "3")
+verdict_no_sink = paper_claims.expect(
     no_sink, claims_no_sink, {"fig3-plateau": "reproduced", "fig3-bounds": "reproduced"}
 )
 print(verdict, "token 0 left out:", verdict_no_sink)
 short = ("paper", "measured", "verdict")
-Markdown(al.reproduction.markdown(claims_no_sink, columns=short))
+Markdown(paper_claims.markdown(claims_no_sink, columns=short))
 # Theorem 2's lower bound holds in every head
 assert (sep.lower <= sep.ns_frac + 1e-9).all()
 medians = summary.ns_frac_median
-if al.reproduction.describes(res):
+if paper_claims.describes(res):
     assert medians.is_monotonic_decreasing and medians.loc[64] < 0.6
 
 # %% [markdown]

@@ -37,8 +37,10 @@ import numpy as np
 from IPython.display import Markdown
 
 import attnlimits as al
+from attnlimits.experiments import figures, paper_claims
+from attnlimits.infra import plotting
 
-al.plotting.set_theme()
+plotting.set_theme()
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
@@ -74,12 +76,12 @@ print(res.summary())
 # it by $\sqrt 2 / \varepsilon$.
 
 # %% mystnb={"image": {"alt": "Log-log plot of the sensitivity g against the temperature T with the model-scaled logits, one colour per epsilon: the maximum over heads with markers and the 95 % bootstrap interval over windows of that maximum at the smallest epsilon as a band, the median head dashed, the paper's printed min{1/(4T), sqrt 2} as a solid line and the book's 1/(2T) dotted."}}
-fig = al.figures.gradient_figure(res, "model")
-al.plotting.finish(fig, "25_fig4")
+fig = figures.gradient_figure(res, "model")
+plotting.finish(fig, "25_fig4")
 
 # %% mystnb={"image": {"alt": "Log-log plot of the sensitivity g against the temperature T with the raw q.k logits, one colour per epsilon: the maximum over heads with markers and the 95 % bootstrap interval over windows of that maximum at the smallest epsilon as a band, the median head dashed, the paper's printed min{1/(4T), sqrt 2} as a solid line and the book's 1/(2T) dotted."}}
-fig = al.figures.gradient_figure(res, "none")
-al.plotting.finish(fig, "25_fig4_raw")
+fig = figures.gradient_figure(res, "none")
+plotting.finish(fig, "25_fig4_raw")
 
 # %%
 g = res.gradient
@@ -94,8 +96,8 @@ slopes = {}
 for (scaling, eps), part in g.groupby(["logit_scaling", "eps"]):
     curve = part.groupby("T").g.max()
     low, high = curve[curve.index < 0.1], curve[curve.index >= 1]
-    slopes[(scaling, eps)] = (al.reproduction.loglog_slope(low.index, low.values),
-                              al.reproduction.loglog_slope(high.index, high.values))
+    slopes[(scaling, eps)] = (paper_claims.loglog_slope(low.index, low.values),
+                              paper_claims.loglog_slope(high.index, high.values))
     low_slope, high_slope = slopes[(scaling, eps)]
     print(f"{scaling:>5} logits, eps = {eps:<6g}: g ~ T^{low_slope:.2f} for T < 0.1, "
           f"T^{high_slope:.2f} for T >= 1")
@@ -109,11 +111,11 @@ for (scaling, eps), part in g.groupby(["logit_scaling", "eps"]):
 # model or text the table is that run's, and the cell prints which verdicts differ from the sentences.
 
 # %%
-claims = al.reproduction.claims(res, "4")
-Markdown(al.reproduction.markdown(claims))
+claims = paper_claims.claims(res, "4")
+Markdown(paper_claims.markdown(claims))
 
 # %%
-verdict = al.reproduction.expect(res, claims, {
+verdict = paper_claims.expect(res, claims, {
     "fig4-slope": "not reproduced",
     "fig4-drop": "inconclusive",
     "fig4-printed-bound": "not reproduced",
@@ -122,7 +124,7 @@ print(verdict)
 # the book's sharp bound holds for every head
 assert (g.g <= 1 / (2 * g["T"]) * (1 + 1e-9)).all()
 assert (g.g <= np.sqrt(2) / g.eps * (1 + 1e-9)).all()
-if al.reproduction.describes(res):
+if paper_claims.describes(res):
     assert all(-1.3 <= high <= -0.9 and low > -0.8 for low, high in slopes.values())
 
 # %% [markdown]

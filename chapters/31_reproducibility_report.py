@@ -37,9 +37,12 @@ import pandas as pd
 from IPython.display import Markdown
 
 import attnlimits as al
+from attnlimits.experiments import paper_claims
+from attnlimits.reporting import book_claims
+from attnlimits.theory import checks
 
 start = time.perf_counter()
-verdicts = al.checks.run_all(trials=al.report.CHECK_TRIALS, seed=al.report.CHECK_SEED)
+verdicts = checks.run_all(trials=book_claims.CHECK_TRIALS, seed=book_claims.CHECK_SEED)
 elapsed = time.perf_counter() - start
 print(
     f"{len(verdicts)} checks, {sum(v.trials for v in verdicts):,} trials "
@@ -102,14 +105,14 @@ al.models.banner(model, text)
 # computed once (by `make results`), then read from the cache under results/
 res = al.experiments.results(model, text, al.experiments.book_preset())
 print(res.summary())
-experiment_claims = al.reproduction.claims(res)
+experiment_claims = paper_claims.claims(res)
 columns = ("figure", "paper", "measured", "verdict")
-Markdown(al.reproduction.markdown(experiment_claims, columns=columns))
+Markdown(paper_claims.markdown(experiment_claims, columns=columns))
 
 # %% [markdown]
 # ## Every claim of the paper, one table
 #
-# The table below is built by `al.report.claims` from the check verdicts and the experiments' results computed
+# The table below is built by `book_claims.claims` from the check verdicts and the experiments' results computed
 # above, not written by hand: each claim of the paper, the paper's number, ours with where it came from (the
 # checks' seeded trials, or the model, text and preset of the experiments), a verdict decided by a fixed rule,
 # and the chapter that shows it. Verdicts: *reproduced*; *not reproduced*; *inconclusive* (the 95 % interval
@@ -120,13 +123,13 @@ Markdown(al.reproduction.markdown(experiment_claims, columns=columns))
 # checks and results, and this cell fails if that file is missing or differs from the table shown here.
 
 # %%
-claims = al.report.claims(verdicts, res)
-# the table the introduction includes (al.report.INCLUDE), written by `make results`
-assert al.report.read_include() == al.report.markdown(claims), (
-    f"{al.report.INCLUDE} differs from this table: run `make results` again"
+claims = book_claims.claims(verdicts, res)
+# the table the introduction includes (book_claims.INCLUDE), written by `make results`
+assert book_claims.read_include() == book_claims.markdown(claims), (
+    f"{book_claims.INCLUDE} differs from this table: run `make results` again"
 )
 columns = ("claim", "paper", "ours", "source", "value", "verdict", "where")
-Markdown(al.report.markdown(claims, columns=columns))
+Markdown(book_claims.markdown(claims, columns=columns))
 
 # %% [markdown]
 # The wall time of each algorithm here, beside the paper's (Table 1 of the paper: a 10-core laptop CPU, 144

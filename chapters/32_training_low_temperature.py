@@ -45,13 +45,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-import attnlimits as al
+from attnlimits.infra import plotting
+from attnlimits.studies import training
 
-al.plotting.set_theme()
-p = al.training.get_preset(preset)
+plotting.set_theme()
+p = training.get_preset(preset)
 print(f"preset {p.name}: {p.notes}")
 start = time.perf_counter()
-out = al.training.cached_sweep(p)  # computed once, then read from results/training/
+out = training.cached_sweep(p)  # computed once, then read from results/training/
 elapsed = time.perf_counter() - start
 history, final = out.history, out.final
 print(f"{len(final)} runs, {len(history):,} logged steps; read in {elapsed:.1f} s")
@@ -114,7 +115,7 @@ grid = sns.relplot(
 grid.set(yscale="log")
 sns.move_legend(grid, "center", bbox_to_anchor=(0.83, 0.27), ncol=2, title="T")
 grid.figure.suptitle("Training loss / all-token-mean error (median over seeds)", y=1.02)
-al.plotting.finish(grid.figure, "32_loss_curves")
+plotting.finish(grid.figure, "32_loss_curves")
 
 # %% [markdown]
 # *Figure: training loss curves per temperature (median over seeds), one panel per normaliser, relative to the
@@ -124,20 +125,20 @@ al.plotting.finish(grid.figure, "32_loss_curves")
 fig, ax = plt.subplots(figsize=(7, 4))
 sns.lineplot(data=temp, x="T", y="rel_error", hue="normalizer", marker="o",
              estimator="median", errorbar=("pi", 100),
-             palette=al.plotting.NORMALIZER_COLORS, ax=ax)
+             palette=plotting.NORMALIZER_COLORS, ax=ax)
 ax.set(xscale="log", xlabel="temperature T",
        ylabel="test error / all-token-mean error")
 ax.set_yscale("symlog", linthresh=1e-3)
 ax.set_ylim(bottom=0)
 ax.axhline(1, color="grey", ls="--", lw=1)
-al.plotting.finish(fig, "32_error_vs_T")
+plotting.finish(fig, "32_error_vs_T")
 
 # %% [markdown]
 # *Figure: final test error relative to the all-token-mean baseline (dashed line at 1) against $T$, median over
 # seeds with the range of the seeds shaded. The oracle is at 0.*
 
 # %%
-table = al.training.summarize(temp, ["normalizer", "T"])
+table = training.summarize(temp, ["normalizer", "T"])
 table.pivot(index="T", columns="normalizer", values="reached").astype(int)
 
 # %% [markdown]
@@ -149,11 +150,11 @@ g = temp_hist.dropna(subset=["grad_norm"]).copy()
 g["grad_norm"] = g.grad_norm.clip(lower=1e-8)
 fig, ax = plt.subplots(figsize=(8, 4))
 sns.boxplot(data=g, x="T", y="grad_norm", hue="normalizer",
-            palette=al.plotting.NORMALIZER_COLORS, log_scale=True, fliersize=1,
+            palette=plotting.NORMALIZER_COLORS, log_scale=True, fliersize=1,
             linewidth=0.8, ax=ax)
 ax.set(xlabel="temperature T", ylabel="‖∇(q, W_k)‖ per step")
 ax.legend(fontsize=8, ncol=2)
-al.plotting.finish(fig, "32_grad_by_T")
+plotting.finish(fig, "32_grad_by_T")
 
 # %% [markdown]
 # *Figure: distribution over all steps and seeds of the gradient norm of the attention parameters, per
@@ -186,7 +187,7 @@ fig, axes = plt.subplots(1, 2, figsize=(10, 4))
 for ax, data, x in ((axes[0], frac, "fraction"), (axes[1], length, "L")):
     sns.lineplot(data=data, x=x, y="rel_error", hue="normalizer", marker="o",
                  estimator="median", errorbar=("pi", 100),
-                 palette=al.plotting.NORMALIZER_COLORS, ax=ax, legend=ax is axes[0])
+                 palette=plotting.NORMALIZER_COLORS, ax=ax, legend=ax is axes[0])
     ax.set(xscale="log", ylabel="test error / all-token-mean error")
     ax.set_yscale("symlog", linthresh=1e-3)
     ax.set_ylim(bottom=0)
@@ -195,7 +196,7 @@ axes[0].axvline(0.06, color="black", ls=":", lw=1)
 axes[0].set(xlabel=f"N / L (L = {p.L}, T = 1)")
 axes[1].set(xlabel=f"L (N / L = {p.length_fraction:.4g}, T = 1)")
 axes[0].legend(fontsize=8)
-al.plotting.finish(fig, "32_error_vs_fraction")
+plotting.finish(fig, "32_error_vs_fraction")
 
 # %% [markdown]
 # *Figure: relative test error against the fraction of marked tokens (left, dotted line at the paper's 6 %) and
@@ -206,16 +207,16 @@ fig, ax = plt.subplots(figsize=(7, 3.5))
 t1 = temp[temp["T"] == 1.0][["normalizer", "run"]]
 h1 = temp_hist.merge(t1, on=["normalizer", "run"]).dropna(subset=["grad_norm"])
 sns.violinplot(data=h1, x="normalizer", y="grad_norm", hue="normalizer", cut=0,
-               palette=al.plotting.NORMALIZER_COLORS, log_scale=True, ax=ax)
+               palette=plotting.NORMALIZER_COLORS, log_scale=True, ax=ax)
 ax.set(xlabel="", ylabel="‖∇(q, W_k)‖ per step (T = 1)")
 ax.tick_params(axis="x", labelsize=8)
-al.plotting.finish(fig, "32_grad_by_normalizer")
+plotting.finish(fig, "32_grad_by_normalizer")
 
 # %% [markdown]
 # *Figure: per-step gradient norms of the attention parameters at $T = 1$, all seeds, per normaliser.*
 
 # %%
-summary = al.training.summarize(frac, ["normalizer", "N"])
+summary = training.summarize(frac, ["normalizer", "N"])
 rel = summary.pivot(index="N", columns="normalizer", values="rel_error")
 rel.style.format("{:.4f}")
 

@@ -45,10 +45,13 @@ import textwrap
 import time
 
 import attnlimits as al
+from attnlimits.experiments import paper_claims
+from attnlimits.infra import plotting
+from attnlimits.studies import alternatives, training
 
-al.plotting.set_theme()
-alt = al.alternatives
-show = al.alternatives_report  # chapter 33's tables and figures
+plotting.set_theme()
+alt = alternatives
+show = alternatives.report  # chapter 33's tables and figures
 start = time.perf_counter()
 # computed once, then read from results/alternatives/
 syn = alt.cached_synthetic_tables(preset)
@@ -67,7 +70,7 @@ print(f"synthetic diagnostics read or computed in {time.perf_counter() - start:.
 
 # %% mystnb={"image": {"alt": "Largest weight and share of non-zero weights against L for each normaliser, synthetic heads"}}
 fig = show.vanishing_figure(syn["weights"])
-al.plotting.finish(fig, "33_vanishing")
+plotting.finish(fig, "33_vanishing")
 
 # %% [markdown]
 # *Figure: the median head's largest weight (left) and fraction of non-zero weights (right) against the length
@@ -91,7 +94,7 @@ vanish.to_frame().style.format("{:.2f}")
 # %% mystnb={"image": {"alt": "Distance and its random-selection expectation against L and N, and the separable fraction against N"}}
 fixed_N = alt.get_preset(preset).fixed_N
 fig = show.distance_figure(syn["distance"], fixed_N)
-al.plotting.finish(fig, "33_distance")
+plotting.finish(fig, "33_distance")
 
 # %% [markdown]
 # *Figure: mean over heads of the cumulative distance $\tilde d$ (solid) and of the random-selection
@@ -109,7 +112,7 @@ show.critical_table(syn["critical"]).style.format("{:.3f}")
 
 # %% mystnb={"image": {"alt": "Jacobian spectral norms per normaliser as boxes, and g against temperature per normaliser"}}
 fig = show.gradient_figure(syn["jacobian"], syn["g"])
-al.plotting.finish(fig, "33_gradient")
+plotting.finish(fig, "33_gradient")
 
 # %% [markdown]
 # *Figure: the spectral norm of the Jacobian $\partial\alpha/\partial l$ (largest over a head's rows, one box
@@ -138,7 +141,7 @@ print(f"layers {list(mod['layers'].layer)}; read or computed in "
 # %% mystnb={"image": {"alt": "On the model's logits: largest weight, share of non-zero weights against L, and g against temperature"}}
 eps0 = syn["g"].eps.min()  # the smallest eps of the preset
 fig = show.model_figure(mod["weights"], mod["g"], eps0)
-al.plotting.finish(fig, "33_model")
+plotting.finish(fig, "33_model")
 
 # %% [markdown]
 # *Figure: on the model's own logits, the median head's largest weight and fraction of non-zero weights against
@@ -146,7 +149,7 @@ al.plotting.finish(fig, "33_model")
 
 # %% mystnb={"image": {"alt": "On the model's logits: distance and its random-selection expectation against L and N, and the separable fraction"}}
 fig = show.distance_figure(mod["distance"], fixed_N)
-al.plotting.finish(fig, "33_model_distance")
+plotting.finish(fig, "33_model_distance")
 
 # %% [markdown]
 # *Figure: on the model's own logits and value vectors, the mean over heads of $\tilde d$ (solid) and $E$
@@ -172,7 +175,7 @@ show.critical_table(mod["critical"]).style.format("{:.3f}")
 # - *µs per row*: one call on 256 rows of length 1024 on this machine (a measurement; it moves with the load).
 
 # %%
-train = al.training.cached_sweep(al.training.get_preset(preset)).final
+train = training.cached_sweep(training.get_preset(preset)).final
 verdict = show.verdict_table(mod, train, alt.row_cost(1024), fixed_N, eps0)
 verdict.style.format(precision=3)
 
@@ -206,8 +209,8 @@ claims = {
 }
 model_id = model.provenance.as_dict().get("model_id")
 this_run = (model_id, text.provenance.name, preset)
-al.reproduction.assert_sentences(
-    claims, described=al.reproduction.describes(this_run, {"preset": "reduced"}),
+paper_claims.assert_sentences(
+    claims, described=paper_claims.describes(this_run, {"preset": "reduced"}),
     about="the reduced preset on the model and text that build this book")
 
 # %% [markdown]

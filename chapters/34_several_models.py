@@ -40,19 +40,21 @@
 import numpy as np
 import pandas as pd
 
-import attnlimits as al
+from attnlimits.experiments import paper_claims
+from attnlimits.infra import plotting
+from attnlimits.studies import several_models
 
-al.plotting.set_theme()
+plotting.set_theme()
 pd.set_option("display.max_colwidth", 90)
-# computed once by `make results` (al.comparison.compute), then read from results/
+# computed once by `make results` (several_models.compute), then read from results/
 # without loading a model
-manifest, results = al.comparison.load_or_compute("reduced")
+manifest, results = several_models.load_or_compute("reduced")
 text = manifest["text"]
 preset = manifest["preset"]
 print(f"text: {text['title']} [{text['source']}], sha256 {text['sha256'][:12]}...")
 print(f"preset {preset['name']}: {preset['windows']} window, L <= {preset['alg4_L']}")
 print(f"computed in {manifest['seconds']:.0f} s")
-al.comparison.overview(manifest).T  # one column per model: fits the page
+several_models.overview(manifest).T  # one column per model: fits the page
 
 # %% [markdown]
 # ## The models
@@ -73,8 +75,8 @@ al.comparison.overview(manifest).T  # one column per model: fits the page
 # the algorithms then count as a row's tokens only those inside its window.
 
 # %%
-overview = al.comparison.overview(manifest)
-trained = al.comparison.trained_labels(manifest)
+overview = several_models.overview(manifest)
+trained = several_models.trained_labels(manifest)
 absent = [e["label"] for e in manifest["models"] if not e["present"]]
 assert (overview.loc[trained, "capture vs eager"] == 0.0).all()
 assert overview.loc[trained, "masks exact"].all()
@@ -89,12 +91,12 @@ print("present:", trained, "| not present here:", absent or "none")
 # below $T = 0.1$ (Algorithm 5, smallest $\varepsilon$), and the weight of token 0, the attention sink.
 
 # %%
-summary = al.comparison.summary(results)
+summary = several_models.summary(results)
 summary.style.format("{:.3g}")
 
 # %% mystnb={"image": {"alt": "Three panels, one line per model, untrained controls dashed: median distance d~ against L, median separable fraction N_s/N against N, and the largest g against temperature"}}
-fig = al.comparison.figure(results)
-al.plotting.finish(fig, "34_models")
+fig = several_models.figure(results)
+plotting.finish(fig, "34_models")
 
 # %% [markdown]
 # ## Which trends hold where
@@ -103,10 +105,10 @@ al.plotting.finish(fig, "34_models")
 # where each holds ("holds" meaning the verdict *reproduced*; *inconclusive* does not count):
 
 # %%
-al.comparison.verdicts(results)
+several_models.verdicts(results)
 
 # %%
-trends = al.comparison.trends(results, manifest)
+trends = several_models.trends(results, manifest)
 trends
 
 # %% [markdown]
@@ -153,7 +155,7 @@ statements = {
     ),
     "both trained models sink": sink_models == trained,
     "critical N proportional to L in every model and control": (
-        al.comparison.verdicts(results).loc["fig2c-proportional"] == "reproduced"
+        several_models.verdicts(results).loc["fig2c-proportional"] == "reproduced"
     ).all(),
     "linear d~ only with a sink": (
         (s["d~ growth exponent"] > 0.9) == s.index.isin(sink_models)
@@ -161,9 +163,9 @@ statements = {
     "N_s/N plateaus differ by > 0.2": s.loc[trained, "N_s/N plateau"].agg(np.ptp) > 0.2,
 }
 written_for = {"model": ("SmolLM2-135M", "Gemma-3-270M"), "preset": "reduced"}
-al.reproduction.assert_sentences(
+paper_claims.assert_sentences(
     statements,
-    described=al.reproduction.describes(al.comparison.run_id(manifest), written_for),
+    described=paper_claims.describes(several_models.run_id(manifest), written_for),
     about="SmolLM2-135M and Gemma-3-270M on the reduced preset",
 )
 
@@ -175,7 +177,7 @@ al.reproduction.assert_sentences(
 # paper's preset (4 windows, $L$ up to 1024) and read it here, run
 #
 # ```bash
-# make models    # al.comparison.compute(preset="paper"): every model that loads, and its untrained control
+# make models    # several_models.compute(preset="paper"): every model that loads, and its untrained control
 # ```
 #
 # and change `"reduced"` to `"paper"` in the first cell. The wheels are installed by `make setup`; by hand:

@@ -43,12 +43,15 @@ import pandas as pd
 from IPython.display import Markdown
 
 import attnlimits as al
+from attnlimits.experiments import paper_claims
+from attnlimits.infra import plotting
+from attnlimits.studies import long_context
 
-al.plotting.set_theme()
+plotting.set_theme()
 pd.set_option("display.precision", 3)
-report = al.longcontext.report
-# computed once by `make results` (al.longcontext.book_results), then read from results/
-results, absent = al.longcontext.book_results("reduced")
+report = long_context.report
+# computed once by `make results` (long_context.book_results), then read from results/
+results, absent = long_context.book_results("reduced")
 for res in results:
     print(report.summary(res))
 for line in absent:
@@ -116,7 +119,7 @@ cost
 
 # %% mystnb={"image": {"alt": "Three log-log panels against L from 1,024 to 8,192 tokens, one line per model and kind of layer with a shaded 95 % band: l times the largest non-sink weight rises with L on SmolLM2 and on Gemma's full-attention layers and stays nearly flat on Gemma's sliding-window layers; the attention-sink weight stays near a constant on every line; the largest weight stays between about 0.25 and 0.5"}}
 fig = report.figure_weights(results)
-al.plotting.finish(fig, "35-weights")
+plotting.finish(fig, "35-weights")
 
 # %% [markdown]
 # Neither reading of Lemma 1 holds at these lengths. On SmolLM2, and on Gemma's three full-attention layers, $l$
@@ -141,7 +144,7 @@ al.plotting.finish(fig, "35-weights")
 verdicts = report.claims_table(results)
 lemma = verdicts[verdicts.key.str.startswith(("lemma1", "sink"))]
 short = ("model", "paper", "measured", "verdict")
-Markdown(al.reproduction.markdown(lemma, columns=short))
+Markdown(paper_claims.markdown(lemma, columns=short))
 
 # %% [markdown]
 # ## Distances against L
@@ -153,7 +156,7 @@ Markdown(al.reproduction.markdown(lemma, columns=short))
 
 # %% mystnb={"image": {"alt": "Three log-log panels against L, one line per model and kind of layer: d~ at N = 5 grows about linearly with L on SmolLM2 and on Gemma's full-attention layers and slowly on its sliding-window layers; the book's reconstruction E stays nearly flat; E_full grows like d~"}}
 fig = report.figure_distance(results)
-al.plotting.finish(fig, "35-distance")
+plotting.finish(fig, "35-distance")
 
 # %% [markdown]
 # On SmolLM2 $\tilde d$ grows like $L$ up to 8,192 tokens, as in the paper's Figure 2a at 1,024, and so nearly
@@ -171,7 +174,7 @@ al.plotting.finish(fig, "35-distance")
 
 # %% mystnb={"image": {"alt": "Two log-log panels of the critical N over L against L, for d~ against E and against E_full, one series per model and kind of layer with 95 % interval bars"}}
 fig = report.figure_critical(results)
-al.plotting.finish(fig, "35-critical")
+plotting.finish(fig, "35-critical")
 
 # %% [markdown]
 # Against $E$ the critical fraction stays where chapter 23 found it at 1,024 tokens, high up the grid, at every
@@ -184,7 +187,7 @@ al.plotting.finish(fig, "35-critical")
 
 # %%
 critical = verdicts[verdicts.key.str.startswith("critical")]
-Markdown(al.reproduction.markdown(critical, columns=short))
+Markdown(paper_claims.markdown(critical, columns=short))
 
 # %% [markdown]
 # ## The separable fraction and the gradient
@@ -194,7 +197,7 @@ Markdown(al.reproduction.markdown(critical, columns=short))
 
 # %% mystnb={"image": {"alt": "For each model two panels: the median N_s/N against N at L = 1,024 to 8,192 with the paper's 70 to 85 % band shaded, and the largest g over heads against the temperature T at each L on log-log axes"}}
 fig = report.figure_plateau_g(results)
-al.plotting.finish(fig, "35-plateau-g")
+plotting.finish(fig, "35-plateau-g")
 
 # %% [markdown]
 # The plateau hardly moves with $L$. On SmolLM2 it sits near a half, below the paper's 70–85 %, as chapter 24
@@ -218,7 +221,7 @@ al.plotting.finish(fig, "35-plateau-g")
 
 # %% mystnb={"image": {"alt": "For each model, the median l times the largest weight against L under softmax and the four other normalisers of chapter 33 on the same logits, log-log, with 95 % bands"}}
 fig = report.figure_normalizers(results)
-al.plotting.finish(fig, "35-normalizers")
+plotting.finish(fig, "35-normalizers")
 names = list(al.normalizers.NORMALIZERS)
 slopes = report.slope_table(results, "max_weight_x_len", normalizers=names)
 slopes[slopes.group != "sliding"].round(2)
@@ -241,12 +244,12 @@ main
 # are asserted against these verdicts on the run that builds the book.
 
 # %%
-Markdown(al.reproduction.markdown(verdicts, columns=(*short, "rule")))
+Markdown(paper_claims.markdown(verdicts, columns=(*short, "rule")))
 
 # %%
 by_key = {(r.model, r.key): r.verdict for r in verdicts.itertuples()}
 smol, gemma = (labels + [None, None])[:2]
-NOT, OK = al.reproduction.NOT, al.reproduction.REPRODUCED
+NOT, OK = paper_claims.NOT, paper_claims.REPRODUCED
 expected = {  # (model, claim): the verdict the sentences of this page state
     (smol, "lemma1-full"): NOT,
     (gemma, "lemma1-full"): NOT,
@@ -284,7 +287,7 @@ sentences |= {
     ),
 }
 about = "both offline models on pydoc-topics"
-al.reproduction.assert_sentences(sentences, described=described, about=about)
+paper_claims.assert_sentences(sentences, described=described, about=about)
 
 # %% [markdown]
 # ## Longer runs
@@ -294,7 +297,7 @@ al.reproduction.assert_sentences(sentences, described=described, about=about)
 # up to its whole context (SmolLM2 to 8,192 tokens, Gemma to 32,768) on two windows and 128 rows per length, one
 # window in memory at a time: about 40 minutes on two cores (each run records its times and its peak memory in
 # its provenance, as the table at the top of this page shows for the book's run), and writes the same tables into
-# the results cache, where this page reads them with `al.longcontext.book_results("full")`. On your own model and lengths, the command line runs the same study
+# the results cache, where this page reads them with `long_context.book_results("full")`. On your own model and lengths, the command line runs the same study
 # and writes its tables, verdicts and figures into a folder:
 #
 # ```bash

@@ -2,7 +2,7 @@
 
     attnlimits check [--json] [--trials N] [--seed S] [--only ID[,ID...]]...
 
-runs every registered numerical check of :mod:`attnlimits.checks` (or, with ``--only``, the checks with those
+runs every registered numerical check of :mod:`attnlimits.theory.checks` (or, with ``--only``, the checks with those
 ids, e.g. ``cor3-printed``) and prints one row per bound (or, with ``--json``, a list of records
 ``{id, bound, statement, trials, violations, worst_ratio, verdict, expected}``). The exit status is 0 exactly when
 every bound behaves as the book says: zero violations for the bounds it proves, at least one for the bound it
@@ -14,7 +14,7 @@ refutes (Corollary 3 as printed); otherwise 1. Bad arguments, and unknown ids, e
 
 runs the paper's Algorithms 1-5 on every head of a causal language model and writes their tables (CSV),
 ``provenance.json``, the figures (PNG and SVG) and a one-page report of the run (``report.html``, self-contained,
-and ``report.md``: :mod:`attnlimits.runreport`) into DIR. Runs over disjoint window ranges
+and ``report.md``: :mod:`attnlimits.reporting.run_page`) into DIR. Runs over disjoint window ranges
 (``--first-window``) write tables that concatenate into the result of one run (:func:`attnlimits.experiments.merge`).
 Bad grids and arguments, and a DIR that cannot be written (a file, an unwritable place, a non-empty folder without
 ``--force``), exit with status 2 before any model is loaded. DIR appears only complete: everything is written into a
@@ -24,7 +24,8 @@ per-layer work in J workers (-1: one per core) that share the machine's cores; t
 
     attnlimits analyze --out DIR --lengths L1,L2,... [--rows R] [--preset reduced|full|quick] [...]
 
-runs the long-context study instead (:mod:`attnlimits.longcontext`, chapter 35): the paper's quantities at every
+runs the long-context study instead (:mod:`attnlimits.studies.long_context`, chapter 35): the paper's quantities at
+every
 length up to the model's context on ``R`` sampled query rows per length, with the model's own SDPA attention in the
 capture; it writes ``long_stats.csv``, ``long_critical.csv``, ``long_claims.csv``, ``long_summary.csv``,
 ``long_exactness.csv``, ``long_provenance.json``, the figures and the report. ``--rows`` alone (or ``--preset
@@ -141,7 +142,7 @@ def _check_ids(values: list[str] | None) -> list[str] | None:
 
 
 def _run_check(args) -> int:
-    from attnlimits import checks
+    from attnlimits.theory import checks
 
     try:
         only = checks.select(_check_ids(args.only)) if args.only else None
@@ -256,11 +257,14 @@ def _long_study(args) -> bool:
 
 
 def _run_long(args, out: Path) -> int:
-    """``analyze`` with ``--lengths`` / ``--rows``: the long-context study of :mod:`attnlimits.longcontext`."""
+    """``analyze`` with ``--lengths`` / ``--rows``: the long-context study of :mod:`attnlimits.studies.long_context`."""
     import matplotlib
 
     matplotlib.use("Agg")
-    from attnlimits import longcontext, models, runreport, texts
+    from attnlimits import models
+    from attnlimits.models import texts
+    from attnlimits.reporting import run_page
+    from attnlimits.studies import long_context
 
     if args.exclude_sink or args.first_window or args.jobs != 1 or args.precision != "float32":
         print(
@@ -272,7 +276,7 @@ def _run_long(args, out: Path) -> int:
     try:
         model = models.load(args.model, device=args.device, allow_fallback=True if args.allow_fallback else None)
         text = texts.load(args.text)
-        res = longcontext.run(
+        res = long_context.run(
             model,
             text,
             args.preset or "reduced",
@@ -286,7 +290,7 @@ def _run_long(args, out: Path) -> int:
         print(f"attnlimits analyze: error: {err}", file=sys.stderr)
         return 2
 
-    _write_into_place(out, lambda folder: runreport.write_long(res, folder, command=args.command_line))
+    _write_into_place(out, lambda folder: run_page.write_long(res, folder, command=args.command_line))
     p = res.provenance
     _print(
         f"wrote {out}: report.html, report.md, long_stats.csv, long_critical.csv, long_exactness.csv, "
@@ -300,13 +304,14 @@ def _run_long(args, out: Path) -> int:
 
 def _grid_problem(args, long: bool) -> str | None:
     """Why the preset (and windows) cannot run, or None; checked before any model is loaded."""
-    from attnlimits import experiments, longcontext
+    from attnlimits import experiments
+    from attnlimits.studies import long_context
 
     if long:
-        if (args.preset or "reduced") not in longcontext.PRESETS:
+        if (args.preset or "reduced") not in long_context.PRESETS:
             return (
                 f"--preset: the long-context study (--lengths, --rows) has the presets "
-                f"{', '.join(longcontext.PRESETS)}, got {args.preset!r}"
+                f"{', '.join(long_context.PRESETS)}, got {args.preset!r}"
             )
         return None
     try:
@@ -317,7 +322,10 @@ def _grid_problem(args, long: bool) -> str | None:
 
 
 def _run_analyze(args) -> int:
-    from attnlimits import experiments, models, reproduction, runreport, texts
+    from attnlimits import experiments, models
+    from attnlimits.experiments import paper_claims
+    from attnlimits.models import texts
+    from attnlimits.reporting import run_page
 
     out = Path(os.path.abspath(args.out))
     long = _long_study(args)
@@ -352,14 +360,14 @@ def _run_analyze(args) -> int:
             n_jobs=args.jobs,
         )
 
-        _write_into_place(out, lambda folder: runreport.write(res, folder, command=args.command_line))
+        _write_into_place(out, lambda folder: run_page.write(res, folder, command=args.command_line))
     except KeyboardInterrupt:
         print(f"attnlimits analyze: interrupted; {out} left as it was", file=sys.stderr)
         return 130
     crit = res.critical[res.critical.reading == "E"].dropna(subset=["critical_N"])
     lines = [
         f"wrote {out}: report.html, report.md, "
-        f"{', '.join(f'{t}.csv' for t in (*experiments.TABLES, *reproduction.TABLES))}, provenance.json, figures",
+        f"{', '.join(f'{t}.csv' for t in (*experiments.TABLES, *paper_claims.TABLES))}, provenance.json, figures",
         "critical N (KS level 0.05): "
         + ", ".join(f"L={r.L}: {r.critical_N}" for r in crit[crit.ks_level == 0.05].itertuples()),
         f"wall time {res.provenance['seconds']['total']:.1f} s",
@@ -369,8 +377,8 @@ def _run_analyze(args) -> int:
 
 
 def _add_analyze(subparsers) -> None:
-    from attnlimits import longcontext
     from attnlimits.experiments import PRESETS
+    from attnlimits.studies import long_context
 
     p = subparsers.add_parser(
         "analyze",
@@ -408,11 +416,11 @@ def _add_analyze(subparsers) -> None:
     )
     p.add_argument(
         "--preset",
-        choices=list(dict.fromkeys([*PRESETS, *longcontext.PRESETS])),
+        choices=list(dict.fromkeys([*PRESETS, *long_context.PRESETS])),
         default=None,
         metavar="NAME",
         help=f"the grids of Algorithms 1-5: {', '.join(PRESETS)} (default: paper); with --lengths or --rows, "
-        f"the long-context study's: {', '.join(longcontext.PRESETS)} (default: reduced; full: up to the model's "
+        f"the long-context study's: {', '.join(long_context.PRESETS)} (default: reduced; full: up to the model's "
         "context)",
     )
     p.add_argument(
@@ -471,19 +479,19 @@ def _run_models(args) -> int:
             _print(f"{entry.name:<12} {entry.label:<13} {'yes' if present else 'no':<4} {entry.description}")
             _print(f"{'':<30}{why}")
         return 0
-    from attnlimits import comparison
     from attnlimits.experiments.presets import get_preset
+    from attnlimits.studies import several_models
 
     try:
         preset = get_preset(args.preset)
     except ValueError as e:
         print(f"attnlimits models: error: --preset: {e}", file=sys.stderr)
         return 2
-    manifest = comparison.compute(preset=preset)
+    manifest = several_models.compute(preset=preset)
     for e in manifest["models"]:
         done = f"{e['run_seconds']:.1f} s" if e["present"] else f"not run: {e['reason']}"
         _print(f"{e['label']:<28} {done}")
-    _print(f"manifest: {comparison.manifest_path(preset)}")
+    _print(f"manifest: {several_models.manifest_path(preset)}")
     return 0
 
 

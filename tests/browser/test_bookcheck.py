@@ -53,7 +53,7 @@ CHAPTER_PY = """\
 x = 1
 
 # %% [markdown]
-# ## `attnlimits.selection`: the *second* one
+# ## `attnlimits.core.selection`: the *second* one
 # ### a subsection
 """
 
@@ -63,7 +63,7 @@ def test_headings_of_a_py_percent_chapter(tmp_path):
     source.write_text(CHAPTER_PY)
     assert headings(markdown_of(source)) == [
         "First section with $L$ tokens",
-        "`attnlimits.selection`: the *second* one",
+        "`attnlimits.core.selection`: the *second* one",
     ]
     assert headings(markdown_of(source), level=3) == ["a subsection"]
 
@@ -71,7 +71,9 @@ def test_headings_of_a_py_percent_chapter(tmp_path):
 def test_normalized_headings_match_the_rendered_toc():
     # The TOC shows math typeset (removed before comparing) and markup rendered.
     assert normalize_heading("First section with $L$ tokens") == normalize_heading("First section with  tokens")
-    assert normalize_heading("`attnlimits.selection`: the *second* one") == "attnlimits.selection the second one"
+    assert (
+        normalize_heading("`attnlimits.core.selection`: the *second* one") == "attnlimits.core.selection the second one"
+    )
     assert normalize_heading("Theorem 2, upper bound: the book’s statement") == normalize_heading(
         "Theorem 2, upper bound: the book's statement"
     )

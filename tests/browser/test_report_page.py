@@ -1,4 +1,5 @@
-"""A run's report.html (attnlimits.runreport) opened in Chromium with the network blocked: every figure shown and
+"""A run's report.html (attnlimits.reporting.run_page) opened in Chromium with the network blocked: every figure shown
+and
 described, every formula drawn as MathML, no raw TeX, nothing fetched. Its screenshot goes to _build/browser/."""
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ import pytest
 import torch
 from bookcheck import SCREENSHOTS, figure_problems, image_problems, inspect_page, offline_problems, tex_problems
 
-from attnlimits import experiments, figures, reproduction, runreport
+from attnlimits import experiments
+from attnlimits.experiments import figures, paper_claims
+from attnlimits.reporting import run_page
 
 pytestmark = pytest.mark.browser
 
@@ -24,7 +27,7 @@ def report(tmp_path_factory):
     values = [torch.randn(2, 3, L, 4, generator=gen) for _ in range(2)]
     res = experiments.run_arrays(logits=[scores, 3 * scores], values=values, preset="quick", name="random scores")
     folder = tmp_path_factory.mktemp("report")
-    runreport.write(res, folder, command="attnlimits analyze --out report")
+    run_page.write(res, folder, command="attnlimits analyze --out report")
     return res, folder / "report.html"
 
 
@@ -34,7 +37,7 @@ def test_the_report_renders_offline_with_every_figure_and_formula(browser_contex
     assert len(data.images) == len(figures.FIGURES)
     assert not image_problems(data.images) and not figure_problems(data.images)
     assert not offline_problems(data) and not tex_problems(data.text)
-    assert all(claim.verdict in data.text for claim in reproduction.claims(res).itertuples())
+    assert all(claim.verdict in data.text for claim in paper_claims.claims(res).itertuples())
 
 
 def test_every_formula_of_the_report_is_drawn(browser_context, report):

@@ -18,52 +18,44 @@ Algorithms: :func:`distance_table` (Alg. 1 and 2: d~, d_max, E vs L and N), :fun
 critical N by a bracket-and-bisect search on the KS decision), :func:`separability_table` (Alg. 4),
 :func:`gradient_table` (Alg. 5) and :func:`sink_table`. :func:`run` does all five on a model (a Hugging Face model,
 or a TransformerLens ``HookedTransformer``), :func:`run_arrays` on attention given as arrays (weights, values and
-optionally logits), and :class:`Results` saves and loads them as CSVs plus ``provenance.json``.
+optionally logits), and :class:`Results` saves and loads them as CSVs plus ``provenance.json``. Modules:
+:mod:`.presets` (the grids), :mod:`.algorithms` (Algorithms 1-5), :mod:`.tables` (one run's tables from captured
+windows), :mod:`.runs` (runs on a model, on arrays, through the cache), :mod:`.figures` (the paper's figures) and
+:mod:`.paper_claims` (each claim of the paper beside its measurement).
 """
 
-from __future__ import annotations
+import attnlimits
 
-from attnlimits.experiments.algorithms import (
-    COUNTINGS,
-    CRITICAL_READINGS,
-    READINGS,
-    critical_n,
-    critical_search,
-    distance_table,
-    gradient_table,
-    separability_table,
-    sink_table,
-)
-from attnlimits.experiments.arrays import ArrayCapture, fit_preset
-from attnlimits.experiments.presets import PRESET_VARIABLE, PRESETS, Preset, book_preset, get_preset, validate_grid
-from attnlimits.experiments.runs import TABLES, Results, merge, results, results_folder, run, run_arrays
-from attnlimits.experiments.windows import WindowCapture, capture_windows
-
-__all__ = [
-    "COUNTINGS",
-    "CRITICAL_READINGS",
-    "PRESETS",
-    "READINGS",
-    "PRESET_VARIABLE",
-    "TABLES",
-    "Preset",
-    "ArrayCapture",
-    "Results",
-    "WindowCapture",
-    "book_preset",
-    "capture_windows",
-    "critical_n",
-    "critical_search",
-    "distance_table",
-    "fit_preset",
-    "get_preset",
-    "gradient_table",
-    "merge",
-    "results",
-    "results_folder",
-    "run",
-    "run_arrays",
-    "separability_table",
-    "sink_table",
-    "validate_grid",
-]
+#: Where each public name lives (imported on first use: see :func:`attnlimits.lazy`).
+NAMES = {
+    "COUNTINGS": "attnlimits.experiments.algorithms",
+    "CRITICAL_READINGS": "attnlimits.experiments.algorithms",
+    "READINGS": "attnlimits.experiments.algorithms",
+    "critical_n": "attnlimits.experiments.algorithms",
+    "critical_search": "attnlimits.experiments.algorithms",
+    "distance_table": "attnlimits.experiments.algorithms",
+    "gradient_table": "attnlimits.experiments.algorithms",
+    "separability_table": "attnlimits.experiments.algorithms",
+    "sink_table": "attnlimits.experiments.algorithms",
+    "PRESET_VARIABLE": "attnlimits.experiments.presets",
+    "PRESETS": "attnlimits.experiments.presets",
+    "Preset": "attnlimits.experiments.presets",
+    "book_preset": "attnlimits.experiments.presets",
+    "get_preset": "attnlimits.experiments.presets",
+    "validate_grid": "attnlimits.experiments.presets",
+    "capture_windows": "attnlimits.experiments.runs",
+    "code": "attnlimits.experiments.runs",
+    "results": "attnlimits.experiments.runs",
+    "results_folder": "attnlimits.experiments.runs",
+    "run": "attnlimits.experiments.runs",
+    "run_arrays": "attnlimits.experiments.runs",
+    "TABLES": "attnlimits.experiments.tables",
+    "Results": "attnlimits.experiments.tables",
+    "merge": "attnlimits.experiments.tables",
+    "ArrayCapture": "attnlimits.models.arrays",
+    "fit_preset": "attnlimits.models.arrays",
+    "WindowCapture": "attnlimits.models.windows",
+}
+MODULES = ("algorithms", "presets", "tables", "runs", "figures", "paper_claims")
+__all__ = sorted(NAMES)
+__getattr__, __dir__ = attnlimits.lazy(__name__, MODULES, NAMES)

@@ -1,7 +1,7 @@
 """Algorithms 1-5 of the paper on a list of window captures, each returning a tidy table.
 
 Algorithms 1-4 take ``normalizer``: None reads the model's own softmax weights; a name of
-:data:`attnlimits.normalizers.NORMALIZERS` swaps that normaliser in on the same masked logits
+:data:`attnlimits.core.normalizers.NORMALIZERS` swaps that normaliser in on the same masked logits
 (:meth:`attnlimits.experiments.WindowCapture.inputs`).
 """
 
@@ -14,8 +14,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlimits import bounds, rowstats
-from attnlimits.experiments.windows import check_windows, map_layers, row_means
+from attnlimits.core import bounds, rowstats
+from attnlimits.core.rowstats import row_means
+from attnlimits.infra.progress import map_layers
+from attnlimits.infra.statistics import ks_test
+from attnlimits.models.windows import check_windows
 
 __all__ = [
     "COUNTINGS",
@@ -27,7 +30,6 @@ __all__ = [
     "critical_search",
     "distance_table",
     "gradient_table",
-    "ks_test",
     "separability_table",
     "sink_table",
 ]
@@ -41,7 +43,7 @@ __all__ = [
 #: (Monte Carlo), ``E_full`` Eq. (10) with the inner factor N/(l - 1) replaced by 1, ``E_perm`` the permutation
 #: null (the row's weights permuted over its tokens).
 READINGS = ("E", "E_mc", "E_full", "E_perm")
-#: What a row's tokens are (:data:`attnlimits.rowstats.COUNTINGS`): its visible positions, or every position of
+#: What a row's tokens are (:data:`attnlimits.core.rowstats.COUNTINGS`): its visible positions, or every position of
 #: the length-L row (masked ones with weight 0, as ``output_attentions`` returns the matrix).
 COUNTINGS = rowstats.COUNTINGS
 #: Monte Carlo subsets per row for ``E_mc`` (its standard error ``E_mc_se`` is in the table).
@@ -220,17 +222,6 @@ def distance_table(
 # ----------------------------------------------------------------------------------------------------------------
 # Algorithm 3: the critical N, found by a search on the KS decision
 # ----------------------------------------------------------------------------------------------------------------
-def ks_test(d_means, e_means) -> tuple[float, float]:
-    """Algorithm 3's decision statistic: the two-sample KS test between the heads' mean d~ and their mean E,
-    ``(statistic, p-value)``; the critical N is the first N with p >= the level (the two cannot be told apart)."""
-    import warnings
-
-    from scipy.stats import ks_2samp
-
-    with warnings.catch_warnings():  # scipy notes when it falls back to the asymptotic p-value
-        warnings.simplefilter("ignore", RuntimeWarning)
-        res = ks_2samp(np.asarray(d_means), np.asarray(e_means))
-    return float(res.statistic), float(res.pvalue)
 
 
 def critical_search(L: int, level: float, guess: int | None = None, n_max: int | None = None):
@@ -320,7 +311,7 @@ def critical_n(
     ``(scan, critical, heads)``: scan ``L, N, reading, ks_stat, p_value, window`` (one row per N evaluated),
     critical ``L, reading, ks_level, critical_N, window`` (``window = "all"``: the pooled test over the run's
     windows), and heads ``window, layer, head, L, N, reading, rows, d_tilde, expected`` (each window's per-head
-    means at every evaluated (L, N): what the bootstrap over windows of :mod:`attnlimits.uncertainty` resamples).
+    means at every evaluated (L, N): what the bootstrap over windows of :mod:`attnlimits.infra.statistics` resamples).
     ``n_jobs``: windows in parallel within each round (:func:`map_layers`); the answers do not depend on it.
     """
     check_windows(windows)

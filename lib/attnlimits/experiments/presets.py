@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnlimits.presets import Registry, StudyPreset
+from attnlimits.infra.presets import Registry, StudyPreset
 
 __all__ = ["PRESETS", "PRESET_VARIABLE", "Preset", "book_preset", "get_preset", "validate_grid"]
 

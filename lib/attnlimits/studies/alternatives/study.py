@@ -1,0 +1,417 @@
+"""The paper's diagnostics for every normaliser on the same logits (chapter 33).
+
+Inputs are "heads": logits ``(H, rows, L)`` (every row sees all L tokens) and token vectors ``(H, L, d)`` shared by
+a head's rows. Every normaliser of :mod:`attnlimits.core.normalizers` is applied to the same logits, and each
+diagnostic is averaged over a head's rows (one value per head, as in the paper's algorithms). The diagnostics are
+the experiments' own kernels (:mod:`attnlimits.core.rowstats`, Algorithm 3's KS decision
+:func:`attnlimits.infra.statistics.ks_test`), fed another normaliser's weights:
+
+- :func:`model_heads`           a pretrained model's own logits and value vectors, one row block per length
+                                (synthetic heads: :func:`attnlimits.theory.synthetic.gaussian_heads`).
+- :func:`weight_table`          largest weight and support size (non-zero weights) per head and length.
+- :func:`distance_table`        d~, E and N_s/N per head for a grid of (L, N).
+- :func:`critical_fraction`     the critical N / L per length: the first N of the grid where a two-sample KS test
+                                cannot tell the heads' mean d~ from their mean E (Algorithm 3's decision).
+- :func:`jacobian_table`        the spectral norm of each row's Jacobian d alpha / d l.
+- :func:`g_table`               Algorithm 5's g(T, eps) per normaliser.
+- :func:`row_cost`              wall time of one normaliser call per row (microseconds; a measurement).
+- :func:`cached`                any of the above computed once and kept in the results cache (keyed by the
+                                code, the arguments and the data's fingerprint: :mod:`attnlimits.infra.cache`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import pickle
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from attnlimits.core import normalizers, rowstats
+from attnlimits.infra import cache, presets, provenance
+from attnlimits.infra.statistics import ks_test
+from attnlimits.theory import synthetic
+
+__all__ = [
+    "PRESETS",
+    "AlternativesPreset",
+    "all_tables",
+    "cached",
+    "cached_model_tables",
+    "cached_synthetic_tables",
+    "critical_fraction",
+    "distance_table",
+    "g_table",
+    "get_preset",
+    "jacobian_table",
+    "model_heads",
+    "model_layers",
+    "model_tables",
+    "n_grid",
+    "row_cost",
+    "synthetic_tables",
+    "weight_table",
+    "work",
+]
+
+
+def _names(names) -> list[str]:
+    names = list(normalizers.NORMALIZERS) if names is None else list(names)
+    unknown = [n for n in names if n not in normalizers.NORMALIZERS]
+    if unknown or not names:
+        raise ValueError(f"names: unknown normaliser(s) {unknown}; allowed: {list(normalizers.NORMALIZERS)}")
+    return names
+
+
+def _check_heads(logits: torch.Tensor, x: torch.Tensor | None = None) -> None:
+    if logits.dim() != 3:
+        raise ValueError(f"logits: expected shape (heads, rows, L), got {tuple(logits.shape)}")
+    if not torch.isfinite(logits).all():
+        raise ValueError("logits: must be finite (every row sees all L tokens)")
+    if x is not None and (x.dim() != 3 or x.shape[0] != logits.shape[0] or x.shape[1] < logits.shape[2]):
+        raise ValueError(
+            f"x: expected shape (heads={logits.shape[0]}, >= L={logits.shape[2]}, d), got {tuple(x.shape)}"
+        )
+
+
+def model_heads(windows, lengths: Sequence[int], rows: int) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+    """A pretrained model's logits and value vectors, per length m: logits of the query rows t = m-1 .. m+rows-2 on
+    the first m tokens (every such row sees all of them) and those tokens' value vectors, float64, every captured
+    layer and head stacked into one head axis: ``{m: (logits (heads, rows, m), x (heads, m, d))}``.
+
+    ``windows``: captures from :func:`attnlimits.experiments.capture_windows` at least max(lengths) + rows - 1
+    tokens long (the first window is used).
+    """
+    w = windows[0]
+    need = max(lengths) + rows - 1
+    if w.seq_len < need:
+        raise ValueError(f"windows: need captures of at least {need} tokens, got {w.seq_len}")
+    logits, values = [], []
+    for layer in w.layer_ids:
+        logits.append(w.logits(layer, need).double())
+        values.append(w.inputs(layer, need, precision="float64")[1])
+    z, v = torch.cat(logits), torch.cat(values)
+    return {m: (z[:, m - 1 : m - 1 + rows, :m].contiguous(), v[:, :m].contiguous()) for m in lengths}
+
+
+def n_grid(L: int, points: int = 16) -> list[int]:
+    """About ``points`` selection sizes from 1 to L - 1, geometrically spaced (distinct integers)."""
+    grid = torch.logspace(0, math.log10(max(L - 1, 1)), points, dtype=torch.float64).round().long().tolist()
+    return sorted(set(min(max(n, 1), L - 1) for n in grid))
+
+
+def _weights(name: str, logits: torch.Tensor, T: float = 1.0) -> torch.Tensor:
+    return normalizers.NORMALIZERS[name](logits, dim=-1, T=T)
+
+
+def weight_table(inputs: dict, names=None) -> pd.DataFrame:
+    """Per normaliser, length L and head: mean over rows of the largest weight, of L * largest weight and of the
+    support size (number of non-zero weights). ``inputs``: ``{L: (logits, x)}``."""
+    rows = []
+    for L, (logits, _) in sorted(inputs.items()):
+        _check_heads(logits)
+        for name in _names(names):
+            a = _weights(name, logits)
+            top = a.amax(-1).mean(-1)
+            support = (a > 0).sum(-1).double().mean(-1)
+            for h in range(a.shape[0]):
+                rows.append({"normalizer": name, "L": L, "head": h, "max_weight": float(top[h]),
+                             "L_max_weight": L * float(top[h]), "support": float(support[h]),
+                             "support_fraction": float(support[h]) / L})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def distance_table(inputs: dict, Ns: dict | Sequence[int], names=None) -> pd.DataFrame:
+    """Per normaliser, length L, selection size N and head: the row means of d~, E (the closed-form main term) and
+    N_s/N at Algorithm 4's radius (the smallest distance of a dropped token to s), by the experiments' kernels
+    (:mod:`attnlimits.core.rowstats`, every row seeing all L tokens). ``Ns``: one list for every length, or
+    ``{L: list}``."""
+    rows = []
+    for L, (logits, x) in sorted(inputs.items()):
+        _check_heads(logits, x)
+        grid = [int(n) for n in (Ns[L] if isinstance(Ns, dict) else Ns)]
+        bad = [n for n in grid if not 1 <= n < L]
+        if bad:
+            raise ValueError(f"Ns: every N must satisfy 1 <= N < L = {L}, got {bad}")
+        xs = x[:, :L]  # a head's tokens, shared by its rows
+        seen = torch.full((logits.shape[1],), L - 1)  # every row is a query that sees all L tokens
+        for name in _names(names):
+            a = _weights(name, logits)
+            d = rowstats.distances(a, xs, grid, positions=seen)[0].mean(-1)  # (len(grid), H)
+            e = rowstats.expectation(a, xs, grid, positions=seen).mean(-1)
+            ns = rowstats.separability(a, xs, grid, positions=seen)[0].mean(-1)
+            for j, n in enumerate(grid):
+                for h in range(a.shape[0]):
+                    rows.append({"normalizer": name, "L": L, "N": n, "head": h, "d_tilde": float(d[j, h]),
+                                 "E": float(e[j, h]), "ns_frac": float(ns[j, h])})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def critical_fraction(table: pd.DataFrame, level: float = 0.05) -> pd.DataFrame:
+    """Per normaliser and L: the first N of ``table``'s grid at which the two-sample KS test between the heads'
+    mean d~ and their mean E gives p >= ``level`` (cannot tell them apart), its fraction N / L and the p-value;
+    NaN when no N of the grid reaches the level."""
+    if not 0 < level < 1:
+        raise ValueError(f"level: must lie in (0, 1), got {level}")
+    out = []
+    for (name, L), part in table.groupby(["normalizer", "L"], sort=False):
+        found = None
+        for n, g in part.groupby("N", sort=True):
+            p = ks_test(g.d_tilde.to_numpy(), g.E.to_numpy())[1]
+            if p >= level:
+                found = (n, p)
+                break
+        n = found[0] if found else math.nan
+        out.append({"normalizer": name, "L": L, "critical_N": n, "critical_fraction": n / L,
+                    "p_value": found[1] if found else math.nan})  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def jacobian_table(inputs: dict, names=None, *, T: float = 1.0, iters: int = 40) -> pd.DataFrame:
+    """Per normaliser, length and head: mean and max over rows of ||d alpha / d l||_2 (power iteration on J^T J
+    by :func:`attnlimits.core.rowstats.jacobian_spectral_norm`), at temperature T, on the logits l."""
+    rows = []
+    for L, (logits, _) in sorted(inputs.items()):
+        _check_heads(logits)
+        for name in _names(names):
+            fn = normalizers.NORMALIZERS[name]
+            norm = rowstats.jacobian_spectral_norm(lambda z, fn=fn: fn(z, dim=-1, T=T), logits, iters=iters)
+            for h in range(norm.shape[0]):
+                rows.append({"normalizer": name, "L": L, "head": h, "T": T, "jacobian_mean": float(norm[h].mean()),
+                             "jacobian_max": float(norm[h].max())})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def g_table(logits: torch.Tensor, T_grid, eps_grid, names=None, seed: int = 0) -> pd.DataFrame:
+    """Algorithm 5's g(T, eps) (max over heads of the mean over rows) for each normaliser on the same logits and
+    the same random directions."""
+    _check_heads(logits)
+    rows = []
+    T_grid, eps_grid = list(T_grid), list(eps_grid)
+    for name in _names(names):
+        g = rowstats.finite_difference_g(
+            logits, T=T_grid, eps=eps_grid, seed=seed, normalizer=normalizers.NORMALIZERS[name]
+        )
+        for i, T in enumerate(T_grid):
+            for j, eps in enumerate(eps_grid):
+                rows.append({"normalizer": name, "T": T, "eps": eps, "g": float(g[i, j])})
+    return pd.DataFrame(rows)
+
+
+def row_cost(L: int, names=None, *, rows: int = 256, repeats: int = 5, seed: int = 0) -> pd.DataFrame:
+    """Median wall time, in microseconds per row, of one call of each normaliser on ``rows`` float32 rows of
+    length L (a measurement on this machine: it varies with the machine and its load)."""
+    gen = torch.Generator().manual_seed(seed)
+    z = torch.randn(rows, L, generator=gen)
+    out = []
+    for name in _names(names):
+        fn = normalizers.NORMALIZERS[name]
+        fn(z)  # warm-up
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn(z)
+            times.append(time.perf_counter() - t0)
+        out.append({"normalizer": name, "L": L, "us_per_row": 1e6 * sorted(times)[len(times) // 2] / rows})
+    return pd.DataFrame(out)
+
+
+def _fingerprint(obj) -> str:
+    digest = hashlib.sha256()
+    if isinstance(obj, torch.Tensor):
+        digest.update(str(obj.dtype).encode() + str(tuple(obj.shape)).encode())
+        digest.update(obj.detach().cpu().contiguous().numpy().tobytes())
+    elif isinstance(obj, dict):
+        for k in sorted(obj, key=str):
+            digest.update(str(k).encode() + _fingerprint(obj[k]).encode())
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            digest.update(_fingerprint(v).encode())
+    else:
+        digest.update(json.dumps(obj, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def cached(name: str, fn: Callable, *args, root=None, key=None, **kwargs):
+    """``fn(*args, **kwargs)`` kept in the cache entry ``<root>/alternatives/<name>-<data>`` (as ``result.pkl``;
+    :func:`attnlimits.infra.cache.cached`). The key is ``key`` (any JSON-able fingerprint of the data; by default the
+    arguments themselves, tensors hashed by value) with the function's name, the code of this module and of
+    everything it imports, and the torch version; ``<data>`` names the data, so that results on other data sit
+    side by side. ``root``: :func:`attnlimits.infra.provenance.results_root` by default."""
+    what = cache.study_key(
+        __name__,
+        fn=getattr(fn, "__name__", str(fn)),
+        data=key if key is not None else _fingerprint([list(args), kwargs]),
+    )
+    data = hashlib.sha256(json.dumps([what["fn"], what["data"]], sort_keys=True).encode()).hexdigest()[:16]
+    folder = Path(provenance.results_root() if root is None else root) / "alternatives" / f"{name}-{data}"
+
+    def save(result, entry: Path) -> None:
+        with (entry / "result.pkl").open("wb") as f:
+            pickle.dump(result, f)
+
+    def load(entry: Path):
+        with (entry / "result.pkl").open("rb") as f:
+            return pickle.load(f)
+
+    return cache.cached(folder, what, lambda: fn(*args, **kwargs), save, load)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# chapter 33: every diagnostic on synthetic heads and on a pretrained model's heads, per preset
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AlternativesPreset(presets.StudyPreset):
+    """The grids of chapter 33: the synthetic heads (lengths, heads, rows per head, and the head scales and token
+    dimension of :func:`attnlimits.theory.synthetic.gaussian_heads`), the model's heads (lengths, rows per length, how
+    many
+    layers), the N grid (``n_points`` at the largest length, ``fixed_N`` at every length), Algorithm 5's T and eps
+    grids, and the seed."""
+
+    synthetic_L: tuple[int, ...]
+    heads: int
+    rows: int
+    model_L: tuple[int, ...]
+    model_rows: int
+    layers: int | None
+    n_points: int
+    fixed_N: int
+    T_grid: tuple[float, ...]
+    eps: tuple[float, ...]
+    seed: int = 0
+    synthetic_scales: tuple[float, float] = (0.5, 4.0)
+    synthetic_d: int = 16
+
+
+PRESETS = presets.Registry(
+    "alternatives",
+    AlternativesPreset,
+    AlternativesPreset(
+        name="reduced",
+        synthetic_L=(32, 64, 128, 256),
+        heads=24,
+        rows=4,
+        model_L=(32, 64, 128, 256),
+        model_rows=4,
+        layers=4,
+        n_points=10,
+        fixed_N=5,
+        T_grid=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
+        eps=(1e-3,),
+    ),
+    AlternativesPreset(
+        name="full",
+        synthetic_L=(32, 64, 128, 256, 512, 1024),
+        heads=48,
+        rows=8,
+        model_L=(32, 64, 128, 256, 512),
+        model_rows=16,
+        layers=10,
+        n_points=20,
+        fixed_N=5,
+        T_grid=(0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0),
+        eps=(1e-3, 1e-1),
+    ),
+)
+
+
+def get_preset(preset) -> AlternativesPreset:
+    """A preset of chapter 33 by name (``"reduced"``, what the book builds, or ``"full"``), or an
+    :class:`AlternativesPreset` unchanged."""
+    return PRESETS.get(preset)
+
+
+def all_tables(inputs: dict, p: AlternativesPreset, names=None) -> dict[str, pd.DataFrame]:
+    """Every diagnostic of the chapter on ``inputs`` (``{L: (logits, x)}``): ``weights``, ``distance`` (the fixed N at
+    every L and the N grid at the largest L), then at the largest L only ``critical`` (KS level 0.05 on the N grid),
+    ``jacobian`` and ``g``."""
+    lengths = sorted(inputs)
+    top = lengths[-1]
+    grids = {L: [min(p.fixed_N, L - 1)] for L in lengths}
+    grids[top] = sorted(set(n_grid(top, p.n_points)) | set(grids[top]))
+    distance = distance_table(inputs, grids, names)
+    t0 = time.perf_counter()
+    out = {
+        "weights": weight_table(inputs, names),
+        "distance": distance,
+        "critical": critical_fraction(distance[distance.L == top]),
+        "jacobian": jacobian_table({top: inputs[top]}, names),
+        "g": g_table(inputs[top][0], p.T_grid, p.eps, names, seed=p.seed),
+    }
+    out["seconds"] = pd.DataFrame([{"part": "diagnostics", "seconds": time.perf_counter() - t0}])
+    return out
+
+
+def synthetic_tables(preset="reduced") -> dict[str, pd.DataFrame]:
+    """:func:`all_tables` on synthetic heads (:func:`attnlimits.theory.synthetic.gaussian_heads`, the preset's ``heads``
+    scales spread geometrically over ``synthetic_scales``) at the preset's lengths (prefixes of one draw)."""
+    p = get_preset(preset)
+    t0 = time.perf_counter()
+    scales = synthetic.geometric_scales(*p.synthetic_scales, p.heads)
+    logits, x = synthetic.gaussian_heads(max(p.synthetic_L), scales, rows=p.rows, d=p.synthetic_d, seed=p.seed)
+    out = all_tables({L: (logits[:, :, :L], x[:, :L]) for L in p.synthetic_L}, p)
+    out["seconds"] = pd.DataFrame([{"part": "synthetic", "seconds": time.perf_counter() - t0}])
+    return out
+
+
+def work(preset="reduced", n_layers: int = 30, n_heads: int = 9) -> dict[str, int]:
+    """The preset's work in weight entries (heads x rows x L, summed over lengths, times the N grid's size at the
+    largest length), for the synthetic and the model part; ``n_layers`` and ``n_heads`` describe the model. The
+    time grows about linearly with it, so the ratio of two presets' work extrapolates a time."""
+    p = get_preset(preset)
+    layers = len(model_layers(n_layers, p.layers))
+
+    def entries(heads, rows, lengths):
+        return heads * rows * (sum(lengths) + max(lengths) * p.n_points)
+
+    return {
+        "synthetic": entries(p.heads, p.rows, p.synthetic_L),
+        "model": entries(layers * n_heads, p.model_rows, p.model_L),
+    }
+
+
+def model_layers(n_layers: int, count) -> list[int]:
+    """``count`` layer numbers spread evenly from the first to the last (every layer when ``count`` is None)."""
+    if count is None or count >= n_layers:
+        return list(range(n_layers))
+    return sorted({round(i * (n_layers - 1) / (count - 1)) for i in range(count)})
+
+
+def model_tables(model, text, preset="reduced") -> dict[str, pd.DataFrame]:
+    """:func:`all_tables` on one window of ``text`` captured from ``model`` (:func:`model_heads`): the model's own
+    logits and value vectors, every normaliser swapped in on the same logits."""
+    from attnlimits import experiments, models
+
+    p = get_preset(preset)
+    t0 = time.perf_counter()
+    layers = model_layers(models.facts(model)["n_layers"], p.layers)
+    length = max(p.model_L) + p.model_rows - 1
+    windows = capture_windows(model, text, length=length, count=1, layers=layers)
+    inputs = model_heads(windows, p.model_L, p.model_rows)
+    captured = time.perf_counter() - t0
+    out = all_tables(inputs, p)
+    out["seconds"] = pd.DataFrame(
+        [{"part": "capture", "seconds": captured}, {"part": "model", "seconds": time.perf_counter() - t0}]
+    )
+    out["layers"] = pd.DataFrame({"layer": layers})
+    return out
+
+
+def cached_model_tables(model, text, preset="reduced", *, root=None) -> dict[str, pd.DataFrame]:
+    """:func:`model_tables` from the cache when the same model weights, text, preset and code produced it."""
+    prov = getattr(model, "provenance", None)
+    model_key = prov.as_dict().get("sha256") if prov is not None else type(model).__name__
+    text_key = text.provenance.sha256 if hasattr(text, "provenance") else hashlib.sha256(str(text).encode()).hexdigest()
+    key = {"model_sha256": model_key, "text_sha256": text_key, "preset": get_preset(preset)}
+    return cached("model", model_tables, model, text, preset, root=root, key=key)
+
+
+def cached_synthetic_tables(preset="reduced", *, root=None) -> dict[str, pd.DataFrame]:
+    """:func:`synthetic_tables` from the cache when the same preset and code produced it."""
+    return cached("synthetic", synthetic_tables, preset, root=root, key={"preset": get_preset(preset)})

@@ -1,0 +1,593 @@
+"""The paper's quantities from 1,024 tokens up to a model's whole context, on a sample of query rows (chapter 35).
+
+Per length L, ``rows`` query rows are drawn (:func:`sample_rows`: one seeded row in each of ``rows`` equal blocks
+of ``0..L-1``, or every row when ``rows >= L``), their weights recomputed from the capture's q and k
+(:class:`attnlimits.studies.long_context.LongCapture`), and every per-head value is the stratified mean over the sampled
+rows that count, each row weighted by the rows of its block. So the cost grows like rows x L, not L^2. Every value
+carries its standard error from the row sample (0 when every row was read) and says how many rows it read
+(``rows_read``) and how many it stands for (``rows``).
+
+The quantities (the ``quantity`` column of :attr:`LongResults.stats`; the experiments' own kernels of
+:mod:`attnlimits.core.rowstats` on the sampled rows):
+
+- ``max_weight``, ``max_weight_x_len`` (the largest weight, and it times the row's token count l: flat when the
+  weights vanish like 1/L, Lemma 1), ``rest_max_x_len`` (the same without token 0, the attention sink: the largest
+  other weight renormalised, times the other tokens' count), ``sink_weight`` (token 0's weight, on the rows that
+  see it); also under every other normaliser of :data:`attnlimits.core.normalizers.NORMALIZERS` on the same logits;
+- ``d_tilde`` and ``E`` (the book's reconstruction of Eq. (10)) at Algorithm 1's N and on a geometric grid of N
+  (Algorithm 3's critical N is read on that grid), ``E_full`` (the inner factor N/(l-1) replaced by 1) at N;
+- ``ns_frac`` (Algorithm 4's N_s/N on the values) and ``g`` (Algorithm 5's g(T, eps) on the model's logits).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlimits.core import normalizers, rowstats
+from attnlimits.infra import cache, presets, provenance
+from attnlimits.infra.progress import progress_bar
+from attnlimits.models.kv_capture import capture_long, exactness
+from attnlimits.models.windows import check_windows
+
+__all__ = [
+    "BOOK_MODELS",
+    "COLUMNS",
+    "PRESETS",
+    "LongPreset",
+    "LongResults",
+    "book_results",
+    "critical_grid",
+    "critical_table",
+    "get_preset",
+    "in_group",
+    "layer_groups",
+    "layer_type",
+    "pooled",
+    "resolve_lengths",
+    "results",
+    "run",
+    "sample_rows",
+    "stats_table",
+]
+
+
+@dataclass(frozen=True)
+class LongPreset(presets.StudyPreset):
+    """The lengths, row sample and grids of the long-context study.
+
+    ``lengths``: explicit lengths, or None for the powers of two from ``min_length`` up to ``max_length`` (None:
+    the model's context). ``rows``: query rows sampled per length (every row when ``rows >= L``); ``g_rows`` the
+    rows of Algorithm 5 (its T grid costs two normalisations per T). ``N``: Algorithm 1's fixed N;
+    ``critical_points`` and ``critical_fractions``: the N grid Algorithm 3's critical N is read on
+    (:func:`critical_grid`).
+    """
+
+    windows: int
+    rows: int
+    max_length: int | None
+    min_length: int = 1024
+    lengths: tuple[int, ...] | None = None
+    N: int = 5
+    critical_points: int = 5
+    critical_fractions: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9, 0.95)
+    alg4_N: tuple[int, ...] = (1, 4, 16, 64)
+    T: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
+    eps: float = 1e-3
+    g_rows: int = 64
+    ks_level: float = 0.05
+
+    def lengths_for(self, context: int | None) -> list[int]:
+        """The lengths this preset reads on a model whose context is ``context`` tokens (None: unbounded)."""
+        if self.lengths is not None:
+            return list(self.lengths)
+        top = min(v for v in (self.max_length, context) if v is not None)
+        out, L = [], self.min_length
+        while L <= top:
+            out.append(L)
+            L *= 2
+        return out
+
+
+PRESETS = presets.Registry(
+    "long context",
+    LongPreset,
+    # what the book's build computes (chapter 35, `make results`): each model up to 8,192 tokens, one window,
+    # 32 rows per length (16 for Algorithm 5 and the other normalisers)
+    LongPreset(name="reduced", windows=1, rows=32, max_length=8192, g_rows=16),
+    # `make long`: each model's whole context (Gemma-3-270M: 32,768 tokens), two windows, 128 rows per length
+    LongPreset(name="full", windows=2, rows=128, max_length=None, g_rows=64),
+    LongPreset(
+        name="quick",
+        windows=1,
+        rows=24,
+        max_length=256,
+        min_length=64,
+        critical_points=3,
+        alg4_N=(1, 4, 16),
+        T=(1e-2, 1.0, 100.0),
+        g_rows=8,
+    ),
+)
+
+
+def get_preset(preset: str | LongPreset) -> LongPreset:
+    """A preset of the long-context study by name (``"reduced"``: the book's build, ``"full"``: each model's whole
+    context, ``"quick"``: tests) or the given one."""
+    return PRESETS.get(preset)
+
+
+def resolve_lengths(preset: LongPreset, lengths, context: int | None) -> list[int]:
+    """The lengths to read (``lengths`` when given, else the preset's), checked: integers >= 2, increasing, none
+    beyond the model's ``context``."""
+    out = preset.lengths_for(context) if lengths is None else list(lengths)
+    if not out or any(isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 2 for v in out):
+        raise ValueError(f"lengths: must be a non-empty list of integers >= 2, got {out!r}")
+    out = [int(v) for v in out]
+    if out != sorted(set(out)):
+        raise ValueError(f"lengths: must be increasing without repeats, got {out}")
+    if context is not None and out[-1] > context:
+        raise ValueError(f"lengths: {out[-1]} tokens exceed the model's context of {context}")
+    return out
+
+
+def sample_rows(L: int, rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rows`` query positions below L, one uniformly drawn in each of ``rows`` equal blocks of ``0..L-1``, and
+    the block sizes (how many rows each stands for); every row with weight 1 when ``rows >= L``."""
+    if rows >= L:
+        return torch.arange(L), torch.ones(L, dtype=torch.float64)
+    edges = torch.arange(rows + 1, dtype=torch.int64) * L // rows
+    sizes = edges[1:] - edges[:-1]
+    gen = torch.Generator().manual_seed(int(seed))
+    picks = edges[:-1] + (torch.rand(rows, generator=gen, dtype=torch.float64) * sizes).long()
+    return picks, sizes.double()
+
+
+def _means(values: torch.Tensor, weights: torch.Tensor, keep: torch.Tensor):
+    """Per head, the stratified mean of ``values`` (H, R) over the kept rows, its standard error, the rows read and
+    the rows they stand for. Every row read (weights 1): the plain mean, standard error 0. Else the spread of the
+    kept rows stands for the unseen spread inside each block: se^2 = s^2 sum w (w - 1) / (sum w)^2."""
+    H = values.shape[0]
+    read = int(keep.sum())
+    if read == 0:
+        return np.full(H, np.nan), np.full(H, np.nan), 0, 0.0
+    v, w = values[:, keep].double(), weights[keep].to(values.device)
+    total = float(w.sum())
+    if bool((w == 1).all()):
+        return v.mean(-1).cpu().numpy(), np.zeros(H), read, total
+    mean = (v * w).sum(-1) / total
+    spread = v.var(-1) if read > 1 else torch.full_like(mean, math.nan)
+    se = (spread * float((w * (w - 1)).sum()) / total**2).sqrt()
+    return mean.cpu().numpy(), se.cpu().numpy(), read, total
+
+
+def layer_type(capture, layer: int) -> str:
+    """``"sliding"`` for a sliding-window layer of the capture (at its full length), else ``"full"``."""
+    return "full" if capture.window(layer, capture.seq_len) is None else "sliding"
+
+
+#: The columns of :attr:`LongResults.stats` (N and T are NaN where a quantity has none).
+COLUMNS = [
+    "window",
+    "layer",
+    "layer_type",
+    "head",
+    "L",
+    "normalizer",
+    "quantity",
+    "N",
+    "T",
+    "value",
+    "se",
+    "rows_read",
+    "rows",
+]
+
+
+def _weight_stats(a: torch.Tensor, pos: torch.Tensor, lengths: torch.Tensor, window) -> dict:
+    """Per-row weight quantities of alpha ``a`` (H, R, L) at positions ``pos``: ``{quantity: (values, keep)}``."""
+    top = a.amax(-1)
+    ell = lengths.to(a.dtype)
+    sees_sink = (pos >= 1) & (pos < window if window is not None else torch.ones_like(pos, dtype=torch.bool))
+    sink = torch.where(sees_sink, a[..., 0], 0.0)
+    others = ell - sees_sink.to(a.dtype)  # tokens other than token 0
+    rest = a[..., 1:].amax(-1) / (1 - sink).clamp_min(torch.finfo(a.dtype).tiny)
+    everywhere = torch.ones_like(pos, dtype=torch.bool)
+    return {
+        "max_weight": (top, everywhere),
+        "max_weight_x_len": (top * ell, everywhere),
+        "rest_max_x_len": (rest * others, others >= 1),
+        "sink_weight": (sink, sees_sink),
+    }
+
+
+def stats_table(captures, lengths, preset: str | LongPreset = "reduced", *, seed: int = 0, progress=None):
+    """Every quantity of the module docstring per window, layer, head and length, on the sampled rows
+    (columns :data:`COLUMNS`). ``captures``: :func:`attnlimits.studies.long_context.capture_long` (or
+    :func:`attnlimits.experiments.capture_windows`) windows at least max(lengths) tokens long. With
+    ``rows >= L`` (and ``g_rows >= L``) every row is read and the values equal the experiments' tables on the same
+    capture (Algorithms 1, 4, 5 and the sink weights)."""
+    check_windows(captures)
+    p = get_preset(preset)
+    held = min(c.seq_len for c in captures)
+    lengths = resolve_lengths(p, lengths, held)
+    records = []
+    pairs = [(w, layer) for w in captures for layer in w.layer_ids]
+    for w, layer in progress_bar(pairs, "long context", progress):
+        kind = layer_type(w, layer)
+        for L in lengths:
+            records += [(str(w.index), layer, kind, h, L, *r) for h, r in _length_records(w, layer, L, p, seed)]
+    frame = pd.DataFrame(records, columns=["window", "layer", "layer_type", "head", "L", *COLUMNS[5:]])
+    return frame[COLUMNS]
+
+
+def _length_records(w, layer: int, L: int, p: LongPreset, seed: int) -> list[tuple]:
+    """``(head, (normalizer, quantity, N, T, value, se, rows_read, rows))`` of one layer at length L."""
+    out = []
+
+    def add(normalizer, quantity, values, weights, keep, n=math.nan, T=math.nan, exact=None):
+        """Records of the heads' means of ``values`` over the kept rows (``exact``: the means already)."""
+        if exact is None:
+            mean, se, read, total = _means(values, weights, keep)
+        else:
+            mean, se, read, total = exact, np.zeros(len(exact)), len(weights), float(len(weights))
+        for h in range(len(mean)):
+            out.append((h, (normalizer, quantity, n, T, float(mean[h]), float(se[h]), read, total)))
+
+    pos, wt = sample_rows(L, p.rows, seed + 1_000_003 * w.index + L)
+    alpha, x = w.inputs(layer, L, precision="float64", rows=pos)
+    pos = pos.to(alpha.device)
+    window = w.window(layer, L)
+    lengths = rowstats.row_lengths(L, 0, alpha.device, window)[pos]
+    where = {"window": window, "positions": pos}
+    for quantity, (values, keep) in _weight_stats(alpha, pos, lengths, window).items():
+        add("softmax", quantity, values, wt, keep)
+    grid = critical_grid(L, p)
+    # Algorithms 1-3 in the model's own float32, as the experiments read them (within 1e-5 of float64)
+    alpha32, x32 = w.inputs(layer, L, precision="float32", rows=pos.cpu())
+    d = rowstats.distances(alpha32, x32, grid, **where)[0]
+    for reading, full in READINGS.items():
+        e = rowstats.expectation(alpha32, x32, grid, full=full, **where)
+        for j, n in enumerate(grid):
+            add("softmax", reading, e[j], wt, lengths > n, n=n)
+    for j, n in enumerate(grid):
+        add("softmax", "d_tilde", d[j], wt, lengths > n, n=n)
+    ns = [n for n in p.alg4_N if n < L]
+    if ns:
+        unit = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+        frac, _, radius = rowstats.separability(alpha, unit, ns, **where)
+        for j, n in enumerate(ns):
+            add("softmax", "ns_frac", frac[j], wt, (lengths > n) & (radius[j] > 0).all(0), n=n)
+    _logit_records(w, layer, L, p, seed, add)
+    return out
+
+
+def _logit_records(w, layer: int, L: int, p: LongPreset, seed: int, add) -> None:
+    """On the logits of ``g_rows`` sampled rows: Algorithm 5's g(T, eps) (every row: exactly
+    :func:`attnlimits.experiments.gradient_table`'s per-head means, the same directions), and the weight quantities
+    under every other normaliser of :data:`attnlimits.core.normalizers.NORMALIZERS` applied to the same logits."""
+    pos, wt = sample_rows(L, p.g_rows, seed + 1_000_003 * w.index + 7 * L + 1)
+    logits = w.logits(layer, L, rows=pos).double()
+    pos = pos.to(logits.device)
+    window = w.window(layer, L)
+    lengths = rowstats.row_lengths(L, 0, logits.device, window)[pos]
+    for name in normalizers.NORMALIZERS:
+        if name == "softmax":
+            continue
+        a = normalizers.NORMALIZERS[name](logits, dim=-1)
+        for quantity in ("max_weight_x_len", "sink_weight"):
+            values, keep = _weight_stats(a, pos, lengths, window)[quantity]
+            add(name, quantity, values, wt, keep & (lengths >= 2))  # a 1-token row's weight is 1 under any of them
+    g_seed = seed + 1_000_003 * w.index + layer
+    everywhere = torch.ones(len(pos), dtype=torch.bool, device=logits.device)
+    if p.g_rows >= L:  # every row: the per-head means of the experiments' kernel, standard error 0
+        g = rowstats.finite_difference_g(logits, T=p.T, eps=[p.eps], seed=g_seed, reduce=False)[..., 0]
+        for i, t in enumerate(p.T):
+            add("softmax", "g", None, wt, everywhere, T=t, exact=g[:, i].cpu().numpy())
+        return
+    H, R = logits.shape[:2]
+    # every row its own "head": the per-row values (the same directions as the rows drawn together)
+    per_row = rowstats.finite_difference_g(logits.reshape(H * R, 1, L), T=p.T, eps=[p.eps], seed=g_seed, reduce=False)
+    per_row = per_row[..., 0].reshape(H, R, len(p.T))
+    for i, t in enumerate(p.T):
+        add("softmax", "g", per_row[..., i], wt, everywhere, T=t)
+
+
+#: The readings of the expectation the study compares d~ with: the book's reconstruction of Eq. (10) and the
+#: reading with the inner factor N/(l - 1) replaced by 1 (the value of ``full`` in
+#: :func:`attnlimits.core.rowstats.expectation`).
+READINGS = {"E": False, "E_full": True}
+
+
+def critical_grid(L: int, p: LongPreset) -> list[int]:
+    """The N at which Algorithm 3's decision is read at length L: ``critical_points`` geometric from 1 to L/8 (where
+    the reading E_full is decided), then the fractions ``critical_fractions`` of L (where E is), and Algorithm
+    1's N."""
+    small = np.round(np.geomspace(1, max(L / 8, 1), p.critical_points)).astype(int)
+    large = [round(f * L) for f in p.critical_fractions]
+    return sorted({int(n) for n in (*small, *large, p.N) if 1 <= n < L})
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Algorithm 3 on the N grid, with the uncertainty the row sample allows
+# ----------------------------------------------------------------------------------------------------------------
+#: Parametric draws of the heads' means (each from its mean and standard error) behind every interval.
+DRAWS = 400
+
+
+def pooled(stats: pd.DataFrame) -> pd.DataFrame:
+    """Each head's value pooled over the windows (weighted by the rows each stands for), with its standard error:
+    one row per (layer, layer_type, head, L, normalizer, quantity, N, T)."""
+    keys = ["layer", "layer_type", "head", "L", "normalizer", "quantity", "N", "T"]
+    t = stats.dropna(subset=["value"]).assign(
+        _w=lambda f: f.rows, _wv=lambda f: f.rows * f.value, _wse=lambda f: (f.rows * f.se) ** 2
+    )
+    g = t.groupby(keys, dropna=False)[["_w", "_wv", "_wse", "rows_read"]].sum().reset_index()
+    g["value"] = g._wv / g._w
+    g["se"] = np.sqrt(g._wse) / g._w
+    return g.drop(columns=["_w", "_wv", "_wse"])
+
+
+def layer_groups(table: pd.DataFrame) -> list[str]:
+    """The layer groups of a table's ``layer_type`` column: ``full`` only, or ``all``, ``full`` and ``sliding`` for
+    a model with both kinds of layer."""
+    kinds = sorted(set(table.layer_type))
+    return ["all", *kinds] if len(kinds) > 1 else kinds
+
+
+def in_group(table: pd.DataFrame, group: str) -> pd.DataFrame:
+    """The rows of ``table`` in a layer group of :func:`layer_groups` (``all``: every row)."""
+    return table if group == "all" else table[table.layer_type == group]
+
+
+def critical_table(stats: pd.DataFrame, level: float = 0.05, *, seed: int = 0) -> pd.DataFrame:
+    """Algorithm 3's decision on the N grid (:func:`critical_grid`): per length, reading of the expectation
+    (:data:`READINGS`) and layer group (``all``, and ``full`` / ``sliding`` when both exist), the first N of the
+    grid at which a two-sample KS test cannot tell the heads' mean d~ from their mean of the reading
+    (p >= ``level``), its fraction N / L, and the 95 % interval of that N over :data:`DRAWS` parametric draws of
+    every head's means (each from its mean and its row-sampling standard error). NaN where no N of the grid reaches
+    the level (``critical_N_hi`` is NaN, an open end, when some draws reach none). Columns ``L, reading,
+    layer_type, level, critical_N, critical_frac, critical_N_lo, critical_N_hi, heads``."""
+    if not 0 < level < 1:
+        raise ValueError(f"level: must lie in (0, 1), got {level}")
+    t = pooled(stats[(stats.normalizer == "softmax") & stats.quantity.isin(["d_tilde", *READINGS])])
+    out = []
+    for group in layer_groups(t):
+        for L, at in in_group(t, group).groupby("L"):
+            wide = at.pivot_table(index=["layer", "head"], columns=["N", "quantity"], values=["value", "se"])
+            for reading in READINGS:
+                found = _critical(wide, reading, level, np.random.default_rng(seed))
+                out.append((int(L), reading, group, level, found[0], found[0] / L, *found[1:]))
+    columns = ["L", "reading", "layer_type", "level", "critical_N", "critical_frac", "critical_N_lo"]
+    return pd.DataFrame(out, columns=[*columns, "critical_N_hi", "heads"])
+
+
+def _critical(wide: pd.DataFrame, reading: str, level: float, rng) -> tuple[float, float, float, int]:
+    """(critical N, its interval's ends, heads) on the grid of ``wide`` (per head: value and se per (N, quantity))."""
+    from attnlimits.infra.statistics import ks_test
+
+    grid = sorted({n for n, q in wide["value"].columns if q == reading})
+    draws = np.full(DRAWS, np.nan)
+    first, heads = math.nan, 0
+    for n in grid:
+        d, e = wide["value"][(n, "d_tilde")], wide["value"][(n, reading)]
+        ok = (d.notna() & e.notna()).to_numpy()
+        if ok.sum() < 2:
+            continue
+        heads = max(heads, int(ok.sum()))
+        if math.isnan(first) and ks_test(d[ok], e[ok])[1] >= level:
+            first = n
+        sd, se = (np.nan_to_num(wide["se"][(n, q)].to_numpy()[ok]) for q in ("d_tilde", reading))
+        for b in np.flatnonzero(np.isnan(draws)):
+            dd = d.to_numpy()[ok] + rng.standard_normal(len(sd)) * sd
+            ee = e.to_numpy()[ok] + rng.standard_normal(len(se)) * se
+            if ks_test(dd, ee)[1] >= level:
+                draws[b] = n
+        if not np.isnan(draws).any() and not math.isnan(first):
+            break
+    if np.isnan(draws).all():
+        return first, math.nan, math.nan, heads
+    lo, hi = np.nanpercentile(draws, [2.5, 97.5])
+    return first, float(lo), float(hi) if not np.isnan(draws).any() else math.nan, heads
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# a run, its provenance and the results cache
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class LongResults:
+    """The long-context tables of one model and text: ``stats`` (:data:`COLUMNS`), ``critical``
+    (:func:`critical_table`), ``exactness`` (the SDPA capture against the eager one per layer type:
+    :func:`attnlimits.models.kv_capture.exactness`) and ``provenance`` (model, text, preset, lengths, rows,
+    windows, seed, seconds, peak memory, the text's tokens and whether windows start with BOS)."""
+
+    stats: pd.DataFrame
+    critical: pd.DataFrame
+    exactness: pd.DataFrame
+    provenance: dict
+
+    TABLES = ("stats", "critical", "exactness")
+
+    def save(self, folder) -> Path:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in self.TABLES:
+            getattr(self, name).to_csv(folder / f"long_{name}.csv", index=False, float_format="%.17g")
+        (folder / "long_provenance.json").write_text(json.dumps(self.provenance, indent=2, sort_keys=True) + "\n")
+        return folder
+
+    @classmethod
+    def load(cls, folder) -> LongResults:
+        folder = Path(folder)
+        tables = {name: pd.read_csv(folder / f"long_{name}.csv", dtype={"window": str}) for name in cls.TABLES}
+        return cls(**tables, provenance=json.loads((folder / "long_provenance.json").read_text()))
+
+    def text_windows(self, length: int) -> int:
+        """How many windows of ``length`` tokens the run's text holds for the run's model (its tokenizer)."""
+        return self.provenance["text_tokens"] // (length - self.provenance["bos"])
+
+    @property
+    def label(self) -> str:
+        """The model's name as the book shows it."""
+        return self.provenance["model"].get("model_id", "model").split("/")[-1]
+
+
+#: The length at which every run checks its SDPA capture against the eager one (beyond Gemma's 512-token window).
+EXACTNESS_LENGTH = 1024
+
+
+def text_tokens(model, text) -> int:
+    """How many tokens the text holds for this model's tokenizer (from its first chapter: what the windows cut)."""
+    from attnlimits.models import texts
+
+    return texts.token_count(model, text)
+
+
+def _context(model) -> int | None:
+    from attnlimits import models
+
+    return models.facts(model).get("max_positions")
+
+
+def run(
+    model,
+    text,
+    preset: str | LongPreset = "reduced",
+    *,
+    lengths=None,
+    rows: int | None = None,
+    windows: int | None = None,
+    seed: int = 0,
+    progress=None,
+) -> LongResults:
+    """The long-context study of ``model`` on ``text``: window by window, an SDPA capture of the longest length and
+    its :func:`stats_table` (so one window's q, k, v are held at a time), then :func:`critical_table` on them all.
+    ``lengths``, ``rows`` and ``windows`` override the preset's, and are checked before anything is captured:
+    lengths up to the model's context, rows and windows integers >= 1, and a text that holds the windows."""
+    from attnlimits.models import texts
+    from attnlimits.models.describing import model_record
+
+    p = get_preset(preset)
+    for name, value in (("rows", rows), ("windows", windows)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
+    lens = resolve_lengths(p, lengths, _context(model))
+    p = p.replace(
+        lengths=tuple(lens), rows=p.rows if rows is None else rows, windows=p.windows if windows is None else windows
+    )
+    tokens, bos = text_tokens(model, text), texts.window_bos(model) is not None
+    if tokens // (lens[-1] - bos) < p.windows:
+        raise ValueError(
+            f"windows: the text holds {tokens // (lens[-1] - bos)} windows of {lens[-1]} tokens for this model, "
+            f"not {p.windows}"
+        )
+    started = time.perf_counter()
+    captured, parts, kinds = 0.0, [], {}
+    for i in range(p.windows):
+        t0 = time.perf_counter()
+        (cap,) = capture_long(model, text, length=lens[-1], count=1, first_window=i, progress=progress)
+        captured += time.perf_counter() - t0
+        parts.append(stats_table([cap], lens, p, seed=seed, progress=progress))
+        kinds = {str(layer): layer_type(cap, layer) for layer in cap.layer_ids}
+        del cap  # one window's q, k and v at a time
+    stats = pd.concat(parts, ignore_index=True)
+    critical = critical_table(stats, p.ks_level, seed=seed)
+    checked = time.perf_counter()
+    exact = exactness(model, text, length=min(EXACTNESS_LENGTH, lens[-1])).reset_index()
+    prov = {
+        "model": model_record(model),
+        "text": text.provenance.as_dict() if hasattr(text, "provenance") else {"name": "string"},
+        "preset": p.as_dict(),
+        "windows": list(range(p.windows)),
+        "seed": seed,
+        "layer_types": kinds,
+        "text_tokens": tokens,
+        "bos": bos,
+        "seconds": {
+            "capture": round(captured, 3),
+            "exactness": round(time.perf_counter() - checked, 3),
+            "total": round(time.perf_counter() - started, 3),
+        },
+        "peak_memory_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3),
+    }
+    return LongResults(stats, critical, exact, prov)
+
+
+def results(model, text, preset: str | LongPreset = "reduced", *, seed: int = 0, root=None, progress=None):
+    """:func:`run` from the results cache when the same model, text, preset, seed and code produced it, else
+    computed now and cached (``<root>/<model>/<text>/long-<preset>``)."""
+    from attnlimits.models.describing import model_record
+
+    p = get_preset(preset)
+    text_sha = _text_sha(text)
+    key = cache.study_key(
+        __name__,
+        model_sha256=model_record(model).get("sha256"),
+        text_sha256=text_sha,
+        preset=p.as_dict(),
+        context=_context(model),
+        seed=seed,
+    )
+    folder = _folder(model_record(model)["model_id"], text, p, root)
+    return cache.cached(
+        folder,
+        key,
+        compute=lambda: run(model, text, p, seed=seed, progress=progress),
+        save=lambda res, f: res.save(f),
+        load=LongResults.load,
+    )
+
+
+def _text_sha(text) -> str:
+    from attnlimits.models import texts
+
+    return texts.sha256_of(text)
+
+
+def _folder(model_id: str, text, preset: LongPreset, root=None) -> Path:
+    """Where :func:`results` caches a run: ``<root>/<model>/<text>/long-<preset>``."""
+    text_name = text.provenance.name if hasattr(text, "provenance") else "string-" + _text_sha(text)[:12]
+    root = Path(provenance.results_root() if root is None else root)
+    return root / model_id.replace("/", "--") / text_name / f"long-{preset.name}"
+
+
+#: The models chapter 35 reads, by their names in :data:`attnlimits.models.registry.MODELS`: both offline models.
+BOOK_MODELS = ("fallback", "gemma3-270m")
+
+
+def book_results(preset: str | LongPreset = "reduced", *, progress=None) -> tuple[list[LongResults], list[str]]:
+    """:func:`results` of every model of :data:`BOOK_MODELS` that is present, on the book's text; and a sentence per
+    absent model saying why it is not there. A cached entry of this code, preset and text is read without loading
+    the model (a chapter reads it in a second); a missing or stale one is computed."""
+    from attnlimits import models
+    from attnlimits.models import registry, texts
+
+    p = get_preset(preset)
+    text = texts.load()
+    found, absent = [], []
+    for name in BOOK_MODELS:
+        entry = registry.get(name)
+        present, why = entry.present()
+        if not present:
+            absent.append(f"{entry.label}: {why}")
+            continue
+        folder = _folder(entry.model_id, text, p)
+        try:
+            stored = cache.Entry(folder, {}).stored_key()
+            if stored.get("preset") == json.loads(json.dumps(p.as_dict())) and stored.get("text_sha256") == (
+                _text_sha(text)
+            ):
+                found.append(cache.load_current(folder, __name__, LongResults.load))
+                continue
+        except cache.StaleEntry:
+            pass
+        found.append(results(models.load(name), text, p, progress=progress))
+    return found, absent

@@ -1,0 +1,514 @@
+"""A small trainable attention model on a selection task whose difficulty is set by hand (chapter 32).
+
+The task (:func:`selection_task`): a sequence of L tokens, N of them marked. Token i carries a value vector
+v_i (``d_value`` standard normal entries), a mark feature m_i (1 for the N marked tokens, 0 otherwise) and
+``d_noise`` distractor entries; the target is the mean of the marked tokens' values. Two baselines bracket
+every error: predicting the mean of all tokens' values (what uniform attention returns; the trained analogue of
+the random-selection expectation) and the oracle that attends uniformly to the marked tokens (error 0 here, since
+the target is exactly their mean).
+
+The model (:class:`SelectionAttention`): one attention layer with a learned query, alpha =
+normaliser(q . W_k x_i / T) and prediction sum_i alpha_i W_v x_i, for any normaliser of
+:mod:`attnlimits.core.normalizers`. Several independent runs (seeds, temperatures, N) train side by side as one
+stacked model: every parameter has a leading run axis and each run's loss touches only its own parameters, so
+the runs do not interact (Adam is elementwise).
+
+:func:`train` trains one group of runs and returns a :class:`Training`: a tidy per-step ``history`` (loss and
+the gradient norm of the attention parameters q and W_k) and one ``final`` row per run (test error, baselines,
+steps to a target loss, gradient statistics, divergence). :func:`sweep` runs a grid of groups, :func:`cached_sweep`
+keeps a preset's sweep in the results cache (:mod:`attnlimits.infra.cache`), keyed by the preset and the code.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlimits.core import normalizers
+from attnlimits.infra import cache, presets, provenance
+
+__all__ = [
+    "PRESETS",
+    "SelectionAttention",
+    "Task",
+    "Training",
+    "TrainingPreset",
+    "baseline_errors",
+    "cached_sweep",
+    "get_preset",
+    "selection_task",
+    "summarize",
+    "sweep",
+    "train",
+    "work",
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# argument checks
+# ----------------------------------------------------------------------------------------------------------------
+def _int(name: str, value, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name}: must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _pos(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name}: must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _normalizer(name: str):
+    if name not in normalizers.NORMALIZERS:
+        raise ValueError(f"normalizer: must be one of {list(normalizers.NORMALIZERS)}, got {name!r}")
+    return normalizers.NORMALIZERS[name]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the task
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Task:
+    """One batch of the selection task: ``x`` (..., B, L, d_in), ``marked`` (..., B, L) bool, ``target``
+    (..., B, d_value). Features of x: the value vector (first ``d_value``), the mark, then the distractors."""
+
+    x: torch.Tensor
+    marked: torch.Tensor
+    target: torch.Tensor
+    d_value: int
+
+    @property
+    def values(self) -> torch.Tensor:
+        return self.x[..., : self.d_value]
+
+
+def selection_task(
+    L: int, N: int, *, batch: int, d_value: int = 4, d_noise: int = 3, seed: int = 0, dtype=torch.float32
+) -> Task:
+    """``batch`` sequences of L tokens with exactly N marked at uniformly random positions; seeded.
+
+    Token features: v_i ~ N(0, I_{d_value}), the mark m_i in {0, 1}, ``d_noise`` N(0, 1) distractors. Target: the
+    mean of v_i over the marked tokens.
+    """
+    L, N, batch = _int("L", L, 2), _int("N", N), _int("batch", batch)
+    d_value, d_noise = _int("d_value", d_value), _int("d_noise", d_noise, 0)
+    if N > L:
+        raise ValueError(f"N: must satisfy 1 <= N <= L = {L}, got {N}")
+    gen = torch.Generator().manual_seed(int(seed))
+    values = torch.randn(batch, L, d_value, generator=gen, dtype=torch.float64)
+    noise = torch.randn(batch, L, d_noise, generator=gen, dtype=torch.float64)
+    order = torch.rand(batch, L, generator=gen, dtype=torch.float64).argsort(dim=-1)
+    marked = torch.zeros(batch, L, dtype=torch.bool).scatter(-1, order[:, :N], True)
+    x = torch.cat([values, marked.unsqueeze(-1).to(torch.float64), noise], dim=-1)
+    target = (values * marked.unsqueeze(-1)).sum(dim=-2) / N
+    return Task(x.to(dtype), marked, target.to(dtype), d_value)
+
+
+def baseline_errors(task: Task) -> dict[str, float]:
+    """Mean squared error (per value entry) of the two trivial predictors: ``mean`` predicts the mean of all tokens'
+    values, ``oracle`` the mean of the marked tokens' values (uniform attention on the marked set)."""
+    v = task.values
+    all_mean = v.mean(dim=-2)
+    m = task.marked.unsqueeze(-1).to(v.dtype)
+    oracle = (v * m).sum(dim=-2) / m.sum(dim=-2)
+    return {
+        "mean": float(((all_mean - task.target) ** 2).mean()),
+        "oracle": float(((oracle - task.target) ** 2).mean()),
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the model
+# ----------------------------------------------------------------------------------------------------------------
+class SelectionAttention(torch.nn.Module):
+    """``runs`` independent one-layer attention models with a learned query, stacked along a leading run axis.
+
+    forward(x (runs, B, L, d_in)) -> (prediction (runs, B, d_value), alpha (runs, B, L)), with
+    alpha = normaliser(q . W_k x_i / T) and prediction sum_i alpha_i W_v x_i. ``T``: one temperature, or one per run.
+    ``seeds``: one initialisation seed per run (the same seed gives the same initial parameters whatever the
+    normaliser and T, so that runs differ only by what is compared).
+    """
+
+    def __init__(self, d_in: int, d_value: int, *, normalizer: str = "softmax", T=1.0, seeds=(0,), d_key: int = 16):
+        super().__init__()
+        self.normalizer_name = normalizer
+        self._fn = _normalizer(normalizer)
+        d_in, d_value, d_key = _int("d_in", d_in), _int("d_value", d_value), _int("d_key", d_key)
+        seeds = [int(s) for s in seeds]
+        if not seeds:
+            raise ValueError("seeds: need at least one seed (one per run)")
+        temps = [T] * len(seeds) if isinstance(T, numbers.Real) else list(T)
+        if len(temps) != len(seeds):
+            raise ValueError(f"T: one temperature or one per run ({len(seeds)}), got {len(temps)}")
+        self.register_buffer("T", torch.tensor([_pos("T", t) for t in temps], dtype=torch.float32))
+        q, wk, wv = [], [], []
+        for s in seeds:
+            gen = torch.Generator().manual_seed(s)
+            q.append(torch.randn(d_key, generator=gen) / math.sqrt(d_key))
+            wk.append(torch.randn(d_in, d_key, generator=gen) / math.sqrt(d_in))
+            wv.append(torch.randn(d_in, d_value, generator=gen) / math.sqrt(d_in))
+        self.query = torch.nn.Parameter(torch.stack(q))
+        self.w_key = torch.nn.Parameter(torch.stack(wk))
+        self.w_value = torch.nn.Parameter(torch.stack(wv))
+
+    @property
+    def runs(self) -> int:
+        return self.query.shape[0]
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Attention logits q . W_k x_i / T, (runs, B, L)."""
+        u = torch.einsum("rdk,rk->rd", self.w_key, self.query)  # W_k q first: O(L d) per sequence
+        return torch.einsum("rbld,rd->rbl", x, u) / self.T[:, None, None]
+
+    def forward(self, x: torch.Tensor, logits: torch.Tensor | None = None):
+        if x.dim() != 4 or x.shape[0] != self.runs:
+            raise ValueError(f"x: expected shape (runs={self.runs}, B, L, d_in), got {tuple(x.shape)}")
+        z = self.logits(x) if logits is None else logits
+        alpha = self._fn(z, dim=-1)  # T already divides the logits
+        pooled = torch.einsum("rbl,rbld->rbd", alpha, x)  # attend first, then project: O(L d) per sequence
+        pred = torch.einsum("rbd,rdv->rbv", pooled, self.w_value)
+        return pred, alpha
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# training
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class Training:
+    """``history``: one row per run and step (``run, step, loss, grad_norm``); ``final``: one row per run with its
+    settings, test error, baselines, ``rel_error`` = test error / mean-of-all-tokens error, steps to the target
+    loss, gradient-norm statistics and divergence."""
+
+    history: pd.DataFrame
+    final: pd.DataFrame
+
+
+def _one_thread(fn):
+    """Run ``fn`` with torch on one thread (then restore the count): the runs are small, one thread is fastest on a
+    shared machine, and one arithmetic order on every machine keeps seeded runs identical."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+
+    return wrapper
+
+
+def _seed_data(seed: int, L: int, N: int) -> int:
+    return 1_000_003 * int(seed) + 1009 * int(L) + int(N)
+
+
+@_one_thread
+def train(
+    normalizer: str = "softmax",
+    *,
+    L: int = 64,
+    N: int = 4,
+    T=1.0,
+    seeds: Sequence[int] = (0,),
+    steps: int = 300,
+    batch: int = 32,
+    pool: int = 256,
+    test: int = 256,
+    lr: float = 3e-2,
+    d_value: int = 4,
+    d_noise: int = 3,
+    d_key: int = 16,
+    target: float = 0.1,
+) -> Training:
+    """Train one run per (seed, T) pair (``T`` a number or one per seed; ``N`` a number or one per seed) with Adam.
+
+    Each seed fixes its initial parameters, its training pool of ``pool`` sequences (minibatches of ``batch`` drawn
+    from it in a seeded order) and its test set of ``test`` sequences; neither depends on the normaliser or T.
+    ``target``: a run reaches the target loss at the first step whose training loss is at most ``target`` times
+    the pool's mean-of-all-tokens error. A run diverges when a logit or parameter stops being finite; its later
+    steps are NaN and its parameters are frozen at zero. Deterministic: the same arguments repeat bit for bit.
+    """
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds: need at least one seed")
+    runs = len(seeds)
+    temps = [T] * runs if isinstance(T, numbers.Real) else list(T)
+    counts = [N] * runs if isinstance(N, numbers.Integral) else list(N)
+    if len(temps) != runs or len(counts) != runs:
+        raise ValueError(f"T and N: a number each, or one per seed ({runs}); got {len(temps)} and {len(counts)}")
+    steps, batch, pool, test = _int("steps", steps), _int("batch", batch), _int("pool", pool), _int("test", test)
+    if batch > pool:
+        raise ValueError(f"batch: must be <= pool = {pool}, got {batch}")
+    lr, target = _pos("lr", lr), _pos("target", target)
+    L = _int("L", L, 2)
+    model = SelectionAttention(d_value + 1 + d_noise, d_value, normalizer=normalizer, T=temps, seeds=seeds, d_key=d_key)
+    made: dict = {}  # runs that share a seed and N share their data (generated once)
+
+    def data(s, n, size, offset):
+        key = (s, n, size, offset)
+        if key not in made:
+            seed = _seed_data(s, L, n) + offset
+            made[key] = selection_task(L, n, batch=size, d_value=d_value, d_noise=d_noise, seed=seed)
+        return made[key]
+
+    tasks = [data(s, n, pool, 0) for s, n in zip(seeds, counts, strict=True)]
+    tests = [data(s, n, test, 7) for s, n in zip(seeds, counts, strict=True)]
+    x_pool = torch.stack([t.x for t in tasks])
+    y_pool = torch.stack([t.target for t in tasks])
+    base = torch.tensor([baseline_errors(t)["mean"] for t in tasks])
+    gen = torch.Generator().manual_seed(_seed_data(seeds[0], L, counts[0]) + 13)
+    order = torch.cat([torch.randperm(pool, generator=gen) for _ in range(steps * batch // pool + 1)])
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = torch.full((steps, runs), math.nan)
+    gnorms = torch.full((steps, runs), math.nan)
+    alive = torch.ones(runs, dtype=torch.bool)
+    diverged_at = [None] * runs
+    for step in range(steps):
+        idx = order[step * batch : (step + 1) * batch]
+        x, y = x_pool[:, idx], y_pool[:, idx]
+        opt.zero_grad(set_to_none=False)
+        z = model.logits(x)
+        bad = ~torch.isfinite(z).flatten(1).all(dim=1) & alive
+        if bad.any():
+            _kill(model, bad, alive, diverged_at, step)
+            z = model.logits(x)
+        pred, _ = model(x, logits=z)
+        per_run = ((pred - y) ** 2).mean(dim=(1, 2))
+        per_run.sum().backward()
+        gn = torch.sqrt(model.query.grad.pow(2).sum(1) + model.w_key.grad.pow(2).sum((1, 2)))
+        losses[step] = torch.where(alive, per_run.detach(), math.nan)
+        gnorms[step] = torch.where(alive, gn, math.nan)
+        for p in model.parameters():
+            p.grad[~alive] = 0
+        opt.step()
+        with torch.no_grad():  # Adam's momentum would still move a dead run: keep it at zero
+            for p in model.parameters():
+                p[~alive] = 0
+        finite = torch.stack([p.detach().flatten(1).isfinite().all(1) for p in model.parameters()]).all(0)
+        if (~finite & alive).any():
+            _kill(model, ~finite & alive, alive, diverged_at, step + 1)
+    final = _final(model, tests, losses, gnorms, base, alive, diverged_at, target)
+    settings = pd.DataFrame(
+        {"normalizer": normalizer, "L": L, "N": counts, "T": temps, "seed": seeds, "run": range(runs)}
+    )
+    history = pd.DataFrame(
+        {
+            "run": np.tile(np.arange(runs), steps),
+            "step": np.repeat(np.arange(1, steps + 1), runs),
+            "loss": losses.reshape(-1).numpy(),
+            "grad_norm": gnorms.reshape(-1).numpy(),
+        }
+    )
+    history = settings.merge(history, on="run")
+    return Training(history=history, final=pd.concat([settings, final], axis=1))
+
+
+def _kill(model, which, alive, diverged_at, step) -> None:
+    with torch.no_grad():
+        for p in model.parameters():
+            p[which] = 0
+    for r in torch.nonzero(which).flatten().tolist():
+        diverged_at[r] = step
+    alive &= ~which
+
+
+def _final(model, tests, losses, gnorms, base, alive, diverged_at, target) -> pd.DataFrame:
+    x = torch.stack([t.x for t in tests])
+    y = torch.stack([t.target for t in tests])
+    with torch.no_grad():
+        z = model.logits(x)
+        bad = ~torch.isfinite(z).flatten(1).all(dim=1) & alive
+        for r in torch.nonzero(bad).flatten().tolist():  # finite parameters, but logits overflow on the test set
+            diverged_at[r] = losses.shape[0]
+        alive &= ~bad
+        pred, alpha = model(x, logits=torch.where(alive[:, None, None], z, torch.zeros_like(z)))
+        mse = ((pred - y) ** 2).mean(dim=(1, 2))
+        marked = torch.stack([t.marked for t in tests])
+        on_marked = (alpha * marked).sum(-1).mean(-1)
+    rows = []
+    for r, t in enumerate(tests):
+        b = baseline_errors(t)
+        g = gnorms[:, r][torch.isfinite(gnorms[:, r])]
+        hit = torch.nonzero(losses[:, r] <= target * base[r]).flatten()
+        ok = bool(alive[r])
+        rows.append(
+            {
+                "test_mse": float(mse[r]) if ok else math.nan,
+                "mean_mse": b["mean"],
+                "oracle_mse": b["oracle"],
+                "rel_error": float(mse[r]) / b["mean"] if ok else math.nan,
+                "mass_on_marked": float(on_marked[r]) if ok else math.nan,
+                "steps_to_target": int(hit[0]) + 1 if len(hit) else math.nan,
+                "grad_mean": float(g.mean()) if len(g) else math.nan,
+                "grad_var": float(g.var()) if len(g) > 1 else math.nan,
+                "grad_max": float(g.max()) if len(g) else math.nan,
+                "grad_spike": float(g.max() / g.quantile(0.5)) if len(g) and g.quantile(0.5) > 0 else math.nan,
+                "diverged": not ok,
+                "diverged_at": diverged_at[r] if diverged_at[r] is not None else math.nan,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the chapter's grid, its presets and the cache
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrainingPreset(presets.StudyPreset):
+    """The grids of chapter 32. ``temperatures`` at (``L``, ``N_fixed``); ``fractions`` N/L at ``L`` (T = 1);
+    ``lengths`` at ``length_fraction`` (T = 1); every run for every normaliser and seed."""
+
+    seeds: tuple[int, ...]
+    steps: int
+    batch: int
+    L: int
+    N_fixed: int
+    temperatures: tuple[float, ...]
+    fractions: tuple[float, ...]
+    lengths: tuple[int, ...]
+    length_fraction: float
+    normalizers: tuple[str, ...] = tuple(normalizers.NORMALIZERS)
+    pool: int = 256
+    test: int = 256
+    lr: float = 3e-2
+    notes: str = field(default="", compare=False)
+
+
+_T_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+PRESETS = presets.Registry(
+    "training",
+    TrainingPreset,
+    TrainingPreset(
+        name="reduced",
+        seeds=(0, 1, 2),
+        steps=250,
+        batch=32,
+        L=128,
+        N_fixed=8,
+        temperatures=_T_GRID,
+        fractions=(0.01, 0.03, 0.06, 0.12, 0.25, 0.5),
+        lengths=(64, 256, 1024),
+        length_fraction=0.0625,
+        pool=256,
+        notes="reduced: L = 128 for the temperature and N/L grids, 3 seeds, 250 Adam steps of 32 sequences",
+    ),
+    TrainingPreset(
+        name="full",
+        seeds=(0, 1, 2, 3, 4),
+        steps=1500,
+        batch=64,
+        L=256,
+        N_fixed=16,
+        temperatures=_T_GRID,
+        fractions=(0.01, 0.02, 0.03, 0.045, 0.06, 0.09, 0.12, 0.18, 0.25, 0.35, 0.5),
+        lengths=(64, 256, 1024),
+        length_fraction=0.0625,
+        pool=2048,
+        notes="full: 5 seeds, 1500 Adam steps of 64 sequences, 11 fractions N/L",
+    ),
+)
+
+
+def get_preset(preset) -> TrainingPreset:
+    """A preset by name (``"reduced"`` or ``"full"``) or a :class:`TrainingPreset` itself."""
+    return PRESETS.get(preset)
+
+
+def _groups(p: TrainingPreset):
+    """(experiment, L, [(N, T, seed)]) per group; a group trains as one stacked model per normaliser."""
+    t_runs = [(p.N_fixed, T, s) for T in p.temperatures for s in p.seeds]
+    f_runs = [(max(1, round(f * p.L)), 1.0, s) for f in p.fractions for s in p.seeds]
+    yield "temperature", p.L, t_runs
+    yield "fraction", p.L, f_runs
+    for L in p.lengths:
+        if L != p.L:
+            yield "length", L, [(max(1, round(p.length_fraction * L)), 1.0, s) for s in p.seeds]
+
+
+def work(preset="reduced") -> int:
+    """The preset's training work in token-steps (runs x L x steps x batch, summed over groups and normalisers):
+    the training time grows about linearly with it, so the ratio of two presets' work extrapolates a time."""
+    p = get_preset(preset)
+    return sum(len(runs) * L * p.steps * p.batch for _, L, runs in _groups(p)) * len(p.normalizers)
+
+
+def sweep(preset="reduced", *, progress: bool = False) -> Training:
+    """Every group of the preset for every normaliser; ``final`` gains an ``experiment`` column
+    (``temperature``, ``fraction`` or ``length``) and ``seconds`` (the group's wall time)."""
+    p = get_preset(preset)
+    hist, fin = [], []
+    for experiment, L, runs in _groups(p):
+        for name in p.normalizers:
+            t0 = time.perf_counter()
+            out = train(
+                name,
+                L=L,
+                N=[r[0] for r in runs],
+                T=[r[1] for r in runs],
+                seeds=[r[2] for r in runs],
+                steps=p.steps,
+                batch=p.batch,
+                pool=p.pool,
+                test=p.test,
+                lr=p.lr,
+            )
+            seconds = time.perf_counter() - t0
+            if progress:
+                print(f"{experiment:>11} L={L:<5} {name:<21} {len(runs)} runs in {seconds:.1f} s")
+            out.history.insert(0, "experiment", experiment)
+            out.final.insert(0, "experiment", experiment)
+            out.final["seconds"] = seconds
+            hist.append(out.history)
+            fin.append(out.final)
+    return Training(pd.concat(hist, ignore_index=True), pd.concat(fin, ignore_index=True))
+
+
+def summarize(final: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Per group of ``by``: runs, diverged runs, median and worst relative error, median mass on the marked tokens,
+    runs reaching the target loss, median steps to it, mean gradient norm and the largest spike."""
+    g = final.groupby(list(by), sort=True)
+    return pd.DataFrame(
+        {
+            "runs": g.size(),
+            "diverged": g.diverged.sum(),
+            "rel_error": g.rel_error.median(),
+            "rel_error_worst": g.rel_error.max(),
+            "mass_on_marked": g.mass_on_marked.median(),
+            "reached": g.steps_to_target.count(),
+            "steps_to_target": g.steps_to_target.median(),
+            "grad_mean": g.grad_mean.mean(),
+            "grad_spike": g.grad_spike.max(),
+        }
+    ).reset_index()
+
+
+def _save(out: Training, folder: Path) -> None:
+    out.history.to_csv(folder / "history.csv", index=False, float_format="%.9g")
+    out.final.to_csv(folder / "final.csv", index=False, float_format="%.17g")
+
+
+def _load(folder: Path) -> Training:
+    return Training(pd.read_csv(folder / "history.csv"), pd.read_csv(folder / "final.csv"))
+
+
+def cached_sweep(preset="reduced", *, root=None, progress: bool = False) -> Training:
+    """:func:`sweep` from the cache entry ``<root>/training/<preset>`` when the same preset and code produced it,
+    else computed and stored there (:func:`attnlimits.infra.cache.cached`; the key is the preset, the code of this
+    module
+    and of everything it imports, and the torch version). ``root``: :func:`attnlimits.infra.provenance.results_root` by
+    default."""
+    p = get_preset(preset)
+    folder = Path(provenance.results_root() if root is None else root) / "training" / p.name
+    key = cache.study_key(__name__, preset=p.as_dict())
+    return cache.cached(folder, key, lambda: sweep(p, progress=progress), _save, _load)

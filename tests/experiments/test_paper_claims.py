@@ -1,0 +1,367 @@
+"""The verdict rules of attnlimits.experiments.paper_claims: each rule passes data that bears its claim out, fails data
+that
+contradicts it, and says "inconclusive" when the windows disagree across the rule's band."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnlimits.experiments import PRESETS, Results
+from attnlimits.experiments import paper_claims as rp
+from attnlimits.infra import statistics
+
+PRESET = PRESETS["quick"].as_dict()  # alg1_N 2, alg1_L 16-64, alg2_L 64, alg2_N 1-10, alg4_N 1-8, alg5_T 1e-3..100
+WINDOWS = 4
+HEADS = [(layer, head) for layer in range(3) for head in range(4)]
+
+
+def _spread(centre, spread):
+    """One value per window, evenly from centre - spread to centre + spread."""
+    return centre + spread * np.linspace(-1, 1, WINDOWS)
+
+
+def _per_head(rows):
+    return pd.DataFrame(rows)
+
+
+def _distance(growth=1.0, growth_spread=0.0, change=1.0, change_spread=0.0, ratio=1.05, ratio_spread=0.0):
+    """Algorithms 1-2 rows for both countings: d~ ~ L^growth (per window), d~ changes by ``change`` between the two
+    largest alg2_N, E/d~ is 2 at N = 1 and ``ratio`` at the largest N. E_full grows as L, E_perm is flat in L."""
+    p, rows = PRESET, []
+    growths, changes, ratios = (
+        _spread(growth, growth_spread),
+        _spread(change, change_spread),
+        _spread(ratio, ratio_spread),
+    )
+    ns = sorted(p["alg2_N"])
+    for w in range(WINDOWS):
+        for i, (layer, head) in enumerate(HEADS):
+            scale = 1 + i / len(HEADS)
+            for counting in ("visible", "row"):
+                for L in p["alg1_L"]:
+                    d = scale * L ** growths[w]
+                    rows.append(
+                        (w, layer, head, L, p["alg1_N"], counting, d, 3 * d, 1.1 * d, 1.1 * d, scale * L, scale)
+                    )
+                for n in ns:
+                    if (p["alg2_L"], n) == (p["alg2_L"], p["alg1_N"]) and p["alg2_L"] in p["alg1_L"]:
+                        continue  # Algorithm 1's row at this (L, N) serves both
+                    d = scale * (changes[w] if n == ns[-1] else 1.0)
+                    r = ratios[w] if n == ns[-1] else 2.0
+                    rows.append((w, layer, head, p["alg2_L"], n, counting, d, 3 * d, r * d, r * d, 2 * d, d))
+    t = pd.DataFrame(
+        rows,
+        columns=["window", "layer", "head", "L", "N", "counting", "d_tilde", "d_max", "E", "E_mc", "E_full", "E_perm"],
+    )
+    t.loc[t.counting == "row", "d_max"] = np.nan
+    t["rows"] = t.L - t.N
+    return t
+
+
+#: Algorithm 3's readings other than E in ``_critical``: (fraction, lo, hi) of L, far from E's so that a claim
+#: reading the wrong reading shows.
+OTHER_READINGS = {"E_full": (0.3, 0.25, 0.4), "E_perm": (0.1, 0.08, 0.2)}
+
+
+def _critical(fraction=0.06, lo=0.05, hi=0.08, none=False):
+    """Algorithm 3's critical table with its interval: reading E at ``fraction`` L (in [lo L, hi L]; no N reached
+    with ``none``), the readings of :data:`OTHER_READINGS` at theirs."""
+    rows = []
+    readings = {"E": (fraction, lo, hi), **OTHER_READINGS}
+    for reading, (f, f_lo, f_hi) in readings.items():
+        for L in PRESET["alg1_L"]:
+            for level in (0.05, 0.01):
+                n = pd.NA if none and reading == "E" else round(f * L)
+                rows.append((L, reading, level, n, round(f_lo * L), round(f_hi * L), "all", "0-3"))
+    t = pd.DataFrame(
+        rows, columns=["L", "reading", "ks_level", "critical_N", "critical_N_lo", "critical_N_hi", "window", "windows"]
+    )
+    return t.astype({"critical_N": "Int64", "critical_N_lo": "Int64", "critical_N_hi": "Int64"})
+
+
+def _critical_heads(exponent=1.0, spread=0.0, layers=4, per_layer=9, lengths=(32, 64, 128, 256)):
+    """critical_heads (one row per window, head, L, N and reading) whose reading E sits above its d~ by a shift
+    ~ L^exponent / N, so the critical N grows as L^exponent; ``spread`` gives each window its own exponent. The
+    reading E_full, on a sample of the rows (its own d~ and fractional rows), sits above by a shift ~ 1 / N: a
+    critical N flat in L, so a claim about E that read it too would see a slope below 1."""
+    rng = np.random.default_rng(0)
+    exponents, parts = _spread(exponent, spread), []
+    base = rng.gamma(2.0, 1.0, size=layers * per_layer)
+    for L in lengths:
+        for w in range(WINDOWS):
+            d = base + rng.normal(0, 0.2, size=base.shape)
+            d_sample = d + rng.normal(0, 0.2, size=base.shape)
+            for n in np.unique(np.geomspace(1, L - 1, 24).astype(int)).tolist():  # as many N as a search tries
+                for reading, d_reading, rows, expected in (
+                    ("E", d, L - n, d + 0.1 * L ** exponents[w] / n),
+                    ("E_full", d_sample, 0.3 * (L - n), d_sample + 3.0 / n),
+                ):
+                    parts.append(
+                        pd.DataFrame(
+                            {
+                                "window": w,
+                                "layer": np.repeat(np.arange(layers), per_layer),
+                                "head": np.tile(np.arange(per_layer), layers),
+                                "L": L,
+                                "N": n,
+                                "reading": reading,
+                                "rows": float(rows),
+                                "d_tilde": d_reading,
+                                "expected": expected,
+                            }
+                        )
+                    )
+    return pd.concat(parts, ignore_index=True)
+
+
+def _separability(level=0.78, level_spread=0.0, top=None, upper=None):
+    """N_s/N falls from 1 at N = 1 to ``level`` (per window) for N >= 4; ``top`` sets the largest head's N_s/N at
+    every N > 1; the upper bound is the largest N_s/N + 0.01 unless ``upper`` fixes it."""
+    levels, rows = _spread(level, level_spread), []
+    for w in range(WINDOWS):
+        for i, (layer, head) in enumerate(HEADS):
+            for n in PRESET["alg4_N"]:
+                v = 1.0 if n == 1 else (0.9 if n == 2 else levels[w]) + 0.005 * i
+                if top is not None and n > 1 and i == len(HEADS) - 1:
+                    v = top
+                rows.append((w, layer, head, PRESET["alg4_L"], n, PRESET["alg4_L"] - n, v, v - 0.3))
+    t = pd.DataFrame(rows, columns=["window", "layer", "head", "L", "N", "rows", "ns_frac", "lower"])
+    t["upper"] = t.groupby("N").ns_frac.transform("max") + 0.01 if upper is None else upper
+    t["delta"] = 0.5
+    return t
+
+
+def _gradient(slope=1.0, slope_spread=0.0, drop=100.0, drop_spread=0.0):
+    """g = A T^-slope for T < 1 and g(1e-3) / drop / T for T >= 1, per window; heads scale A."""
+    slopes, drops, rows = _spread(slope, slope_spread), _spread(drop, drop_spread), []
+    for w in range(WINDOWS):
+        for i, (layer, head) in enumerate(HEADS):
+            a = 1e-4 * (1 + i) / len(HEADS)
+            for T in PRESET["alg5_T"]:
+                g = a * T ** -slopes[w] if T < 1 else a * 1e-3 ** -slopes[w] / drops[w] / T
+                for eps in PRESET["alg5_eps"]:
+                    for scaling in ("model", "none"):
+                        rows.append((w, layer, head, T, eps, g, scaling))
+    return pd.DataFrame(rows, columns=["window", "layer", "head", "T", "eps", "g", "logit_scaling"])
+
+
+def _results(*, exclude_sink=False, heads=None, **tables) -> Results:
+    """A Results with every table of a good reproduction, unless ``tables`` replaces one."""
+    tables = {
+        "distance": _distance(),
+        "critical_scan": pd.DataFrame(),
+        "critical": _critical(),
+        "separability": _separability(),
+        "gradient": _gradient(),
+        "sink": pd.DataFrame(),
+        **tables,
+    }
+    provenance = {"preset": PRESET, "exclude_sink": exclude_sink, "windows": list(range(WINDOWS))}
+    heads = _critical_heads() if heads is None else heads
+    if "critical_heads" in {f.name for f in dataclasses.fields(Results)}:
+        return Results(**tables, critical_heads=heads, provenance=provenance)
+    res = Results(**tables, provenance=provenance)  # before the per-head table joined Results
+    res.critical_heads = heads
+    return res
+
+
+def _claim(res, key):
+    figure = key.split("-")[0].removeprefix("fig")
+    table = rp.claims(res, figure).set_index("key")
+    return table.loc[key]
+
+
+# --- decide -----------------------------------------------------------------------------------------------------
+
+
+def test_decide_needs_the_whole_interval_on_one_side():
+    band = (0.8, 1.2)
+    assert rp.decide(0.9, 1.1, band) == rp.REPRODUCED
+    assert rp.decide(0.8, 1.2, band) == rp.REPRODUCED
+    assert rp.decide(1.3, 1.5, band) == rp.NOT == rp.decide(0.1, 0.7, band)
+    assert rp.decide(0.7, 0.9, band) == rp.INCONCLUSIVE == rp.decide(0.5, 1.5, band)
+    assert rp.decide(math.nan, math.nan, band) == rp.INCONCLUSIVE
+    with pytest.raises(ValueError, match="band"):
+        rp.decide(0, 1, (2, 1))
+
+
+# --- one test per rule: pass, fail, inconclusive ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["fig2a-distance-linear", "fig2a-expectation-linear"])
+def test_fig2a_growth(key):
+    good = _claim(_results(), key)
+    assert good.verdict == rp.REPRODUCED and (good.value, good.value_lo, good.value_hi) == pytest.approx((1, 1, 1))
+    assert "$L^{1.00}$ [1.00, 1.00]" in good.measured
+    assert _claim(_results(distance=_distance(growth=0.3)), key).verdict == rp.NOT
+    unsure = _claim(_results(distance=_distance(growth=1.15, growth_spread=0.3)), key)
+    assert unsure.verdict == rp.INCONCLUSIVE and unsure.value_lo < 1.2 < unsure.value_hi
+
+
+def test_fig2a_bound_reads_the_visible_counting_only():
+    assert _claim(_results(), "fig2a-bound").verdict == rp.REPRODUCED  # the row counting has no d_max
+    broken = _distance()
+    broken.loc[broken.index[:3], "d_max"] = 0.0
+    assert _claim(_results(distance=broken), "fig2a-bound").verdict == rp.NOT
+
+
+def test_fig2b_plateau():
+    assert _claim(_results(), "fig2b-plateau").verdict == rp.REPRODUCED
+    assert _claim(_results(distance=_distance(change=2.0)), "fig2b-plateau").verdict == rp.NOT
+    unsure = _claim(_results(distance=_distance(change=1.2, change_spread=0.3)), "fig2b-plateau")
+    assert unsure.verdict == rp.INCONCLUSIVE
+
+
+def test_fig2b_convergence():
+    assert _claim(_results(), "fig2b-convergence").verdict == rp.REPRODUCED
+    assert _claim(_results(distance=_distance(ratio=1.8)), "fig2b-convergence").verdict == rp.NOT  # closer, too far
+    assert _claim(_results(distance=_distance(ratio=3.0)), "fig2b-convergence").verdict == rp.NOT  # moves away
+    unsure = _claim(_results(distance=_distance(ratio=1.45, ratio_spread=0.2)), "fig2b-convergence")
+    assert unsure.verdict == rp.INCONCLUSIVE
+
+
+def test_fig2c_critical_reads_the_constant_fraction():
+    good = _claim(_results(), "fig2c-critical")
+    assert good.verdict == rp.REPRODUCED
+    assert (good.value, good.value_lo, good.value_hi) == pytest.approx((0.0625, 0.0625, 0.078125))
+    far = _claim(_results(critical=_critical(0.3, 0.25, 0.4)), "fig2c-critical")
+    assert far.verdict == rp.NOT  # a constant fraction, but not the paper's: no "different constant" any more
+    assert _claim(_results(critical=_critical(none=True, lo=1, hi=1)), "fig2c-critical").verdict == rp.NOT
+    assert _claim(_results(critical=_critical(0.1, 0.08, 0.2)), "fig2c-critical").verdict == rp.INCONCLUSIVE
+    old = _critical().drop(columns=["critical_N_lo", "critical_N_hi"])  # no interval: nothing to decide on
+    assert _claim(_results(critical=old), "fig2c-critical").verdict == rp.INCONCLUSIVE
+
+
+def test_fig2c_proportional_is_decided_on_the_bootstrap_of_the_per_head_means():
+    heads = _critical_heads()
+    lengths = sorted(set(heads.L))
+    found = [statistics.critical_from_heads(heads, L, "E", 0.05) for L in lengths]
+    critical = pd.DataFrame(
+        {"L": lengths, "reading": "E", "ks_level": 0.05, "critical_N": found, "window": "all", "windows": "0-3"}
+    ).astype({"critical_N": "Int64"})
+    good = _claim(_results(critical=critical, heads=heads), "fig2c-proportional")
+    assert good.verdict == rp.REPRODUCED, good.measured
+    assert "untrained controls show it too" in good.rule
+    flat_heads = _critical_heads(exponent=0.0)
+    flat = critical.assign(critical_N=[statistics.critical_from_heads(flat_heads, L, "E", 0.05) for L in lengths])
+    assert _claim(_results(critical=flat, heads=flat_heads), "fig2c-proportional").verdict == rp.NOT
+    mixed_heads = _critical_heads(exponent=0.8, spread=0.6)
+    unsure = _claim(_results(critical=critical, heads=mixed_heads), "fig2c-proportional")
+    assert unsure.verdict == rp.INCONCLUSIVE, unsure.measured
+
+
+def test_fig3_plateau():
+    assert _claim(_results(), "fig3-plateau").verdict == rp.REPRODUCED
+    assert _claim(_results(separability=_separability(level=0.5)), "fig3-plateau").verdict == rp.NOT
+    unsure = _claim(_results(separability=_separability(level=0.83, level_spread=0.06)), "fig3-plateau")
+    assert unsure.verdict == rp.INCONCLUSIVE
+
+
+def test_fig3_claims_read_the_value_vectors_and_the_plateau_any_tokens():
+    """With both kinds of tokens in the table, Figure 3's claims read the values; the plateau can be asked of the
+    embeddings, named as such; a kind the table lacks is refused."""
+    both = pd.concat(
+        [_separability().assign(tokens="value"), _separability(level=0.5).assign(tokens="embedding")],
+        ignore_index=True,
+    )
+    res = _results(separability=both)
+    assert _claim(res, "fig3-plateau").verdict == rp.REPRODUCED and _claim(res, "fig3-bounds").verdict == rp.REPRODUCED
+    emb = rp.fig3_plateau(res, tokens="embedding")
+    assert emb.verdict == rp.NOT and emb.measured.startswith("on the input token embeddings: ")
+    assert emb.value == pytest.approx(0.5 + 0.005 * (len(HEADS) - 1) / 2, abs=0.01)
+    with pytest.raises(ValueError, match="tokens: the separability table has no rows for 'residual'"):
+        rp.fig3_plateau(res, tokens="residual")
+
+
+def test_fig3_bounds_fail_for_an_upper_bound_stuck_at_one():
+    good = _claim(_results(), "fig3-bounds")
+    assert good.verdict == rp.REPRODUCED and "reconstruction of Theorem 2" in good.paper
+    # the largest head sits at 0.97 at every N, so an upper bound of 1 is within 0.05 of it everywhere
+    stuck = _claim(_results(separability=_separability(top=0.97, upper=1.0)), "fig3-bounds")
+    assert stuck.value <= 0.05 and stuck.verdict == rp.NOT
+    loose = _claim(_results(separability=_separability(upper=_separability().upper + 0.2)), "fig3-bounds")
+    assert loose.verdict == rp.NOT
+
+
+def test_fig4_slope():
+    assert _claim(_results(), "fig4-slope").verdict == rp.REPRODUCED
+    assert _claim(_results(gradient=_gradient(slope=0.3)), "fig4-slope").verdict == rp.NOT
+    unsure = _claim(_results(gradient=_gradient(slope=0.75, slope_spread=0.15)), "fig4-slope")
+    assert unsure.verdict == rp.INCONCLUSIVE
+
+
+def test_fig4_drop():
+    assert _claim(_results(), "fig4-drop").verdict == rp.REPRODUCED
+    assert _claim(_results(gradient=_gradient(drop=5.0)), "fig4-drop").verdict == rp.NOT
+    unsure = _claim(_results(gradient=_gradient(drop=300.0, drop_spread=100.0)), "fig4-drop")
+    assert unsure.verdict == rp.INCONCLUSIVE
+
+
+def test_fig4_printed_bound():
+    assert _claim(_results(), "fig4-printed-bound").verdict == rp.REPRODUCED
+    assert _claim(_results(gradient=_gradient().assign(g=lambda t: t.g * 1e4)), "fig4-printed-bound").verdict == rp.NOT
+
+
+# --- the table as a whole ---------------------------------------------------------------------------------------
+
+
+def test_claims_carry_their_numbers_and_mark_the_book_variant():
+    table = rp.claims(_results())
+    assert list(table.key) == [c(_results()).key for c in rp.CLAIMS]
+    assert {"value", "value_lo", "value_hi"} <= set(table.columns)
+    assert set(table.verdict) == {rp.REPRODUCED}
+    assert not table.paper.str.contains("token 0 removed").any()
+    variant = rp.claims(_results(exclude_sink=True))
+    assert variant.paper.str.endswith(rp.SINK_VARIANT).all()
+    assert list(variant.verdict) == list(table.verdict)
+    assert list(rp.claims(_results(), "2c").key) == ["fig2c-critical", "fig2c-proportional"]
+    with pytest.raises(ValueError, match="figure"):
+        rp.claims(_results(), "5")
+
+
+def test_verdicts_repeat_exactly():
+    res = _results(distance=_distance(growth=1.15, growth_spread=0.3))
+    pd.testing.assert_frame_equal(rp.claims(res, "2a"), rp.claims(res, "2a"))
+
+
+def test_figure2_readings_sets_every_reading_beside_the_claims():
+    t = rp.figure2_readings(_results()).set_index(["reading", "counting"])
+    assert len(t) == 8
+    assert t.loc[("E_full", "visible"), "growth"] == pytest.approx(1.0)
+    assert t.loc[("E_full", "visible"), "verdict_2a"] == rp.REPRODUCED
+    assert t.loc[("E_perm", "visible"), "growth"] == pytest.approx(0.0, abs=1e-9)
+    assert t.loc[("E_perm", "visible"), "verdict_2a"] == rp.NOT
+    assert t.loc[("E", "visible"), "ratio"] == pytest.approx(1.05)
+    assert t.loc[("E", "visible"), "verdict_2b"] == rp.REPRODUCED
+    assert t.loc[("E_perm", "visible"), "verdict_2b"] == rp.REPRODUCED  # E_perm = d~ at the largest N
+    assert t.loc[("E_full", "visible"), "verdict_2b"] == rp.NOT  # 2 d~
+    assert t.loc[("E", "visible"), "fraction"] == pytest.approx(0.0625)
+    assert t.loc[("E", "visible"), "verdict_2c"] == rp.REPRODUCED
+    assert np.isnan(t.loc[("E", "row"), "fraction"]) and t.loc[("E", "row"), "verdict_2c"] == rp.NOT_MEASURED
+    # every reading Algorithm 3 searched has its own critical N, read from its own rows of the critical table
+    assert t.loc[("E_full", "visible"), "fraction"] == pytest.approx(0.3125)
+    assert t.loc[("E_full", "visible"), "verdict_2c"] == rp.NOT
+    assert t.loc[("E_perm", "visible"), "fraction"] == pytest.approx(0.09375)
+    assert t.loc[("E_perm", "visible"), "verdict_2c"] == rp.INCONCLUSIVE
+    assert t.loc[("E_mc", "visible"), "verdict_2c"] == rp.NOT_MEASURED  # Algorithm 3 did not test it
+    assert t.loc[("E_full", "row"), "verdict_2c"] == rp.NOT_MEASURED
+    unsure = rp.figure2_readings(_results(distance=_distance(growth=1.15, growth_spread=0.3)))
+    assert unsure.set_index(["reading", "counting"]).loc[("E", "visible"), "verdict_2a"] == rp.INCONCLUSIVE
+
+
+def test_claim_tables_render_as_markdown_with_their_formulas():
+    table = pd.DataFrame(
+        {"paper": ["$L^{1}$ | a"], "measured": ["$\\tilde d \\le d_{\\max}$"], "verdict": ["reproduced"], "rule": ["r"]}
+    )
+    text = rp.markdown(table)
+    lines = text.splitlines()
+    assert lines[0] == "| paper | measured | verdict | rule |" and lines[1] == "|---|---|---|---|"
+    assert lines[2] == "| $L^{1}$ \\| a | $\\tilde d \\le d_{\\max}$ | reproduced | r |"  # a cell's | escaped
+    assert rp.markdown(table, columns=("verdict",)).splitlines()[2] == "| reproduced |"
+    with pytest.raises(ValueError, match="columns: \\['figure'\\]"):
+        rp.markdown(table, columns=("figure", "paper"))

@@ -1,0 +1,306 @@
+"""attnlimits.reporting.book_claims: the claims table's verdict rules, its vocabulary, and one source for the
+reproducibility
+report and the introduction (the introduction includes the file the report writes; no claims table is typed in)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from attnlimits.experiments import paper_claims
+from attnlimits.reporting import book_claims
+from attnlimits.theory import checks
+from attnlimits.theory.checks.registry import Verdict
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENT_KEYS = (
+    "fig2a-distance-linear",
+    "fig2a-expectation-linear",
+    "fig2a-bound",
+    "fig2b-plateau",
+    "fig2b-convergence",
+    "fig2c-critical",
+    "fig2c-proportional",
+    "fig3-plateau",
+    "fig3-bounds",
+    "fig4-slope",
+    "fig4-drop",
+    "fig4-printed-bound",
+)
+
+
+def _verdict(check_id, violations=0):
+    return Verdict(
+        bound=check_id, statement="", trials=10, violations=violations, worst_ratio=1.0,
+        verdict=f"{check_id} measured", expected="holds", id=check_id,
+    )  # fmt: skip
+
+
+class _Results:
+    provenance = {
+        "model": {"model_id": "some/model"},
+        "text": {"name": "some-text"},
+        "preset": {"name": "paper"},
+        "windows": [0, 1],
+    }
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """Every check holds and every experimental claim is reproduced, unless a test says otherwise."""
+    state = {"violated": set(), "experiments": {k: paper_claims.REPRODUCED for k in EXPERIMENT_KEYS}, "values": {}}
+
+    def claims(res):
+        rows = [
+            {"key": k, "measured": f"{k} measured", "verdict": v, **state["values"].get(k, {})}
+            for k, v in state["experiments"].items()
+        ]
+        return pd.DataFrame(rows)
+
+    monkeypatch.setattr(paper_claims, "claims", claims)
+
+    def table():
+        verdicts = [_verdict(i, violations=int(i in state["violated"])) for i in checks.CHECKS]
+        return book_claims.claims(verdicts, _Results()).set_index("claim")
+
+    return state, table
+
+
+def test_rows_name_registered_checks_and_known_claims():
+    for row in book_claims.ROWS:
+        assert set(row.checks) | set(row.book) <= set(checks.CHECKS), row.claim
+        assert set(row.experiments) <= set(EXPERIMENT_KEYS), row.claim
+        assert (ROOT / "chapters" / f"{row.where}.py").is_file(), row.where
+    claims = [r.claim for r in book_claims.ROWS]
+    assert len(claims) == len(set(claims))
+    for needed in ("Lemma 1", "Corollary 1", "Corollary 3", "Multi-head coverage", "Figure 2c", "Figure 4: $1/T$"):
+        assert needed in claims
+
+
+def test_verdict_rules(fake):
+    state, table = fake
+    t = table()
+    assert t.loc["Lemma 1", "verdict"] == "reproduced"
+    assert t.loc[r"Theorem 1: $d_{\max}$", "verdict"] == "reproduced (the book's reconstruction)"
+    assert t.loc["Corollary 2 (ii)", "verdict"] == "reproduced"  # computed: E = d~ = 0 at N = L
+    assert t.loc["Guideline: normalisers", "verdict"] == "not testable here"
+    assert "some/model on some-text, preset paper, 2 windows" in t.loc["Figure 2c", "source"]
+    assert t.loc["Lemma 1", "source"].startswith("synthetic, 10 seeded trials")
+    # the paper's statement fails and the book's replacement holds: corrected, or for a reconstruction, refuted
+    state["violated"] = {"cor3-printed", "thm2-upper-reconstructed"}
+    t = table()
+    assert t.loc["Corollary 3", "verdict"] == "corrected"
+    assert t.loc["Theorem 2: upper bound", "verdict"] == "not reproduced (the book's reconstruction)"
+    # ... and when the replacement fails too, nothing is corrected
+    state["violated"] |= {"cor3-spectral"}
+    assert table().loc["Corollary 3", "verdict"] == "not reproduced"
+    state["violated"] = {"lem1"}
+    assert table().loc["Lemma 1", "verdict"] == "not reproduced"
+    # experimental rows take reproduction's verdict; a guideline follows its figure
+    state["experiments"]["fig2c-critical"] = paper_claims.INCONCLUSIVE
+    t = table()
+    assert t.loc["Figure 2c", "verdict"] == t.loc["Guideline: active set", "verdict"] == paper_claims.INCONCLUSIVE
+    # two measurements that disagree never add up to a reproduction
+    state["violated"] = {"cor3-spectral"}
+    assert table().loc["Guideline: temperature", "verdict"] == "not reproduced"
+
+
+def test_active_set_guideline_follows_the_constant_only(fake):
+    state, table = fake
+    state["experiments"]["fig2c-proportional"] = paper_claims.NOT  # N grows with L, but not as 0.06 L: no matter
+    t = table()
+    assert t.loc["Guideline: active set", "verdict"] == "reproduced"
+    assert t.loc["Figure 2c: proportional", "verdict"] == "not reproduced"
+    state["experiments"]["fig2c-critical"] = paper_claims.NOT
+    assert table().loc["Guideline: active set", "verdict"] == "not reproduced"
+
+
+def test_temperature_guideline_follows_the_model_below_T_one_tenth(fake):
+    state, table = fake
+    state["experiments"]["fig4-drop"] = paper_claims.NOT  # the drop at T >= 1 does not decide it
+    assert table().loc["Guideline: temperature", "verdict"] == "reproduced"
+    state["experiments"]["fig4-slope"] = paper_claims.NOT  # the bound holds, but g does not grow as 1/T
+    t = table()
+    assert t.loc["Guideline: temperature", "verdict"] == "not reproduced"
+    assert t.loc["Guideline: temperature", "where"] == "25_gradient_in_the_model"
+
+
+def test_an_inconclusive_experiment_makes_its_rows_inconclusive(fake):
+    state, table = fake
+    inconclusive = book_claims.INCONCLUSIVE
+    state["experiments"]["fig4-slope"] = state["experiments"]["fig2c-critical"] = inconclusive
+    t = table()
+    for claim in ("Guideline: temperature", "Guideline: active set", "Figure 2c", "Figure 4: $1/T$"):
+        assert t.loc[claim, "verdict"] == inconclusive, claim
+    # ... unless another measurement of the claim fails outright
+    state["violated"] = {"cor3-spectral"}
+    assert table().loc["Guideline: temperature", "verdict"] == "not reproduced"
+
+
+def test_corollary_2_i_expectation_is_corrected_and_the_distance_has_its_own_row(fake):
+    state, table = fake
+    state["violated"] = {"cor2-expectation-linear"}  # the printed linear growth of E fails, the bound holds
+    t = table()
+    assert t.loc["Corollary 2 (i): $E$", "verdict"] == "corrected"
+    assert t.loc["Corollary 2 (i): $E$", "where"] == "13_distance_collapse"
+    assert t.loc[r"Corollary 2 (i): $\tilde d$", "verdict"] == "reproduced"
+    state["experiments"]["fig2a-distance-linear"] = paper_claims.NOT
+    assert table().loc[r"Corollary 2 (i): $\tilde d$", "verdict"] == "not reproduced"
+    state["violated"] = {"cor2-expectation-linear", "cor2-expectation-bounded"}  # the bound fails too
+    assert table().loc["Corollary 2 (i): $E$", "verdict"] == "not reproduced"
+    state["violated"] = set()  # linear growth would hold: nothing to correct
+    assert table().loc["Corollary 2 (i): $E$", "verdict"] == "reproduced"
+
+
+def test_measured_values_carry_their_interval(fake):
+    state, table = fake
+    state["values"] = {
+        "fig2c-critical": {"value": 0.0912, "value_lo": 0.05, "value_hi": 0.12},
+        "fig4-slope": {"value": -0.36, "value_lo": math.nan, "value_hi": math.nan},
+        "fig4-drop": {"value": math.nan, "value_lo": math.nan, "value_hi": math.nan},
+    }
+    t = table()
+    assert t.loc["Figure 2c", "value"] == "0.0912 [0.05, 0.12]"
+    assert t.loc["Figure 4: $1/T$", "value"] == "-0.36"
+    assert t.loc["Figure 4: drop", "value"] == ""  # no number
+    assert t.loc["Figure 2b: plateau", "value"] == ""  # results computed before claims carried values
+    assert t.loc["Guideline: temperature", "value"] == "worst ratio 1; -0.36"
+    assert t.loc["Corollary 3", "value"] == "worst ratios 1, 1, 1"
+
+
+def test_a_claim_the_results_do_not_have(fake, monkeypatch):
+    state, table = fake
+    del state["experiments"]["fig2c-proportional"]  # results from before the claim existed
+    t = table()
+    assert t.loc["Figure 2c: proportional", "verdict"] == "not testable here"
+    assert t.loc["Figure 2c: proportional", "source"] == ""
+    assert t.loc["Figure 2c", "verdict"] == "reproduced"
+    monkeypatch.setattr(
+        book_claims,
+        "ROWS",
+        (book_claims.Row("Mixed", "x", "23_critical_n", experiments=("fig2c-critical", "fig2c-proportional")),),
+    )
+    with pytest.raises(KeyError, match="fig2c-proportional"):
+        table()
+
+
+#: ASCII formulas the book never prints outside math: comparisons, arrows, tildes, subscripts, norms, powers and
+#: Greek letters or functions spelled out.
+ASCII_FORMULA = re.compile(
+    r"<=|>=|->|!=|\w~|~\w|\\?\|\\?\||\^|\b[A-Za-z]+_[A-Za-z0-9{]|\b(?:alpha|Delta|eps|xi|mu|sigma|sqrt|inf)\b"
+)
+
+
+def ascii_formulas(markdown: str) -> list[str]:
+    """The ASCII formulas left in ``markdown`` outside math, code and roles, and every cell with an unpaired $."""
+    found = []
+    for line in markdown.splitlines():
+        for cell in re.split(r"(?<!\\)\|", line):
+            if cell.count("$") % 2:
+                found.append(f"unpaired $ in {cell.strip()!r}")
+                continue
+            prose = re.sub(r"\$[^$]*\$|\{\w+\}`[^`]*`|`[^`]*`", " ", cell)
+            found += [m.group(0) for m in ASCII_FORMULA.finditer(prose)]
+    return found
+
+
+def test_the_formula_detector_flags_ascii():
+    for bad in ("C1/L <= alpha_i", "d~ grows", "N_s/N falls", r"\|\|grad\|\|", "L^1.04", "E -> 0", "a $x$ and $y"):
+        assert ascii_formulas(bad), bad
+    for good in (r"$C_1/L \le \alpha_i$", r"$\tilde d$ grows", "{doc}`15_gradient_sensitivity`", "`cor3-printed`"):
+        assert not ascii_formulas(good), good
+
+
+@pytest.fixture(scope="module")
+def check_verdicts():
+    """Every registered check's verdict on a few trials: their statements are what the table prints."""
+    return checks.run_all(trials=24, seed=0)
+
+
+def test_the_table_prints_formulas_typeset(fake, check_verdicts):
+    state, _ = fake
+    state["values"] = {"fig2c-critical": {"value": 0.09, "value_lo": 0.05, "value_hi": 0.12}}
+    t = book_claims.claims(check_verdicts, _Results())
+    assert ascii_formulas(book_claims.markdown(t)) == []  # the introduction's table
+    columns = ("claim", "paper", "ours", "source", "value", "verdict", "where")
+    assert ascii_formulas(book_claims.markdown(t, columns=columns)) == []  # every column, check statements included
+    shown = {i for row in book_claims.ROWS for i in (*row.checks, *row.book)}
+    assert all(f"`{v.id}` {v.statement}" in " ".join(t.ours) for v in check_verdicts if v.id in shown)
+
+
+def test_vocabulary_and_markdown(fake):
+    _, table = fake
+    t = table().reset_index()
+    for v in t.verdict:
+        assert v.removesuffix(book_claims.RECONSTRUCTION) in book_claims.VERDICTS
+    md = book_claims.markdown(t)
+    lines = md.strip().splitlines()
+    assert len(lines) == 2 + len(book_claims.ROWS)
+    assert lines[0] == "| Claim of the paper | The paper | Measured on | Measured | Verdict | Where |"
+    assert all(line.count(" | ") == 5 for line in lines[2:])
+    assert "{doc}`15_gradient_sensitivity`" in md
+    assert r"$\lVert \nabla_l \alpha \rVert_2 \le \min\{1/(4T), \sqrt 2\}$" in md
+    piped = t.assign(paper="a | b")  # pipes inside cells are escaped
+    assert all(line.count(" | ") == 5 for line in book_claims.markdown(piped).splitlines()[2:])
+
+
+def test_collapse_is_computed_not_typed():
+    value, sentence = book_claims.collapse_at_full_selection()
+    assert 0 <= value <= 1e-12 and "below" in sentence
+
+
+def test_missing_check_is_an_error(fake):
+    with pytest.raises(KeyError, match="were not run"):
+        book_claims.claims([_verdict("lem1")], _Results())
+
+
+def test_write_include_records_the_table(fake, tmp_path):
+    _, table = fake
+    t = table().reset_index()
+    path = book_claims.write_include(t, tmp_path / "sub" / "claims.md")
+    assert path.read_text() == book_claims.markdown(t)
+    record = json.loads(path.with_suffix(".json").read_text())
+    assert record["code_sha256"] == book_claims.code_hash() and len(record["table"]) == len(book_claims.ROWS)
+
+
+def test_intro_table_is_written_by_make_results_and_checked_by_the_report():
+    """The introduction includes the file that `make results` writes and types in no claims table; the report
+    builds the table from the same inputs and compares it with that file, but never writes it."""
+    intro = (ROOT / "chapters" / "intro.md").read_text()
+    chapter = (ROOT / "chapters" / "31_reproducibility_report.py").read_text()
+    rel = book_claims.INCLUDE.relative_to(ROOT / "chapters").as_posix()
+    assert re.search(r"```\{include\}\s+" + re.escape(rel) + r"\s*\n```", intro), "intro must include " + rel
+    assert "| Claim of the paper |" not in intro and "| Lemma 1" not in intro
+    assert "write_include" not in chapter
+    assert "book_claims.claims(" in chapter and "book_claims.read_include()" in chapter
+    for name in ("book_claims.CHECK_TRIALS", "book_claims.CHECK_SEED", "al.experiments.book_preset()"):
+        assert name in chapter
+    makefile = (ROOT / "Makefile").read_text()
+    results = re.search(r"^results:.*?(?=^\S|\Z)", makefile, flags=re.M | re.S).group(0)
+    for call in ("r.write_include(r.claims(", "al.theory.checks.run_all(trials=r.CHECK_TRIALS, seed=r.CHECK_SEED)"):
+        assert call in results, f"`make results` must write the include: {call}"
+    assert "al.experiments.book_preset()" in results
+
+
+def test_a_missing_include_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="`make results` writes it"):
+        book_claims.read_include(tmp_path / "claims.md")
+
+
+def test_read_include_reads_what_write_include_wrote(fake, tmp_path):
+    _, table = fake
+    t = table().reset_index()
+    path = book_claims.write_include(t, tmp_path / "claims.md")
+    assert book_claims.read_include(path) == book_claims.markdown(t)
+
+
+def test_verdicts_replace(fake):
+    """The rows are frozen dataclasses (a table cannot be edited in place by a chapter)."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        book_claims.ROWS[0].claim = "x"  # type: ignore[misc]

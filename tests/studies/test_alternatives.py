@@ -1,0 +1,215 @@
+"""attnlimits.studies.alternatives: each diagnostic per normaliser against a direct computation; its presets; the
+synthetic
+heads of attnlimits.theory.synthetic that feed it."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from attnlimits.core import normalizers, rowstats, selection
+from attnlimits.infra import presets
+from attnlimits.studies.alternatives import study as alt
+from attnlimits.theory import synthetic
+
+NAMES = list(normalizers.NORMALIZERS)
+
+
+@pytest.fixture(scope="module")
+def heads():
+    logits, x = synthetic.gaussian_heads(24, synthetic.geometric_scales(0.5, 4.0, 3), rows=2, d=4, seed=3)
+    return {12: (logits[:, :, :12], x[:, :12]), 24: (logits, x)}
+
+
+def test_synthetic_heads_are_seeded_with_one_scale_per_head():
+    scales = synthetic.geometric_scales(0.5, 4.0, 4)
+    torch.testing.assert_close(scales, torch.tensor([0.5, 1.0, 2.0, 4.0], dtype=torch.float64))
+    a, xa = synthetic.gaussian_heads(10, scales, rows=2, d=3, seed=1)
+    b, xb = synthetic.gaussian_heads(10, scales, rows=2, d=3, seed=1)
+    assert a.shape == (4, 2, 10) and xa.shape == (4, 10, 3)
+    assert torch.equal(a, b) and torch.equal(xa, xb) and torch.isfinite(a).all()
+    # one draw of N(0, 1), scaled per head: the same draw at unit scales, divided back, is the same numbers
+    unit, _ = synthetic.gaussian_heads(10, torch.ones(4, dtype=torch.float64), rows=2, d=3, seed=1)
+    torch.testing.assert_close(a, scales[:, None, None] * unit, rtol=0, atol=0)
+    causal, none = synthetic.gaussian_heads(6, [1.0, 2.0], seed=1)  # no rows: a causal layer, row t sees 0..t
+    assert causal.shape == (2, 6, 6) and none is None
+    assert torch.equal(torch.isfinite(causal[0]), torch.ones(6, 6, dtype=torch.bool).tril())
+    with pytest.raises(ValueError, match="rows: must be an integer >= 1"):
+        synthetic.gaussian_heads(10, scales, rows=0)
+    with pytest.raises(ValueError, match="scales: need one finite scale > 0"):
+        synthetic.gaussian_heads(10, [1.0, -1.0])
+    with pytest.raises(ValueError, match="scales: need 0 < low <= high"):
+        synthetic.geometric_scales(2.0, 1.0, 3)
+
+
+def test_weight_table_matches_direct_computation(heads):
+    table = alt.weight_table(heads)
+    assert len(table) == len(NAMES) * 2 * 3
+    for name in NAMES:
+        logits = heads[24][0]
+        w = normalizers.NORMALIZERS[name](logits)
+        row = table[(table.normalizer == name) & (table.L == 24) & (table["head"] == 1)].iloc[0]
+        assert row.max_weight == pytest.approx(float(w[1].amax(-1).mean()), rel=1e-12)
+        assert row.support == pytest.approx(float((w[1] > 0).sum(-1).double().mean()), rel=1e-12)
+        assert row.L_max_weight == pytest.approx(24 * row.max_weight, rel=1e-12)
+    soft = table[table.normalizer == "softmax"]
+    assert (soft.support_fraction == 1).all()  # softmax never gives an exact zero here
+
+
+def test_distance_table_matches_selection(heads):
+    """Every head's row means of d~, E and N_s/N (the experiments' kernels, every row seeing all L tokens) equal
+    attnlimits.core.selection row by row."""
+    table = alt.distance_table(heads, [1, 3, 11])
+    logits, x = heads[12]
+    for name in NAMES:
+        w = normalizers.NORMALIZERS[name](logits)
+        for n in (1, 3, 11):
+            row = table[(table.normalizer == name) & (table.L == 12) & (table.N == n) & (table["head"] == 2)].iloc[0]
+            xs = x[2][None]
+            assert row.d_tilde == pytest.approx(float(selection.cumulative_distance(w[2], xs, n).mean()), rel=1e-12)
+            assert row.E == pytest.approx(float(selection.random_selection_expectation(w[2], xs, n).mean()), rel=1e-12)
+            ns = float(selection.distinguishable_fraction(w[2], xs, n).mean())
+            assert row.ns_frac == pytest.approx(ns, rel=1e-12)
+    with pytest.raises(ValueError, match="Ns: every N must satisfy"):
+        alt.distance_table(heads, [12])
+
+
+def test_distance_table_is_the_experiments_kernels_on_every_normaliser(heads):
+    """The same rows through attnlimits.core.rowstats with every query seeing all L tokens: the same numbers."""
+    logits, x = heads[24]
+    table = alt.distance_table({24: heads[24]}, [2, 7])
+    seen = torch.full((logits.shape[1],), 23)
+    for name in NAMES:
+        w = normalizers.NORMALIZERS[name](logits)
+        d = rowstats.distances(w, x, [2, 7], positions=seen)[0].mean(-1)
+        part = table[table.normalizer == name].sort_values(["N", "head"])
+        assert part.d_tilde.to_list() == d.reshape(-1).tolist()
+
+
+def test_critical_fraction_is_the_first_n_the_test_cannot_reject():
+    rows = []
+    for n in (1, 2, 4):
+        for h in range(10):
+            far = 0.0 if n >= 2 else 100.0  # d~ and E differ completely at N = 1, coincide from N = 2
+            rows.append({"normalizer": "softmax", "L": 8, "N": n, "head": h, "d_tilde": h + far, "E": float(h)})
+    table = pd.DataFrame(rows)
+    crit = alt.critical_fraction(table).iloc[0]
+    assert crit.critical_N == 2 and crit.critical_fraction == 0.25 and crit.p_value == 1.0
+    never = table.assign(d_tilde=table.d_tilde + 1000)
+    assert math.isnan(alt.critical_fraction(never).iloc[0].critical_N)
+    with pytest.raises(ValueError, match="level: must lie in"):
+        alt.critical_fraction(table, level=1.5)
+
+
+def test_jacobian_table_matches_the_explicit_jacobian(heads):
+    small = {12: heads[12]}
+    table = alt.jacobian_table(small, T=0.5, iters=60)
+    logits = heads[12][0]
+    for name in NAMES:
+        fn = normalizers.NORMALIZERS[name]
+        norms = []
+        for r in range(logits.shape[1]):
+            J = torch.autograd.functional.jacobian(lambda z, fn=fn: fn(z, T=0.5), logits[1, r])
+            norms.append(torch.linalg.matrix_norm(J, ord=2))
+        row = table[(table.normalizer == name) & (table["head"] == 1)].iloc[0]
+        assert row.jacobian_max == pytest.approx(float(max(norms)), rel=1e-4)
+        assert row.jacobian_mean == pytest.approx(float(sum(norms) / len(norms)), rel=1e-4)
+
+
+def test_g_table_is_algorithm_5_per_normaliser(heads):
+    logits = heads[24][0]
+    table = alt.g_table(logits, [0.1, 1.0], [1e-3], seed=2)
+    for name in NAMES:
+        g = rowstats.finite_difference_g(
+            logits, T=[0.1, 1.0], eps=[1e-3], seed=2, normalizer=normalizers.NORMALIZERS[name]
+        )
+        got = table[table.normalizer == name].sort_values("T").g.to_numpy()
+        assert got == pytest.approx(g[:, 0].numpy(), rel=1e-12)
+
+
+class _FakeWindow:
+    """Stands for a WindowCapture: two layers of 2 heads, causal logits, values."""
+
+    def __init__(self, length=10, d=3):
+        gen = torch.Generator().manual_seed(0)
+        self.seq_len = length
+        self.layer_ids = [0, 5]
+        causal = torch.ones(length, length, dtype=torch.bool).tril()
+        self._z = {
+            layer: torch.randn(2, length, length, generator=gen).masked_fill(~causal, -math.inf) for layer in (0, 5)
+        }
+        self._v = {layer: torch.randn(2, length, d, generator=gen) for layer in (0, 5)}
+
+    def logits(self, layer, L):
+        return self._z[layer][:, :L, :L]
+
+    def inputs(self, layer, L, precision="float64"):
+        return None, self._v[layer][:, :L].double()
+
+
+def test_model_heads_take_rows_that_see_every_token():
+    w = _FakeWindow()
+    inputs = alt.model_heads([w], [4, 6], rows=3)
+    z, x = inputs[4]
+    assert z.shape == (4, 3, 4) and x.shape == (4, 4, 3)
+    assert torch.isfinite(z).all()
+    # head 2 is layer 5's first head; row 1 is query t = 4 on tokens 0..3
+    assert torch.equal(z[2, 1], w._z[5][0, 4, :4].double())
+    assert torch.equal(x[3], w._v[5][1, :4].double())
+    with pytest.raises(ValueError, match="windows: need captures of at least"):
+        alt.model_heads([w], [9], rows=3)
+
+
+def test_model_layers_spread_evenly():
+    assert alt.model_layers(30, 4) == [0, 10, 19, 29]
+    assert alt.model_layers(3, 4) == [0, 1, 2]
+    assert alt.model_layers(12, None) == list(range(12))
+
+
+def test_bad_arguments_raise(heads):
+    with pytest.raises(ValueError, match="names: unknown normaliser"):
+        alt.weight_table(heads, names=["relu"])
+    with pytest.raises(ValueError, match="logits: expected shape"):
+        alt.weight_table({4: (torch.zeros(2, 4), None)})
+    bad = heads[12][0].clone()
+    bad[0, 0, 0] = math.inf
+    with pytest.raises(ValueError, match="logits: must be finite"):
+        alt.jacobian_table({12: (bad, None)})
+    with pytest.raises(ValueError, match="preset: must be one of"):
+        alt.get_preset("huge")
+
+
+def test_presets_are_dataclasses_with_the_chapters_grids():
+    reduced, full = alt.get_preset("reduced"), alt.get_preset("full")
+    assert isinstance(alt.PRESETS, presets.Registry) and set(alt.PRESETS) == {"reduced", "full"}
+    assert isinstance(reduced, alt.AlternativesPreset) and alt.get_preset(reduced) is reduced
+    assert reduced.synthetic_L == (32, 64, 128, 256) and reduced.heads == 24 and reduced.n_points == 10
+    assert full.synthetic_L[-1] == 1024 and full.eps == (1e-3, 1e-1)
+    assert alt.work("full")["synthetic"] > alt.work("reduced")["synthetic"]
+    small = reduced.replace(synthetic_L=(16, 32), heads=3, rows=2, n_points=4, T_grid=(1.0,))
+    tables = alt.synthetic_tables(small)
+    assert set(tables["distance"].L) == {16, 32} and "ns_frac" in tables["distance"]
+    assert set(tables["critical"].L) == {32}
+
+
+def test_cached_computes_once(tmp_path):
+    calls = []
+
+    def table(k):
+        calls.append(k)
+        return pd.DataFrame({"k": [k]})
+
+    a = alt.cached("t", table, 3, root=tmp_path)
+    b = alt.cached("t", table, 3, root=tmp_path)
+    c = alt.cached("t", table, 4, root=tmp_path)
+    assert calls == [3, 4]
+    pd.testing.assert_frame_equal(a, b)
+    assert int(c.k.iloc[0]) == 4
+
+
+def test_row_cost_has_a_row_per_normaliser():
+    cost = alt.row_cost(16, rows=8, repeats=2)
+    assert list(cost.normalizer) == NAMES and (cost.us_per_row > 0).all()

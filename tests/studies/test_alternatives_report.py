@@ -1,0 +1,166 @@
+"""attnlimits.studies.alternatives.report: chapter 33's tables and figures, and that a new normaliser reaches every one
+of
+them through the registry alone."""
+
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from attnlimits.core import normalizers
+from attnlimits.infra import plotting
+from attnlimits.studies.alternatives import report as show
+from attnlimits.studies.alternatives import study as alt
+
+TOY = "toy-normalizer"
+TOY_LABEL = "toy (half softmax, half uniform)"
+
+
+def toy(logits, dim=-1, *, T=1.0):
+    """A valid normaliser no study knows: the mean of softmax and the uniform distribution."""
+    soft = normalizers.softmax(logits, dim, T=T)
+    return 0.5 * soft + 0.5 / soft.shape[dim]
+
+
+@pytest.fixture
+def with_toy(monkeypatch):
+    """The registry with the toy normaliser added, as a reader would add one: one entry, no colour."""
+    monkeypatch.setitem(normalizers.NORMALIZERS, TOY, normalizers.Normalizer(toy, TOY_LABEL))
+    return list(normalizers.NORMALIZERS)
+
+
+def _tables(lengths=(8, 16), heads=3):
+    """The study's tables on small synthetic heads, for every registered normaliser."""
+    gen = torch.Generator().manual_seed(1)
+    scales = torch.linspace(0.5, 4.0, heads, dtype=torch.float64)[:, None, None]
+    logits = scales * torch.randn(heads, 2, max(lengths), generator=gen, dtype=torch.float64)
+    x = torch.randn(heads, max(lengths), 4, generator=gen, dtype=torch.float64)
+    inputs = {L: (logits[:, :, :L], x[:, :L]) for L in lengths}
+    top = max(lengths)
+    distance = alt.distance_table(inputs, {8: [3], 16: [1, 3, 6, 12]})
+    return {
+        "weights": alt.weight_table(inputs),
+        "distance": distance,
+        "critical": alt.critical_fraction(distance[distance.L == top]),
+        "jacobian": alt.jacobian_table({top: inputs[top]}, iters=5),
+        "g": alt.g_table(inputs[top][0], [0.01, 0.1, 1.0], [1e-3], seed=0),
+    }
+
+
+def _training_final(names):
+    """A training ``final`` table of the shape :func:`attnlimits.studies.training.cached_sweep` returns."""
+    rows = []
+    for i, name in enumerate(names):
+        for T in (0.01, 0.03, 1.0):
+            rows.append(
+                {
+                    "experiment": "temperature",
+                    "normalizer": name,
+                    "T": T,
+                    "N": 8,
+                    "steps_to_target": 10.0 if T == 1 else np.nan,
+                    "rel_error": 0.1,
+                    "seconds": 1.0,
+                    "L": 128,
+                }
+            )
+        for N in (2, 64):
+            rows.append({"experiment": "fraction", "normalizer": name, "T": 1.0, "N": N, "steps_to_target": 5.0,
+                         "rel_error": 0.05 * (i + 1), "seconds": 1.0, "L": 128})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _legend_texts(fig) -> set[str]:
+    return {t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()}
+
+
+def test_max_weight_slopes_recovers_power_laws():
+    lengths = [8, 16, 32, 64]
+    rows = [{"normalizer": name, "L": L, "head": h, "max_weight": (1 + h) * L**exponent}
+            for name, exponent in (("a", -1.0), ("b", -0.25)) for L in lengths for h in range(3)]  # fmt: skip
+    slopes = show.max_weight_slopes(pd.DataFrame(rows))
+    assert list(slopes.index) == ["a", "b"]  # the table's order
+    assert slopes["a"] == pytest.approx(-1.0) and slopes["b"] == pytest.approx(-0.25)
+    assert slopes.name == "slope of max weight vs L"
+
+
+def test_critical_table_is_one_column_per_normaliser():
+    critical = pd.DataFrame({"normalizer": ["x", "y"], "L": [64, 64], "critical_fraction": [0.5, 0.75]})
+    table = show.critical_table(critical)
+    assert table.loc[64, "x"] == 0.5 and table.loc[64, "y"] == 0.75
+
+
+def test_verdict_table_rows_match_the_tables():
+    tables = _tables()
+    names = list(normalizers.NORMALIZERS)
+    cost = pd.DataFrame({"normalizer": names, "L": 64, "us_per_row": np.arange(len(names), dtype=float)})
+    verdict = show.verdict_table(tables, _training_final(names), cost, fixed_N=3, eps=1e-3)
+    assert list(verdict.index) == names
+    soft = verdict.loc["softmax"]
+    g = tables["g"]
+    assert soft["g(0.01)"] == g[(g.normalizer == "softmax") & (g["T"] == 0.01)].g.iloc[0]
+    d = tables["distance"]
+    assert soft["N_s/N"] == d[(d.normalizer == "softmax") & (d.L == 16) & (d.N == 3)].ns_frac.mean()
+    assert soft["trained at T ≤ 0.03"] == "0/2" and soft["trained at T = 1"] == "1/1"
+    assert soft["error at N/L = 1/2"] == pytest.approx(0.05)
+    assert soft["max-weight slope"] == show.max_weight_slopes(tables["weights"])["softmax"]
+    assert verdict.loc["sparsemax", "support"] < soft["support"] == 1.0
+
+
+def test_a_new_normaliser_reaches_every_table_and_figure(with_toy):
+    """Adding one registry entry (no colour) is enough: chapter 33's library calls all show it."""
+    tables = _tables()
+    names = with_toy
+    assert TOY in show.max_weight_slopes(tables["weights"]).index
+    assert TOY in show.critical_table(tables["critical"]).columns
+    cost = alt.row_cost(32, rows=4, repeats=1)
+    verdict = show.verdict_table(tables, _training_final(names), cost, fixed_N=3, eps=1e-3)
+    assert TOY in verdict.index and verdict.loc[TOY].notna().all()
+
+    figures = {
+        "vanishing": show.vanishing_figure(tables["weights"]),
+        "distance": show.distance_figure(tables["distance"], 3),
+        "gradient": show.gradient_figure(tables["jacobian"], tables["g"]),
+        "model": show.model_figure(tables["weights"], tables["g"], 1e-3),
+    }
+    try:
+        for name, fig in figures.items():
+            assert TOY_LABEL in _legend_texts(fig) or f"{TOY_LABEL} d~" in _legend_texts(fig), name
+        ticks = [t.get_text() for t in figures["gradient"].axes[0].get_xticklabels()]
+        assert TOY_LABEL in ticks  # one box per normaliser
+    finally:
+        for fig in figures.values():
+            plt.close(fig)
+
+    colors = plotting.normalizer_colors(names)
+    assert len(set(colors.values())) == len(names)  # the toy gets a colour of its own
+    assert {n: colors[n] for n in plotting.NORMALIZER_COLORS} == plotting.NORMALIZER_COLORS
+
+
+def test_figures_draw_each_normaliser_in_its_registered_colour():
+    tables = _tables()
+    fig = show.distance_figure(tables["distance"], 3)
+    try:
+        drawn = {line.get_label(): line.get_color() for line in fig.axes[1].get_lines()}
+        for name, color in plotting.NORMALIZER_COLORS.items():
+            assert matplotlib.colors.to_rgb(drawn[name]) == color
+    finally:
+        plt.close(fig)
+
+
+def test_execution_times_extrapolate_by_the_work(monkeypatch):
+    monkeypatch.setattr(alt, "work", lambda preset: {"synthetic": 10, "model": 20} if preset == "full" else
+                        {"synthetic": 1, "model": 2})  # fmt: skip
+    monkeypatch.setattr(show.training, "work", lambda preset: 6 if preset == "full" else 2)
+    train = _training_final(["softmax"])
+    synthetic = {"seconds": pd.DataFrame({"part": ["synthetic"], "seconds": [30.0]})}
+    model = {"seconds": pd.DataFrame({"part": ["capture", "model"], "seconds": [5.0, 60.0]})}
+    times = show.execution_times(train, synthetic, model, "reduced")
+    assert times["computed in (s)"].tolist() == [2.0, 30.0, 60.0]  # training: one time per group, summed
+    assert times["full preset, extrapolated (min)"].tolist() == pytest.approx([6 / 60, 300 / 60, 600 / 60])

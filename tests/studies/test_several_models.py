@@ -1,0 +1,141 @@
+"""attnlimits.studies.several_models: untrained controls, the several-model run and its manifest, read back without
+loading a
+model; the side-by-side tables. A tiny random-init Gemma 3 (sliding window 16) stands in for the real models."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pandas as pd
+import pytest
+import torch
+from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+from attnlimits import experiments, models
+from attnlimits.experiments import paper_claims
+from attnlimits.infra import cache
+from attnlimits.models import texts
+from attnlimits.studies import several_models
+
+PRESET = dataclasses.replace(
+    experiments.PRESETS["quick"], name="tiny-models", alg1_L=(16, 32, 48), alg2_L=48, alg4_L=48, alg5_L=32
+)
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("ATTNLIMITS_MODEL", raising=False)
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma_dir(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        tok = models.load("fallback").tokenizer
+    torch.manual_seed(3)
+    config = Gemma3TextConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=16,
+        layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=128,
+    )
+    folder = tmp_path_factory.mktemp("tiny-gemma")
+    Gemma3ForCausalLM(config).eval().save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def text():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        return texts.load()
+
+
+def test_untrained_control_is_seeded_and_named(tiny_gemma_dir):
+    loaded = models.load(str(tiny_gemma_dir))
+    a, b, c = (
+        several_models.untrained(loaded, 0),
+        several_models.untrained(loaded, 0),
+        several_models.untrained(loaded, 1),
+    )
+    assert a.provenance.sha256 == b.provenance.sha256 != c.provenance.sha256
+    for name, tensor in a.model.state_dict().items():
+        torch.testing.assert_close(tensor, b.model.state_dict()[name], rtol=0, atol=0)
+    assert a.provenance.model_id.startswith("untrained-seed0/") and a.provenance.source == "untrained"
+    assert a.model.config.to_dict() == loaded.model.config.to_dict()
+    trained = dict(loaded.model.named_parameters())
+    assert any(not torch.equal(p, trained[n]) for n, p in a.model.named_parameters())
+    with pytest.raises(ValueError, match="seed"):
+        several_models.untrained(loaded, 0.5)
+
+
+def test_compute_then_collect_without_loading(tiny_gemma_dir, text, tmp_path, monkeypatch):
+    monkeypatch.setattr(several_models, "MODELS", {"Tiny": str(tiny_gemma_dir), "Absent": "/no/such/model/dir"})
+    manifest = several_models.compute(preset=PRESET, text=text, root=tmp_path)
+    labels = [e["label"] for e in manifest["models"]]
+    assert labels == ["Tiny", "Tiny (untrained)", "Absent"]
+    absent = manifest["models"][2]
+    assert absent["present"] is False and "/no/such/model/dir" in absent["reason"]
+    check = manifest["models"][0]["exactness"]
+    assert check["weights vs eager output_attentions"] == 0.0
+    assert check["masked entries = each layer's causal mask, all -inf"] is True and check["L"] > 16
+    assert json.loads(several_models.manifest_path(PRESET, tmp_path).read_text())["models"][0]["label"] == "Tiny"
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("collect must not load a model")
+
+    monkeypatch.setattr(models, "load", no_loading)
+    again, results = several_models.collect(PRESET, tmp_path)
+    assert list(results) == ["Tiny", "Tiny (untrained)"]
+    # a sliding-window layer at L = 48 > 16: its rows hold at most 16 tokens
+    dist = results["Tiny"].distance
+    assert dist[(dist.L == 48) & (dist.N == 2)].rows.unique().tolist() == [48 - 2]
+    table = several_models.summary(results)
+    assert list(table.index) == ["Tiny", "Tiny (untrained)"]
+    assert table["sink weight (max)"].between(0, 1).all()
+    overview = several_models.overview(again)
+    assert overview.loc["Absent", "present"].startswith("no: ")
+    assert overview.loc["Tiny", "masks exact"]
+
+
+def test_collect_refuses_results_of_other_code(tiny_gemma_dir, text, tmp_path, monkeypatch):
+    monkeypatch.setattr(several_models, "MODELS", {"Tiny": str(tiny_gemma_dir)})
+    several_models.compute(preset=PRESET, text=text, root=tmp_path, controls=False)
+    monkeypatch.setattr(cache, "code_hash", lambda *modules: "other")
+    with pytest.raises(ValueError, match="make models"):
+        several_models.collect(PRESET, tmp_path)
+    with pytest.raises(FileNotFoundError, match="make models"):
+        several_models.collect(PRESET, tmp_path / "empty")
+    with pytest.raises(ValueError, match="names"):
+        several_models.compute(["Nope"], preset=PRESET, text=text, root=tmp_path)
+
+
+def test_trends_sort_claims_by_where_they_hold(monkeypatch):
+    table = {
+        "A": {"k1": "reproduced", "k2": "reproduced", "k3": "reproduced", "k4": "not reproduced"},
+        "B": {"k1": "reproduced", "k2": "reproduced", "k3": "inconclusive",
+              "k4": "not reproduced"},
+        "A (untrained)": {"k1": "reproduced", "k2": "not reproduced", "k3": "reproduced", "k4": "reproduced"},
+        "B (untrained)": {"k1": "reproduced", "k2": "not reproduced", "k3": "reproduced", "k4": "reproduced"},
+    }  # fmt: skip
+    monkeypatch.setattr(several_models, "verdicts", lambda results: pd.DataFrame(table))
+    manifest = {
+        "models": [{"label": k, "present": True, "trained": "untrained" not in k} for k in table]
+        + [{"label": "C", "present": False}]
+    }
+    out = several_models.trends({}, manifest)
+    assert out.loc["k1", "holds in"] == "every trained model and every untrained control"
+    assert out.loc["k2", "holds in"] == "every trained model only"
+    assert out.loc["k3", "holds in"] == "some trained models"
+    assert out.loc["k4", "holds in"] == "no trained model"
+    assert out.loc["k2", "untrained"] == "0/2" and out.loc["k3", "trained"] == "1/2"
+    assert paper_claims.NOT == "not reproduced"

@@ -1,0 +1,183 @@
+"""attnlimits.studies.training: the selection task, its baselines, the stacked model, train() and the cached sweep."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from attnlimits.core import normalizers
+from attnlimits.studies import training
+
+
+def test_task_marks_exactly_n_and_targets_their_mean():
+    task = training.selection_task(20, 3, batch=5, d_value=4, d_noise=2, seed=1)
+    assert task.x.shape == (5, 20, 4 + 1 + 2)
+    assert (task.marked.sum(-1) == 3).all()
+    assert torch.equal(task.x[..., 4], task.marked.float())  # the mark feature
+    expected = (task.values * task.marked[..., None]).sum(1) / 3
+    torch.testing.assert_close(task.target, expected, rtol=0, atol=1e-6)
+    again = training.selection_task(20, 3, batch=5, d_value=4, d_noise=2, seed=1)
+    assert torch.equal(task.x, again.x) and torch.equal(task.marked, again.marked)
+    other = training.selection_task(20, 3, batch=5, d_value=4, d_noise=2, seed=2)
+    assert not torch.equal(task.x, other.x)
+
+
+def test_baselines_on_a_hand_computed_case():
+    # values 1, 2, 6 (d_value = 1); tokens 0 and 2 marked: target 3.5, mean of all 3, squared error 0.25
+    x = torch.tensor([[[1.0, 1.0], [2.0, 0.0], [6.0, 1.0]]])
+    task = training.Task(x=x, marked=torch.tensor([[True, False, True]]), target=torch.tensor([[3.5]]), d_value=1)
+    errors = training.baseline_errors(task)
+    assert errors["mean"] == pytest.approx(0.25, abs=1e-12)
+    assert errors["oracle"] == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"L": 8, "N": 9, "batch": 2}, "N: must satisfy"),
+        ({"L": 1, "N": 1, "batch": 2}, "L: must be an integer >= 2"),
+        ({"L": 8, "N": 0, "batch": 2}, "N: must be an integer >= 1"),
+        ({"L": 8, "N": 2, "batch": 0}, "batch: must be an integer >= 1"),
+        ({"L": 8, "N": 2, "batch": 2, "d_value": 2.5}, "d_value"),
+    ],
+)
+def test_task_rejects_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        training.selection_task(**kwargs)
+
+
+def test_model_weights_and_seeded_initialisation():
+    x = training.selection_task(10, 2, batch=3).x
+    stacked = x.expand(2, *x.shape)
+    outs = {}
+    for name in normalizers.NORMALIZERS:
+        model = training.SelectionAttention(x.shape[-1], 4, normalizer=name, T=[0.5, 2.0], seeds=[0, 1])
+        pred, alpha = model(stacked)
+        assert pred.shape == (2, 3, 4) and alpha.shape == (2, 3, 10)
+        torch.testing.assert_close(alpha.sum(-1), torch.ones(2, 3))
+        outs[name] = [p.detach().clone() for p in model.parameters()]
+        # the normaliser is applied to q . W_k x / T
+        z = torch.einsum("bld,dk,k->bl", x, model.w_key[1], model.query[1]) / 2.0
+        torch.testing.assert_close(alpha[1], normalizers.NORMALIZERS[name](z), rtol=1e-5, atol=1e-6)
+    first = outs["softmax"]
+    for params in outs.values():  # same seeds, same initial parameters, whatever the normaliser
+        assert all(torch.equal(a, b) for a, b in zip(params, first, strict=True))
+    assert not torch.equal(first[0][0], first[0][1])  # different seeds differ
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"normalizer": "relu"}, "normalizer: must be one of"),
+        ({"T": 0.0}, "T: must be a finite number > 0"),
+        ({"T": [1.0, 2.0]}, "T: one temperature or one per run"),
+        ({"seeds": []}, "seeds: need at least one seed"),
+    ],
+)
+def test_model_rejects_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        training.SelectionAttention(8, 4, **kwargs)
+
+
+def test_model_rejects_wrong_input_shape():
+    model = training.SelectionAttention(8, 4, seeds=[0, 1])
+    with pytest.raises(ValueError, match="x: expected shape"):
+        model(torch.zeros(3, 2, 5, 8))
+
+
+def test_loss_goes_down_on_an_easy_setting():
+    out = training.train("softmax", L=16, N=2, T=1.0, seeds=[0], steps=150, batch=16, pool=64, test=64, lr=0.1)
+    loss = out.history.loss.to_numpy()
+    assert loss[-10:].mean() < loss[:5].mean() / 10
+    final = out.final.iloc[0]
+    assert final.rel_error < 0.05  # far below the mean-of-all-tokens baseline (1)
+    assert final.mass_on_marked > 0.9
+    assert not final.diverged and final.steps_to_target <= 150
+
+
+def test_seeded_runs_repeat_bit_for_bit_and_record_settings():
+    kwargs = {"L": 12, "N": [2, 3], "T": [0.1, 1.0], "seeds": [4, 5], "steps": 20, "batch": 8, "pool": 32}
+    a = training.train("1.5-entmax", **kwargs)
+    b = training.train("1.5-entmax", **kwargs)
+    pd.testing.assert_frame_equal(a.history, b.history, check_exact=True)
+    pd.testing.assert_frame_equal(a.final, b.final, check_exact=True)
+    assert list(a.final["T"]) == [0.1, 1.0] and list(a.final.N) == [2, 3] and list(a.final.seed) == [4, 5]
+    assert len(a.history) == 2 * 20 and set(a.history.step) == set(range(1, 21))
+    # the gradient statistics summarise the history
+    for r, row in a.final.iterrows():
+        part = a.history[a.history.run == r]
+        assert row.grad_max == pytest.approx(part.grad_norm.max(), rel=1e-6)
+        assert row.grad_mean == pytest.approx(part.grad_norm.mean(), rel=1e-5)
+        assert row.grad_spike == pytest.approx(part.grad_norm.max() / part.grad_norm.median(), rel=1e-5)
+
+
+def test_runs_in_a_stack_match_runs_trained_alone():
+    # each run's loss touches only its own parameters, and the first seed fixes the minibatch order: the first
+    # run of a stack trains as it would alone
+    both = training.train("softmax", L=12, N=2, T=[0.3, 3.0], seeds=[0, 1], steps=15, batch=8, pool=32)
+    first = training.train("softmax", L=12, N=2, T=0.3, seeds=[0], steps=15, batch=8, pool=32)
+    np.testing.assert_allclose(
+        both.history[both.history.run == 0].loss.to_numpy(), first.history.loss.to_numpy(), rtol=1e-5, atol=1e-7
+    )
+
+
+def test_divergence_is_detected_and_recorded():
+    out = training.train("softmax", L=12, N=2, T=1.0, seeds=[0], steps=5, batch=8, pool=32, lr=1e30)
+    row = out.final.iloc[0]
+    assert row.diverged and not math.isnan(row.diverged_at)
+    assert math.isnan(row.rel_error)
+    assert out.history.loss.isna().any()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"T": [1.0, 2.0]}, "T and N: a number each, or one per seed"),
+        ({"steps": 0}, "steps: must be an integer >= 1"),
+        ({"batch": 64, "pool": 32}, "batch: must be <= pool"),
+        ({"lr": -1.0}, "lr: must be a finite number > 0"),
+        ({"normalizer": "nope"}, "normalizer: must be one of"),
+        ({"seeds": []}, "seeds: need at least one seed"),
+    ],
+)
+def test_train_rejects_bad_arguments(kwargs, message):
+    base = {"L": 8, "N": 2, "steps": 2, "batch": 4, "pool": 8}
+    with pytest.raises(ValueError, match=message):
+        training.train(**{**base, **kwargs})
+
+
+def test_presets_and_cached_sweep(tmp_path):
+    with pytest.raises(ValueError, match="preset: must be one of"):
+        training.get_preset("huge")
+    assert training.get_preset("reduced").steps < training.get_preset("full").steps
+    assert training.work("full") > 10 * training.work("reduced")
+    tiny = dataclasses.replace(
+        training.get_preset("reduced"),
+        name="tiny",
+        seeds=(0,),
+        steps=3,
+        batch=4,
+        pool=8,
+        test=8,
+        L=16,
+        N_fixed=2,
+        temperatures=(1.0,),
+        fractions=(0.25,),
+        lengths=(8,),
+        normalizers=("softmax", "sparsemax"),
+    )
+    first = training.cached_sweep(tiny, root=tmp_path)
+    assert set(first.final.experiment) == {"temperature", "fraction", "length"}
+    assert len(first.final) == 2 * 3
+    second = training.cached_sweep(tiny, root=tmp_path)  # read back from the cache
+    assert sorted(p.name for p in (tmp_path / "training").iterdir()) == ["tiny", "tiny.lock"]
+    pd.testing.assert_frame_equal(
+        first.final.drop(columns="seconds"), second.final.drop(columns="seconds"), check_dtype=False
+    )
+    summary = training.summarize(first.final, ["experiment", "normalizer"])
+    assert summary.runs.sum() == 6 and (summary.diverged == 0).all()
