@@ -386,7 +386,8 @@ def model_layers(n_layers: int, count) -> list[int]:
 def model_tables(model, text, preset="reduced") -> dict[str, pd.DataFrame]:
     """:func:`all_tables` on one window of ``text`` captured from ``model`` (:func:`model_heads`): the model's own
     logits and value vectors, every normaliser swapped in on the same logits."""
-    from attnlimits import experiments, models
+    from attnlimits import models
+    from attnlimits.models.windows import capture_windows
 
     p = get_preset(preset)
     t0 = time.perf_counter()
