@@ -42,37 +42,31 @@ test-fresh-chapter: setup
 	$(BIN)/python -m pytest --nbmake chapters/23_critical_n.ipynb -p no:cacheprovider; status=$$?; \
 	rm -rf $$fresh; exit $$status
 
-## The Experiments part's numbers (Algorithms 1-5, the "paper" preset or $ATTNLIMITS_EXPERIMENTS_PRESET, with
-## and without the attention sink, from one capture, Algorithm 5 and the sink weights shared by both, windows in
-## parallel on every core) for the default model and text, computed once into results/ and read from there by the
-## experiment chapters; a no-op when it is current.
+## The book's results cache, computed once into results/ and read from there by the chapters; a no-op when it is
+## current. `attnlimits results` runs the pipeline of attnlimits.reporting.book_results, in this order:
+## - experiments: the Experiments part's numbers (Algorithms 1-5, the "paper" preset or
+##   $ATTNLIMITS_EXPERIMENTS_PRESET, with and without the attention sink, from one capture, Algorithm 5 and the sink
+##   weights shared by both, windows in parallel on every core) for the default model and text;
+## - training, alternatives: chapters 32 and 33 (the reduced preset or $ATTNLIMITS_PRESET);
+## - models: chapter 34, every model that loads and an untrained control of each (the reduced preset);
+## - long-context: chapter 35, both offline models from 1,024 tokens up to 8,192 on a sample of query rows
+##   (about 4-5 minutes);
+## - claims: the introduction's claims table (chapters/_generated/claims.md): every check's verdict and the
+##   experiments'.
+## `attnlimits results --study NAME[,NAME...] --preset NAME` computes some of them, or with another preset.
 results: setup
-	$(BIN)/python -c "import functools, attnlimits as al; m, t = al.models.load(), al.texts.load(); \
-	p = al.experiments.book_preset(); \
-	caps = functools.cache(lambda: al.experiments.capture_windows(m, t, length=p.max_length, count=p.windows)); \
-	opts = dict(captures=caps, n_jobs=-1, progress='lines'); res = al.experiments.results(m, t, p, **opts); \
-	al.experiments.results(m, t, p, exclude_sink=True, shared=res, **opts)"
-	$(BIN)/python -c "import os, attnlimits as al; p = os.environ.get('ATTNLIMITS_PRESET', 'reduced'); \
-	al.studies.training.cached_sweep(p); al.studies.alternatives.cached_synthetic_tables(p); \
-	al.studies.alternatives.cached_model_tables(al.models.load(), al.texts.load(), p)"
-	$(BIN)/python -c "import attnlimits as al; al.studies.several_models.load_or_compute('reduced')"
-	# Chapter 35: both offline models from 1,024 tokens up to 8,192 on a sample of query rows (about 4-5 minutes)
-	$(BIN)/python -c "import attnlimits as al; al.studies.long_context.book_results('reduced', progress='lines')"
-	# The introduction's claims table (chapters/_generated/claims.md): every check's verdict and the experiments'.
-	$(BIN)/python -c "import attnlimits as al; r = al.reporting.book_claims; \
-	res = al.experiments.results(al.models.load(), al.texts.load(), al.experiments.book_preset()); \
-	print('wrote', r.write_include(r.claims(al.theory.checks.run_all(trials=r.CHECK_TRIALS, seed=r.CHECK_SEED), res)))"
+	$(BIN)/attnlimits results --jobs -1
 
 ## Chapter 35's study at each offline model's whole context (Gemma-3-270M: 32,768 tokens), two windows and 128
 ## query rows per length: about 40 minutes on 2 cores, estimated from one measured 32,768-token window of Gemma
 ## (capture 204 s, 15.5 s a layer at L = 32,768, peak memory 8.0 GB; each run records both in long_provenance.json).
 long: setup
-	$(BIN)/python -c "import attnlimits as al; al.studies.long_context.book_results('full', progress='lines')"
+	$(BIN)/attnlimits results --study long-context --preset full
 
 ## Every model (SmolLM2, Gemma-3-270M, GPT-2 when it loads) and its untrained control with the paper preset, for
 ## the several-models chapter (the book's build runs the reduced preset: 'make results').
 models: setup
-	$(BIN)/python -c "import attnlimits as al; al.studies.several_models.compute(preset='paper')"
+	$(BIN)/attnlimits results --study models --preset paper
 
 ## The HTML book in _build/html, executing every chapter; warnings are errors. It computes the results cache first
 ## (`make results`, a no-op when current), so the chapters read their numbers instead of computing them in a cell.

@@ -20,7 +20,7 @@ import sys
 from sphinx.application import Sphinx
 
 #: Namespaces documented elsewhere (no intersphinx offline): their names in signatures are not link targets here.
-EXTERNAL = r"(torch|pandas|numpy|matplotlib|transformers|collections\.abc|pathlib|os|typing|re|io)(\..+)?"
+EXTERNAL = r"(torch|pandas|numpy|matplotlib|transformers|collections\.abc|pathlib|os|typing|re|io|joblib)(\..+)?"
 _LITERAL = re.compile(r"(``.+?``)")
 
 

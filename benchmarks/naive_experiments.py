@@ -2,7 +2,7 @@
 every N of the grid, numpy over tokens. Slow on purpose: it is the reference that ``attnlimits.experiments`` is
 checked against (tests/test_experiments.py) and timed against (benchmarks/bench_experiments.py).
 
-It reads the same captures (``attnlimits.experiments.WindowCapture``) and follows the same definitions: row t's
+It reads the same captures (``attnlimits.models.Capture``) and follows the same definitions: row t's
 tokens are n <= t, alpha is the float64 softmax of the model's logits, a head's statistic is the mean over rows
 with more than N tokens, and Algorithm 3 scans *every* N (the experiments module searches instead).
 """
@@ -183,7 +183,7 @@ def gradient_table(windows, L, temperatures, eps_grid, seed=0) -> pd.DataFrame:
             logits = w.logits(layer, L).double()
             v = _directions(logits, seed + 1_000_003 * w.index + layer)
             logits = logits.numpy()
-            scale = w.layer(layer).scaling
+            scale = w[layer].scaling
             for label, values in (("model", logits), ("none", logits / scale)):
                 for h in range(values.shape[0]):
                     for T in temperatures:

@@ -173,30 +173,10 @@ plotting.finish(fig, "setup_heads")
 # %%
 short_ids = ids[:, :128]
 report = al.models.exactness_report(model, short_ids, longer=cap)
-tolerance = {key: 1e-5 if key.startswith("rows") else 1e-6 for key in report}
-tolerance["float64 weights vs weights"] = None
-rows = []
-for key, value in report.items():
-    if isinstance(value, bool):
-        rows.append((key, value, "exact", value))
-    else:
-        tol = tolerance[key]
-        rows.append(
-            (
-                key,
-                f"{value:.2e}",
-                "—" if tol is None else f"{tol:.0e}",
-                "—" if tol is None else value <= tol,
-            )
-        )
-failed = [key for key, *_, holds in rows if holds is not True and holds != "—"]
+table = al.models.exactness_table(report)  # tolerances: 1e-6, and 1e-5 for the rows
+failed = table.index[table.holds.eq(False)].tolist()
 assert not failed, f"exactness checks beyond their tolerance: {failed}"
-assert (
-    sum(holds is True for *_, holds in rows) == len(rows) - 1
-)  # all but the float64 row
-pd.DataFrame(
-    rows, columns=["check", "max abs difference", "tolerance", "holds"]
-).set_index("check")
+table
 
 # %% [markdown]
 # ## Running the experiments with GPT-2 or another model

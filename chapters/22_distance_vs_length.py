@@ -235,7 +235,7 @@ by_length = {
 print("E_full's critical N / L by L:", by_length)
 others = verdicts.drop(index="E_full", level="reading")[["verdict_2b", "verdict_2c"]]
 shape = ["verdict_2a", "verdict_2b"]
-paper_claims.assert_sentences({
+_ = paper_claims.assert_sentences({
     "E_full reproduces all three claims of Figure 2": bool(
         (verdicts.loc[("E_full", "visible")] == "reproduced").all()
     ),

@@ -38,7 +38,7 @@ from IPython.display import Markdown
 
 import attnlimits as al
 from attnlimits.experiments import figures, paper_claims
-from attnlimits.infra import plotting, statistics
+from attnlimits.infra import plotting
 
 plotting.set_theme()
 model = al.models.load()
@@ -156,42 +156,12 @@ by_reading.round(3)
 # read the same value vectors and are not independent samples, on one query head per key/value group.
 
 # %%
-top = max(res.preset.alg1_L)
-heads = res.critical_heads
-facts = res.provenance["model"]
-group = statistics.one_head_per_group(heads, facts["n_heads"], facts["n_kv_heads"])
-rows = []
-for reading in ("E", "E_full"):
-    at_top = crit[(crit.L == top) & (crit.reading == reading) & (crit.ks_level == 0.05)]
-    found = at_top.critical_N.iloc[0]
-    median, lo, hi = statistics.critical_head_subsets(
-        heads, top, reading, 0.05, size=144
-    )
-    one = statistics.critical_from_heads(
-        heads, top, reading, 0.05, head_index=group
-    )
-    wilcoxon_p, tested = float("nan"), 0
-    if not pd.isna(found):
-        pick = (heads.L == top) & (heads.N == found) & (heads.reading == reading)
-        _, wilcoxon_p, tested = statistics.wilcoxon_heads(
-            heads[pick], "d_tilde", "expected"
-        )
-    rows.append({
-        "reading": reading,
-        f"critical N at L = {top}": found,
-        "144 heads: median": median,
-        "144 heads: 2.5 %": lo,
-        "144 heads: 97.5 %": hi,
-        "one head per key/value group": one,
-        "Wilcoxon p at that N": wilcoxon_p,
-        "heads": tested,
-    })
-sensitivity = pd.DataFrame(rows).set_index("reading")
+sensitivity = paper_claims.critical_sensitivity(res, ("E", "E_full"), size=144)
 sensitivity
 
 # %%
-found_col = f"critical N at L = {top}"
-paper_claims.assert_sentences({
+found_col = f"critical N at L = {max(res.preset.alg1_L)}"
+_ = paper_claims.assert_sentences({
     "with 144 heads the critical N is lower than with every head (less power)": bool(
         (sensitivity["144 heads: median"] < sensitivity[found_col].astype(float)).all()
     ),

@@ -57,20 +57,7 @@ print(
 # proving the statement; *agrees* is whether the measurement agrees with that claim.
 
 # %%
-table = pd.DataFrame(
-    [
-        {
-            "bound": v.bound,
-            "trials": v.trials,
-            "violations": v.violations,
-            "worst ratio": v.worst_ratio,
-            "expected": v.expected,
-            "agrees": "yes" if v.as_expected else "NO",
-            "verdict": v.verdict,
-        }
-        for v in verdicts
-    ]
-)
+table = book_claims.bounds_table(verdicts)
 pd.set_option("display.max_colwidth", 120)
 table.style.format({"worst ratio": "{:.4g}", "trials": "{:,}"}).hide(axis="index")
 

@@ -209,7 +209,7 @@ claims = {
 }
 model_id = model.provenance.as_dict().get("model_id")
 this_run = (model_id, text.provenance.name, preset)
-paper_claims.assert_sentences(
+_ = paper_claims.assert_sentences(
     claims, described=paper_claims.describes(this_run, {"preset": "reduced"}),
     about="the reduced preset on the model and text that build this book")
 

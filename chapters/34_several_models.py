@@ -163,7 +163,7 @@ statements = {
     "N_s/N plateaus differ by > 0.2": s.loc[trained, "N_s/N plateau"].agg(np.ptp) > 0.2,
 }
 written_for = {"model": ("SmolLM2-135M", "Gemma-3-270M"), "preset": "reduced"}
-paper_claims.assert_sentences(
+_ = paper_claims.assert_sentences(
     statements,
     described=paper_claims.describes(several_models.run_id(manifest), written_for),
     about="SmolLM2-135M and Gemma-3-270M on the reduced preset",

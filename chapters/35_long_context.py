@@ -81,15 +81,7 @@ by_model = {r.label: r.exactness.set_index("layer type") for r in results}
 exactness = pd.concat(by_model, names=["model"])
 assert exactness["same mask and window"].all()
 assert (exactness["weights (max abs diff)"] < 1e-4).all()
-cost = pd.DataFrame(
-    {
-        "eager, L = 8192 (GB)": [report.eager_gigabytes(r, 8192) for r in results],
-        "capture (s)": [r.provenance["seconds"]["capture"] for r in results],
-        "study (s)": [r.provenance["seconds"]["total"] for r in results],
-        "peak memory (GB)": [r.provenance["peak_memory_gb"] for r in results],
-    },
-    index=labels,
-)
+cost = report.cost_table(results, length=8192)
 assert (cost["peak memory (GB)"] < 8).all()
 exactness
 
@@ -287,7 +279,7 @@ sentences |= {
     ),
 }
 about = "both offline models on pydoc-topics"
-paper_claims.assert_sentences(sentences, described=described, about=about)
+_ = paper_claims.assert_sentences(sentences, described=described, about=about)
 
 # %% [markdown]
 # ## Longer runs

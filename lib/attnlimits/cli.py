@@ -31,6 +31,16 @@ capture; it writes ``long_stats.csv``, ``long_critical.csv``, ``long_claims.csv`
 ``long_exactness.csv``, ``long_provenance.json``, the figures and the report. ``--rows`` alone (or ``--preset
 full``) runs it at the preset's lengths. Lengths beyond the model's context or the text are refused with status 2.
 
+    attnlimits results [--study NAME[,NAME...]] [--preset NAME] [--jobs J] [--progress | --quiet]
+
+computes the book's results cache (what ``make results`` runs): every study of the pipeline
+(:mod:`attnlimits.reporting.book_results`: ``experiments``, ``training``, ``alternatives``, ``models``,
+``long-context``, ``claims``), or those named, in the pipeline's order; a study whose cache entry is current is read
+back, not recomputed. Each study uses its own default preset (the one the book reads), or with ``--preset`` the
+preset named, which every chosen study must have. ``--jobs J`` runs the experiments' windows in J workers. One line
+per study (its preset, wall time and where its results lie) goes to stdout, progress to stderr (none with
+``--quiet``). An unknown study, or a preset a chosen study lacks, exits with status 2 before anything is loaded.
+
 Subcommands are registered in :func:`build_parser` through ``_add_<name>(subparsers)`` helpers, each setting
 ``func`` to a handler ``(args) -> int``.
 ``main(argv)`` returns the exit code instead of exiting, so tests call it in-process; ``python -m attnlimits.cli``
@@ -515,6 +525,96 @@ def _add_models(subparsers) -> None:
     p.set_defaults(func=_run_models)
 
 
+def _studies(text: str) -> list[str]:
+    """An argparse type: comma-separated names of the pipeline's studies (``experiments,training``)."""
+    from attnlimits.reporting import book_results
+
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"names no study; the studies are {', '.join(book_results.STUDIES)}")
+    try:
+        book_results.select(names)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return names
+
+
+def _run_results(args) -> int:
+    from attnlimits.reporting import book_results
+
+    studies = book_results.select([n for names in args.study for n in names] if args.study else None)
+    presets, problems = [], []
+    for study in studies:
+        try:
+            presets.append(study.preset(args.preset))
+        except ValueError as err:
+            problems.append(str(err))
+    if problems:
+        where = "--preset: " if args.preset is not None else ""
+        print(f"attnlimits results: error: {where}{'; '.join(dict.fromkeys(problems))}", file=sys.stderr)
+        return 2
+    progress = "lines" if args.progress else False
+    inputs = book_results.Inputs()
+    started = time.perf_counter()
+    for study, preset in zip(studies, presets, strict=True):
+        if args.progress:
+            print(f"[attnlimits] results: {study.name} ({preset}): {study.description}", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        try:
+            where = study.run(preset, inputs, n_jobs=args.jobs, progress=progress)
+        except KeyboardInterrupt:
+            print(
+                f"attnlimits results: interrupted in {study.name}; the entries written before are kept",
+                file=sys.stderr,
+            )
+            return 130
+        _print(f"{study.name:<13} {preset:<8} {time.perf_counter() - t0:8.1f} s  {where}")
+    _print(f"{len(studies)} studies current in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def _add_results(subparsers) -> None:
+    from attnlimits.reporting import book_results
+
+    p = subparsers.add_parser(
+        "results",
+        help="compute the book's results cache (what `make results` runs); a current entry is read, not recomputed",
+        description="Compute every study the book reads into the results cache, in the pipeline's order: "
+        + "; ".join(f"{s.name}: {s.description}" for s in book_results.STUDIES.values())
+        + ". A study whose entry is current is read back, not recomputed.",
+    )
+    p.add_argument(
+        "--study",
+        type=_studies,
+        action="append",
+        metavar="NAME[,NAME...]",
+        help=f"only these studies (repeatable, or comma-separated), run in the pipeline's order: "
+        f"{', '.join(book_results.STUDIES)} (default: all)",
+    )
+    p.add_argument(
+        "--preset",
+        default=None,
+        metavar="NAME",
+        help="the preset of every chosen study, each of which must have it (quick: a smoke run of seconds); "
+        "default: each study's own (the experiments and the claims: $ATTNLIMITS_EXPERIMENTS_PRESET or paper; "
+        "training and alternatives: $ATTNLIMITS_PRESET or reduced; models and long-context: reduced)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=1,
+        metavar="J",
+        help="run the experiments' windows in J parallel workers, -1 for one per core (default 1); the results "
+        "are identical for any J",
+    )
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--progress", dest="progress", action="store_true", default=True, help="report progress on stderr (default)"
+    )
+    shown.add_argument("--quiet", dest="progress", action="store_false", help="no progress, only the summary lines")
+    p.set_defaults(func=_run_results)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser; each subcommand adds itself with a ``_add_<name>(subparsers)`` helper."""
     parser = argparse.ArgumentParser(
@@ -527,6 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_check(subparsers)
     _add_analyze(subparsers)
+    _add_results(subparsers)
     _add_models(subparsers)
     return parser
 

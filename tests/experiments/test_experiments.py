@@ -231,8 +231,7 @@ def _windows(model, count=2, length=24, seed=0):
     ids = torch.randint(0, 300, (count, length), generator=torch.Generator().manual_seed(seed))
     out = []
     for i, row in enumerate(ids):
-        cap = models.capture(model, row)
-        out.append(experiments.WindowCapture(index=i, layers=list(cap)))
+        out.append(models.capture(model, row, index=i))
     return out
 
 
@@ -254,9 +253,8 @@ def _compare(ours: pd.DataFrame, ref: pd.DataFrame, keys, values, rel=1e-6):
 def test_recomputed_weights_are_the_models_own(tiny):
     model, _ = tiny
     cap = models.capture(model, torch.randint(0, 300, (24,), generator=torch.Generator().manual_seed(0)))
-    w = experiments.WindowCapture(index=0, layers=list(cap))
     for layer in cap.layer_ids:
-        alpha, _ = w.inputs(layer, 24)
+        alpha, _ = cap.inputs(layer, 24)
         torch.testing.assert_close(alpha.float(), cap[layer].weights[0], rtol=0, atol=2e-7)
         assert (alpha.sum(-1) - 1).abs().max() < 1e-14
 
@@ -266,17 +264,16 @@ def test_weights_of_given_rows_are_those_rows_of_the_whole_matrix(tiny):
     (the sampled readings of Algorithm 3 read them); rows outside the window are refused."""
     model, _ = tiny
     cap = models.capture(model, torch.randint(0, 300, (24,), generator=torch.Generator().manual_seed(1)))
-    w = experiments.WindowCapture(index=0, layers=list(cap))
     rows = torch.tensor([0, 3, 23, 7])
     for layer in cap.layer_ids:
-        whole, x = w.inputs(layer, 24, exclude_sink=True)
-        some, x_some = w.inputs(layer, 24, exclude_sink=True, rows=rows)
+        whole, x = cap.inputs(layer, 24, exclude_sink=True)
+        some, x_some = cap.inputs(layer, 24, exclude_sink=True, rows=rows)
         assert some.shape == (whole.shape[0], 4, 24)
         torch.testing.assert_close(some, whole[:, rows], rtol=0, atol=1e-12)
         assert torch.equal(x_some, x)
     for bad in (torch.tensor([24]), torch.tensor([[1]]), torch.tensor([-1])):
         with pytest.raises(ValueError, match="rows: expected a 1-D tensor of positions below L = 24"):
-            w.inputs(cap.layer_ids[0], 24, rows=bad)
+            cap.inputs(cap.layer_ids[0], 24, rows=bad)
 
 
 def test_distance_table_computes_the_readings_asked_for(tiny):
@@ -677,12 +674,11 @@ def test_text_too_short_for_the_windows(tiny_dir):
 
 def test_tables_name_layers_by_number_when_only_some_are_captured(tiny):
     model, _ = tiny
-    cap = models.capture(model, torch.arange(20) % 300, layers=[1])
-    w = experiments.WindowCapture(index=3, layers=list(cap))
+    w = models.capture(model, torch.arange(20) % 300, layers=[1], index=3)
     assert w.layer_ids == [1]
     table = experiments.distance_table([w], {2: [20]})
     assert set(table.layer) == {1} and set(table.window) == {"3"}
-    with pytest.raises(KeyError, match="captured layers are \\[1\\]"):
+    with pytest.raises(models.LayerNotCapturedError, match="this capture holds layers \\[1\\]"):
         w.inputs(0, 20)
 
 

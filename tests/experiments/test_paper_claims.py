@@ -274,7 +274,7 @@ def test_fig3_claims_read_the_value_vectors_and_the_plateau_any_tokens():
     emb = rp.fig3_plateau(res, tokens="embedding")
     assert emb.verdict == rp.NOT and emb.measured.startswith("on the input token embeddings: ")
     assert emb.value == pytest.approx(0.5 + 0.005 * (len(HEADS) - 1) / 2, abs=0.01)
-    with pytest.raises(ValueError, match="tokens: the separability table has no rows for 'residual'"):
+    with pytest.raises(ValueError, match=r"tokens: must be one of \['embedding', 'value'\], got 'residual'"):
         rp.fig3_plateau(res, tokens="residual")
 
 

@@ -133,7 +133,7 @@ def test_an_entry_is_read_back_under_its_key_only(tmp_path):
     first = cache.cached(folder, {"grid": (1, 2), "seed": 0}, compute, _save, _load)
     again = cache.cached(folder, {"grid": [1, 2], "seed": 0}, compute, _save, _load)  # a tuple reads back as a list
     assert first == again == {"a": "x", "b": "1"} and compute.calls == 1
-    assert json.loads((folder / "key.json").read_text()) == {"grid": [1, 2], "seed": 0}
+    assert json.loads((folder / "key.json").read_text())["key"] == {"grid": [1, 2], "seed": 0}
     other = cache.cached(folder, {"grid": [1, 2], "seed": 1}, compute, _save, _load)
     assert other["b"] == "2" and compute.calls == 2  # a changed key recomputes and replaces the entry
     assert cache.Entry(folder, {"grid": [1, 2], "seed": 1}).read(_load) == other

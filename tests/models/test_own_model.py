@@ -3,6 +3,7 @@ of the Hugging Face path on the same attention; bad arrays are refused with the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -15,7 +16,7 @@ from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausa
 
 import attnlimits as al
 from attnlimits import experiments, models
-from attnlimits.models import arrays, lens, texts
+from attnlimits.models import arrays, kv_capture, lens, texts
 from attnlimits.models.windows import _input_embedding, _residual_stream
 
 pytestmark = pytest.mark.filterwarnings("ignore:HookedTransformer is deprecated:DeprecationWarning")
@@ -59,9 +60,7 @@ def _gpt2(vocab=300):
 def _captures(model, count=2):
     ids = torch.randint(0, model.config.vocab_size, (count, LENGTH), generator=torch.Generator().manual_seed(0))
     return [
-        experiments.WindowCapture(
-            index=i, layers=list(models.capture(model, row)), embedding=_input_embedding(model, row)
-        )
+        dataclasses.replace(models.capture(model, row, index=i), embedding=_input_embedding(model, row))
         for i, row in enumerate(ids)
     ]
 
@@ -70,7 +69,7 @@ def _arrays(caps, logits=True):
     """What another tool would hand over for these captures: per layer (W, H, L, L) and (W, H, L, d)."""
     L = caps[0].seq_len
     out = {
-        "values": {layer: torch.cat([c.layer(layer).v for c in caps]) for layer in caps[0].layer_ids},
+        "values": {layer: torch.cat([c[layer].v for c in caps]) for layer in caps[0].layer_ids},
         "embeddings": torch.cat([c.embedding for c in caps]),
     }
     scores = {layer: torch.stack([c.logits(layer, L) for c in caps]) for layer in caps[0].layer_ids}
@@ -424,6 +423,44 @@ def test_a_hooked_transformer_without_a_tokenizer_says_what_to_do(text):
         experiments.run(hooked, text, "quick")
     with pytest.raises(ValueError, match="above the model's 64 positions"):
         experiments.run(hooked, text, "paper")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# one capture type, one address per layer
+# ---------------------------------------------------------------------------------------------------------------
+def _capture_of(kind, tokenizer, text, tmp_path):
+    """Layer 1 alone of a window of LENGTH tokens, captured the way ``kind`` names."""
+    ids = texts.windows(tokenizer, text, length=LENGTH, count=1)[0]
+    if kind == "one pass":
+        return models.capture(_llama(len(tokenizer)), ids, layers=[1])
+    if kind == "windows":
+        _gpt2(len(tokenizer)).save_pretrained(tmp_path)
+        tokenizer.save_pretrained(tmp_path)
+        return experiments.capture_windows(models.load(str(tmp_path)), text, length=LENGTH, count=1, layers=[1])[0]
+    if kind == "arrays":
+        future = torch.ones(LENGTH, LENGTH, dtype=torch.bool).triu(1)
+        logits = torch.randn(1, 2, LENGTH, LENGTH, generator=torch.Generator().manual_seed(0)).masked_fill(
+            future, -math.inf
+        )
+        return arrays.captures(logits={1: logits}, values={1: torch.randn(1, 2, LENGTH, 8)})[0]
+    if kind == "long (SDPA)":
+        return kv_capture.capture_ids(_llama(len(tokenizer)), ids, layers={1})
+    _, hooked = _converted("gpt2", tokenizer)  # "TransformerLens": skipped without it
+    return lens.capture_windows(hooked, text, length=LENGTH, count=1, layers=[1])[0]
+
+
+@pytest.mark.parametrize("kind", ["one pass", "windows", "arrays", "long (SDPA)", "TransformerLens"])
+def test_every_capture_is_one_type_addressed_by_layer_number(kind, tokenizer, text, tmp_path):
+    cap = _capture_of(kind, tokenizer, text, tmp_path)
+    assert isinstance(cap, models.Capture) and experiments.WindowCapture is models.Capture
+    assert cap.layer_ids == [1] and len(cap) == 1 and 1 in cap and 0 not in cap
+    assert cap[1].layer == 1 and cap[np.int64(1)] is cap[1] and list(cap) == [cap[1]]
+    with pytest.raises(models.LayerNotCapturedError, match=r"layer 0 was not captured.*holds layers \[1\]"):
+        cap[0]
+    assert not hasattr(cap, "layer"), "one address per layer: cap[layer]"
+    alpha, x = cap.inputs(1, LENGTH)  # the window's methods read the record cap[1]
+    assert alpha.shape == (cap.heads(1), LENGTH, LENGTH)
+    assert torch.equal(x, cap[1].v[0].double())
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -269,9 +269,16 @@ def test_write_include_records_the_table(fake, tmp_path):
     assert record["code_sha256"] == book_claims.code_hash() and len(record["table"]) == len(book_claims.ROWS)
 
 
-def test_intro_table_is_written_by_make_results_and_checked_by_the_report():
+def test_intro_table_is_written_by_make_results_and_checked_by_the_report(fake, monkeypatch, tmp_path):
     """The introduction includes the file that `make results` writes and types in no claims table; the report
-    builds the table from the same inputs and compares it with that file, but never writes it."""
+    builds the table from the same inputs and compares it with that file, but never writes it. `make results` runs
+    `attnlimits results`, whose `claims` study (after the experiments) writes the include from the checks' verdicts
+    and the experiments' results of the book's preset."""
+    from types import SimpleNamespace
+
+    from attnlimits import experiments
+    from attnlimits.reporting import book_results
+
     intro = (ROOT / "chapters" / "intro.md").read_text()
     chapter = (ROOT / "chapters" / "31_reproducibility_report.py").read_text()
     rel = book_claims.INCLUDE.relative_to(ROOT / "chapters").as_posix()
@@ -283,9 +290,29 @@ def test_intro_table_is_written_by_make_results_and_checked_by_the_report():
         assert name in chapter
     makefile = (ROOT / "Makefile").read_text()
     results = re.search(r"^results:.*?(?=^\S|\Z)", makefile, flags=re.M | re.S).group(0)
-    for call in ("r.write_include(r.claims(", "al.theory.checks.run_all(trials=r.CHECK_TRIALS, seed=r.CHECK_SEED)"):
-        assert call in results, f"`make results` must write the include: {call}"
-    assert "al.experiments.book_preset()" in results
+    assert re.search(r"^\t\$\(BIN\)/attnlimits results(?!.*--study)", results, flags=re.M), "run every study"
+    studies = list(book_results.STUDIES)
+    assert studies.index("experiments") < studies.index("claims")
+
+    calls = {}
+
+    def run_all(**options):
+        calls["checks"] = options
+        return [_verdict(i) for i in checks.CHECKS]
+
+    def results_of(model, text, preset, **options):
+        calls["experiments"] = (model, text, preset)
+        return _Results()
+
+    monkeypatch.setattr(checks, "run_all", run_all)
+    monkeypatch.setattr(experiments, "results", results_of)
+    monkeypatch.setattr(book_claims, "INCLUDE", tmp_path / "claims.md")
+    monkeypatch.delenv(experiments.PRESET_VARIABLE, raising=False)
+    book_results.STUDIES["claims"].run(inputs=SimpleNamespace(model="model", text="text"))
+    assert calls["checks"] == {"trials": book_claims.CHECK_TRIALS, "seed": book_claims.CHECK_SEED}
+    assert calls["experiments"] == ("model", "text", experiments.book_preset())
+    _, table = fake
+    assert (tmp_path / "claims.md").read_text() == book_claims.markdown(table().reset_index())
 
 
 def test_a_missing_include_is_a_clear_error(tmp_path):

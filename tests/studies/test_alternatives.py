@@ -131,7 +131,7 @@ def test_g_table_is_algorithm_5_per_normaliser(heads):
 
 
 class _FakeWindow:
-    """Stands for a WindowCapture: two layers of 2 heads, causal logits, values."""
+    """Stands for a Capture: two layers of 2 heads, causal logits, values."""
 
     def __init__(self, length=10, d=3):
         gen = torch.Generator().manual_seed(0)
@@ -184,7 +184,7 @@ def test_bad_arguments_raise(heads):
 
 def test_presets_are_dataclasses_with_the_chapters_grids():
     reduced, full = alt.get_preset("reduced"), alt.get_preset("full")
-    assert isinstance(alt.PRESETS, presets.Registry) and set(alt.PRESETS) == {"reduced", "full"}
+    assert isinstance(alt.PRESETS, presets.Registry) and set(alt.PRESETS) == {"reduced", "full", "quick"}
     assert isinstance(reduced, alt.AlternativesPreset) and alt.get_preset(reduced) is reduced
     assert reduced.synthetic_L == (32, 64, 128, 256) and reduced.heads == 24 and reduced.n_points == 10
     assert full.synthetic_L[-1] == 1024 and full.eps == (1e-3, 1e-1)

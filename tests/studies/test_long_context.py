@@ -43,7 +43,7 @@ def _ids(n, seed=1):
 
 
 def _eager(model, ids, index=0):
-    return experiments.WindowCapture(index=index, layers=list(models.capture(model, ids)))
+    return models.capture(model, ids, index=index)
 
 
 # ---------------------------------------------------------------------------------------------------------------

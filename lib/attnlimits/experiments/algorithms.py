@@ -2,13 +2,15 @@
 
 Algorithms 1-4 take ``normalizer``: None reads the model's own softmax weights; a name of
 :data:`attnlimits.core.normalizers.NORMALIZERS` swaps that normaliser in on the same masked logits
-(:meth:`attnlimits.experiments.WindowCapture.inputs`).
+(:meth:`attnlimits.models.Capture.inputs`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -89,6 +91,140 @@ def sampled_means(values, variance, positions, weights, lengths, n: int, L: int)
     return mean.cpu().numpy(), var.sqrt().cpu().numpy()
 
 
+#: The value columns of :func:`distance_table`, after its keys.
+_DISTANCE_VALUES = ("d_tilde", "d_max", "E", "E_mc", "E_mc_se", "E_full", "E_perm")
+
+
+@dataclass(frozen=True)
+class _LayerRows:
+    """What Algorithms 1-2 read of one layer of one window at the grid's largest L: the weights ``alpha``
+    ``(H, L, L)`` and tokens ``x``, each row's token count, the row sample of :func:`sample_rows` (``positions`` and
+    the rows each stands for) and the mask (``opts``: ``first`` and ``window``)."""
+
+    window_index: int
+    layer: int
+    alpha: torch.Tensor
+    x: torch.Tensor
+    lengths: torch.Tensor
+    positions: torch.Tensor
+    weights: torch.Tensor
+    opts: dict
+
+
+def _head_records(rows: _LayerRows, counting: str, L: int, n: int, exact: dict, sampled: dict) -> list[tuple]:
+    """One record per head: row means of the ``exact`` per-row values, estimates from the ``sampled``."""
+    cols = {}
+    for name, values in exact.items():
+        cols[name], counted = row_means(values, rows.lengths, n, L)
+    sample = (rows.positions, rows.weights, rows.lengths, n, L)
+    if "E_mc" in sampled:
+        cols["E_mc"], cols["E_mc_se"] = sampled_means(*sampled["E_mc"], *sample)
+    if "E_perm" in sampled:
+        cols["E_perm"], _ = sampled_means(sampled["E_perm"], None, *sample)
+    heads = rows.alpha.shape[0]
+    nan = np.full(heads, np.nan)
+    records = []
+    for h in range(heads):
+        values = (float(cols.get(name, nan)[h]) for name in _DISTANCE_VALUES)
+        records.append((str(rows.window_index), rows.layer, h, L, n, counted, counting, *values))
+    return records
+
+
+def _sampled_readings(rows: _LayerRows, L: int, at: list[int], counting: str, draw: int, monte_carlo) -> list[dict]:
+    """E_mc (mean, variance) and E_perm, where asked, on the sampled rows below L for every n of ``at`` (NaN-padded)."""
+    out = [{} for _ in at]
+    if not monte_carlo:
+        return out
+    below = rows.positions[rows.positions < L]
+    a, x = rows.alpha[:, below, :L], rows.x[:, :L]
+    both = {**rows.opts, "positions": below, "counting": counting}
+    pad = len(rows.positions) - len(below)
+
+    def full(t):
+        return torch.nn.functional.pad(t, (0, pad), value=math.nan)
+
+    if "E_mc" in monte_carlo:
+        mc = rowstats.random_expectation(a, x, at, samples=MC_SAMPLES, seed=draw, **both)
+        for j, o in enumerate(out):
+            o["E_mc"] = (full(mc[0][j]), full(mc[1][j]))
+    if "E_perm" in monte_carlo:
+        perm = rowstats.permuted_distance(a, x, at, seed=draw + 1, **both)
+        for j, o in enumerate(out):
+            o["E_perm"] = full(perm[j])
+    return out
+
+
+def _visible_records(rows: _LayerRows, grid, exact_rows: dict, monte_carlo, draw: int) -> list[tuple]:
+    """The records of the visible counting: each L of an N a prefix mean of rows computed once at the largest L."""
+    ns, top = sorted(grid), max(max(v) for v in grid.values())
+    draws = _sampled_readings(rows, top, ns, "visible", draw, monte_carlo)
+    records = []
+    for j, n in enumerate(ns):
+        exact = {name: values[j] for name, values in exact_rows.items()}
+        for L in sorted(grid[n]):
+            records += _head_records(rows, "visible", L, n, exact, draws[j])
+    return records
+
+
+def _row_records(rows: _LayerRows, grid, exact_rows: dict, s_norm, readings, monte_carlo, draw: int) -> list[tuple]:
+    """The records of the row counting: d~ and E_full from the visible rows plus the masked tokens, E per L."""
+    alpha, x, ns, first = rows.alpha, rows.x, sorted(grid), rows.opts["first"]
+    d_tilde, e_full = exact_rows["d_tilde"], exact_rows.get("E_full")
+    out_norm = rowstats.output_norms(alpha, x) if "E_full" in readings else None
+    ell = rows.lengths.to(alpha.dtype)
+    records = []
+    for L in sorted({L for v in grid.values() for L in v}):  # the row's tokens depend on L
+        at = [n for n in ns if L in grid[n]]
+        width = L - first  # tokens of every row under the row counting
+        masked = (width - ell[:L]).clamp_min(0)  # tokens of weight 0 beyond the visible ones
+        if "E" in readings:
+            e_row = rowstats.expectation(alpha[:, :L, :L], x[:, :L], at, counting="row", **rows.opts)
+        draws = _sampled_readings(rows, L, at, "row", draw + L, monte_carlo)
+        for q, n in enumerate(at):
+            j = ns.index(n)
+            exact = {"d_tilde": d_tilde[j, :, :L] + masked * s_norm[j, :, :L]}
+            if "E" in readings:
+                exact["E"] = e_row[q]
+            if "E_full" in readings:
+                inner = e_full[j, :, :L] * ell[:L] / (ell[:L] - n).clamp_min(1)  # sum_i ||2 y_i - o||
+                exact["E_full"] = (width - n) / width * (inner + masked * out_norm[:, :L])
+            records += _head_records(rows, "row", L, n, exact, draws[q])
+    return records
+
+
+def _distance_layer(w, layer: int, grid, *, inputs: dict, seed: int, readings, countings) -> list[tuple]:
+    """Algorithms 1-2 on one layer of window ``w``: its records of :func:`distance_table`, one pass at the top L."""
+    first, ns = int(inputs["exclude_sink"]), sorted(grid)
+    top = max(max(v) for v in grid.values())
+    alpha, x = w.inputs(layer, top, **inputs)
+    window = w.window(layer, top)
+    layer_seed = seed + 1_000_003 * w.index + 7919 * layer
+    positions, weights = sample_rows(top, layer_seed)
+    rows = _LayerRows(
+        window_index=w.index,
+        layer=layer,
+        alpha=alpha,
+        x=x,
+        lengths=rowstats.row_lengths(top, first, alpha.device, window),
+        positions=positions.to(alpha.device),
+        weights=weights,
+        opts={"first": first, "window": window},
+    )
+    monte_carlo = {"E_mc", "E_perm"} & set(readings)
+    d_tilde, d_max, s_norm = rowstats.distances(alpha, x, ns, bound=True, kept=True, **rows.opts)
+    exact_rows = {"d_tilde": d_tilde, "d_max": d_max}
+    if "E" in readings:
+        exact_rows["E"] = rowstats.expectation(alpha, x, ns, **rows.opts)
+    if "E_full" in readings:
+        exact_rows["E_full"] = rowstats.expectation(alpha, x, ns, full=True, **rows.opts)
+    records = []
+    if "visible" in countings:
+        records += _visible_records(rows, grid, exact_rows, monte_carlo, layer_seed)
+    if "row" in countings:
+        records += _row_records(rows, grid, exact_rows, s_norm, readings, monte_carlo, layer_seed)
+    return records
+
+
 def distance_table(
     windows,
     grid: dict[int, Sequence[int]],
@@ -126,97 +262,13 @@ def distance_table(
     unknown = [r for r in readings if r not in READINGS]
     if unknown or not readings:
         raise ValueError(f"readings: must be a non-empty subset of {READINGS}, got {list(readings)}")
-    monte_carlo = {"E_mc", "E_perm"} & set(readings)
-    first = int(exclude_sink)
-    ns = sorted(grid)
-    top = max(max(v) for v in grid.values())
-    names = ("d_tilde", "d_max", "E", "E_mc", "E_mc_se", "E_full", "E_perm")
-
-    def one_layer(w, layer):
-        alpha, x = w.inputs(
-            layer, top, exclude_sink=exclude_sink, tokens=tokens, precision=precision, normalizer=normalizer
-        )
-        window = w.window(layer, top)
-        lengths = rowstats.row_lengths(top, first, alpha.device, window)
-        layer_seed = seed + 1_000_003 * w.index + 7919 * layer
-        positions, weights = sample_rows(top, layer_seed)
-        positions = positions.to(alpha.device)
-        opts = {"first": first, "window": window}
-        records = []
-
-        def add(counting, L, n, exact, sampled):
-            """One record per head: row means of the ``exact`` per-row values, estimates from the ``sampled``."""
-            cols = {}
-            for name, values in exact.items():
-                cols[name], rows = row_means(values, lengths, n, L)
-            if "E_mc" in sampled:
-                cols["E_mc"], cols["E_mc_se"] = sampled_means(*sampled["E_mc"], positions, weights, lengths, n, L)
-            if "E_perm" in sampled:
-                cols["E_perm"], _ = sampled_means(sampled["E_perm"], None, positions, weights, lengths, n, L)
-            nan = np.full(alpha.shape[0], np.nan)
-            for h in range(alpha.shape[0]):
-                values = (float(cols.get(name, nan)[h]) for name in names)
-                records.append((str(w.index), layer, h, L, n, rows, counting, *values))
-
-        def sampled(L, at, counting, draw):
-            """E_mc (mean, variance) and E_perm, where asked, on the sampled rows below L, for every n of ``at``."""
-            out = [{} for _ in at]
-            if not monte_carlo:
-                return out
-            rows = positions[positions < L]
-            a = alpha[:, rows, :L]
-            both = {**opts, "positions": rows, "counting": counting}
-            pad = len(positions) - len(rows)  # rows at or beyond L: never counted at L
-
-            def full(t):
-                return torch.nn.functional.pad(t, (0, pad), value=math.nan)
-
-            if "E_mc" in monte_carlo:
-                mc = rowstats.random_expectation(a, x[:, :L], at, samples=MC_SAMPLES, seed=draw, **both)
-                for j, o in enumerate(out):
-                    o["E_mc"] = (full(mc[0][j]), full(mc[1][j]))
-            if "E_perm" in monte_carlo:
-                perm = rowstats.permuted_distance(a, x[:, :L], at, seed=draw + 1, **both)
-                for j, o in enumerate(out):
-                    o["E_perm"] = full(perm[j])
-            return out
-
-        d_tilde, d_max, s_norm = rowstats.distances(alpha, x, ns, bound=True, kept=True, **opts)
-        e0 = rowstats.expectation(alpha, x, ns, **opts) if "E" in readings else None
-        e_full = rowstats.expectation(alpha, x, ns, full=True, **opts) if "E_full" in readings else None
-        if "visible" in countings:
-            draws = sampled(top, ns, "visible", layer_seed)
-            for j, n in enumerate(ns):
-                exact = {"d_tilde": d_tilde[j], "d_max": d_max[j]}
-                exact |= {} if e0 is None else {"E": e0[j]}
-                exact |= {} if e_full is None else {"E_full": e_full[j]}
-                for L in sorted(grid[n]):
-                    add("visible", L, n, exact, draws[j])
-        if "row" in countings:
-            out_norm = rowstats.output_norms(alpha, x) if "E_full" in readings else None
-            ell = lengths.to(alpha.dtype)
-            for L in sorted({L for v in grid.values() for L in v}):  # the row's tokens depend on L
-                at = [n for n in ns if L in grid[n]]
-                width = L - first  # tokens of every row under the row counting
-                masked = (width - ell[:L]).clamp_min(0)  # tokens of weight 0 beyond the visible ones
-                if "E" in readings:
-                    e_row = rowstats.expectation(alpha[:, :L, :L], x[:, :L], at, counting="row", **opts)
-                draws = sampled(L, at, "row", layer_seed + L)
-                for q, n in enumerate(at):
-                    j = ns.index(n)
-                    exact = {"d_tilde": d_tilde[j, :, :L] + masked * s_norm[j, :, :L]}
-                    if "E" in readings:
-                        exact["E"] = e_row[q]
-                    if "E_full" in readings:
-                        inner = e_full[j, :, :L] * ell[:L] / (ell[:L] - n).clamp_min(1)  # sum_i ||2 y_i - o||
-                        exact["E_full"] = (width - n) / width * (inner + masked * out_norm[:, :L])
-                    add("row", L, n, exact, draws[q])
-        return records
-
+    inputs = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision, "normalizer": normalizer}
+    one_layer = partial(_distance_layer, grid=grid, inputs=inputs, seed=seed, readings=readings, countings=countings)
     records = [r for part in map_layers(windows, one_layer, "Alg. 1-2", progress, n_jobs) for r in part]
     # in the order of the windows and layers (so runs over disjoint windows concatenate to the whole), each layer's
     # visible counting first
-    return pd.DataFrame(records, columns=["window", "layer", "head", "L", "N", "rows", "counting", *names])
+    columns = ["window", "layer", "head", "L", "N", "rows", "counting", *_DISTANCE_VALUES]
+    return pd.DataFrame(records, columns=columns)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -386,71 +438,72 @@ def _start_groups(starts: dict[int, int]) -> list[list[int]]:
     return groups
 
 
+def _head_sums(values, at, wt, starts, pairs, reading, parts, heads) -> None:
+    """Per (N, L) of ``pairs``, into ``parts``: head sums of d~ and the reading over the counted rows, and rows."""
+    d, e = values
+    for j, n in enumerate(sorted({n for n, _ in pairs})):
+        for L in sorted(L for m, L in pairs if m == n):
+            keep = ((at >= starts[n]) & (at < L)).cpu()
+            count = float(wt[keep].sum())
+            totals = [(v[j][:, keep].double().cpu() * wt[keep]).sum(-1).numpy() for v in (d, e)]
+            parts[(reading, n, L)] = (*totals, np.full(heads, count))
+
+
+def _ks_layer(w, layer: int, todo, *, first: int, opts: dict, seed: int) -> dict:
+    """Algorithm 3 on one layer of window ``w``: per (reading, N, L) of ``todo``, head sums of d~, reading and rows."""
+    exact = {(n, L) for r, n, L in todo if r == "E"}
+    sampled = {(n, L) for r, n, L in todo if r != "E"}
+    sampled_readings = sorted({r for r, _, _ in todo if r != "E"})
+    top = max(L for _, _, L in todo)
+    parts = {}
+    window = w.window(layer, top)
+    lengths = rowstats.row_lengths(top, first, device="cpu", window=window)
+    heads = w.heads(layer)
+    positions, weights = sample_rows(top, seed + 1_000_003 * w.index + 7919 * layer, CRITICAL_STRIDE)
+    for kind, pairs in (("E", exact), ("sampled", sampled)):
+        ns = sorted({n for n, _ in pairs})
+        starts = {n: int(torch.searchsorted(lengths, n, right=True)) for n in ns}  # first row with > n tokens
+        for group in _start_groups(starts):
+            start = starts[group[0]]
+            if start >= top:
+                continue
+            at_group = {(n, L) for n, L in pairs if n in group}
+            where = {"first": first, "window": window}
+            if kind == "E":
+                alpha, x = w.inputs(layer, top, first_row=start, **opts)
+                at = torch.arange(start, top, device=alpha.device)
+                d = rowstats.distances(alpha, x, group, positions=at, **where)[0]
+                e = rowstats.expectation(alpha, x, group, positions=at, **where)
+                ones = torch.ones(len(at), dtype=torch.float64)
+                _head_sums((d, e), at, ones, starts, at_group, "E", parts, heads)
+                continue
+            picked = positions >= start
+            at, wt = positions[picked], weights[picked]
+            a, x = w.inputs(layer, top, rows=at, **opts)  # the weights of the sampled rows only
+            at = at.to(a.device)
+            d = rowstats.distances(a, x, group, positions=at, **where)[0]
+            for r in sampled_readings:
+                if r == "E_full":
+                    e = rowstats.expectation(a, x, group, positions=at, full=True, **where)
+                else:
+                    e = rowstats.permuted_distance(a, x, group, positions=at, seed=seed + 7 * w.index + layer, **where)
+                _head_sums((d, e), at, wt, starts, at_group, r, parts, heads)
+    for r, n, L in todo:  # no counted row (a sliding-window layer has none with more tokens than its window)
+        parts.setdefault((r, n, L), (np.zeros(heads), np.zeros(heads), np.zeros(heads)))
+    return parts
+
+
 def _evaluate_ks(windows, todo, first, opts, seed, progress, n_jobs=1):
     """KS statistic and p-value for every (reading, N, L) in ``todo``, in one pass over the layers, and each
     window's per-head means (the records of :func:`critical_n`'s heads table); ``opts`` are the keyword arguments
-    of :meth:`WindowCapture.inputs`.
+    of :meth:`attnlimits.models.Capture.inputs`.
 
     Only the rows that count are computed: at N, the rows with more than N tokens (a suffix of the window, since a
     row's token count never decreases with t), so a search near N = L reads a few rows instead of all of them; the
     N of one group share the weights and one top-k per block. ``E`` is computed at its own N on every counted
     row; ``E_full`` and ``E_perm`` share their N and read the sampled rows among the counted ones
     (:func:`sample_rows`), with d~ on the same rows."""
-    exact = {(n, L) for r, n, L in todo if r == "E"}
-    sampled = {(n, L) for r, n, L in todo if r != "E"}
-    sampled_readings = sorted({r for r, _, _ in todo if r != "E"})
-    top = max(L for _, _, L in todo)
-
-    def sums(values, at, wt, starts, pairs, reading, parts, heads):
-        """Per (N, L) of ``pairs``: the head sums of d~ and of the reading over the counted rows, and their rows."""
-        d, e = values
-        for j, n in enumerate(sorted({n for n, _ in pairs})):
-            for L in sorted(L for m, L in pairs if m == n):
-                keep = ((at >= starts[n]) & (at < L)).cpu()
-                count = float(wt[keep].sum())
-                totals = [(v[j][:, keep].double().cpu() * wt[keep]).sum(-1).numpy() for v in (d, e)]
-                parts[(reading, n, L)] = (*totals, np.full(heads, count))
-
-    def one_layer(w, layer):
-        parts = {}
-        window = w.window(layer, top)
-        lengths = rowstats.row_lengths(top, first, device="cpu", window=window)
-        heads = w.heads(layer)
-        positions, weights = sample_rows(top, seed + 1_000_003 * w.index + 7919 * layer, CRITICAL_STRIDE)
-        for kind, pairs in (("E", exact), ("sampled", sampled)):
-            ns = sorted({n for n, _ in pairs})
-            starts = {n: int(torch.searchsorted(lengths, n, right=True)) for n in ns}  # first row with > n tokens
-            for group in _start_groups(starts):
-                start = starts[group[0]]
-                if start >= top:
-                    continue
-                at_group = {(n, L) for n, L in pairs if n in group}
-                where = {"first": first, "window": window}
-                if kind == "E":
-                    alpha, x = w.inputs(layer, top, first_row=start, **opts)
-                    at = torch.arange(start, top, device=alpha.device)
-                    d = rowstats.distances(alpha, x, group, positions=at, **where)[0]
-                    e = rowstats.expectation(alpha, x, group, positions=at, **where)
-                    ones = torch.ones(len(at), dtype=torch.float64)
-                    sums((d, e), at, ones, starts, at_group, "E", parts, heads)
-                    continue
-                picked = positions >= start
-                at, wt = positions[picked], weights[picked]
-                a, x = w.inputs(layer, top, rows=at, **opts)  # the weights of the sampled rows only
-                at = at.to(a.device)
-                d = rowstats.distances(a, x, group, positions=at, **where)[0]
-                for r in sampled_readings:
-                    if r == "E_full":
-                        e = rowstats.expectation(a, x, group, positions=at, full=True, **where)
-                    else:
-                        e = rowstats.permuted_distance(
-                            a, x, group, positions=at, seed=seed + 7 * w.index + layer, **where
-                        )
-                    sums((d, e), at, wt, starts, at_group, r, parts, heads)
-        for r, n, L in todo:  # no counted row (a sliding-window layer has none with more tokens than its window)
-            parts.setdefault((r, n, L), (np.zeros(heads), np.zeros(heads), np.zeros(heads)))
-        return parts
-
+    one_layer = partial(_ks_layer, todo=todo, first=first, opts=opts, seed=seed)
     per_layer = map_layers(windows, one_layer, f"Alg. 3 ({len(todo)} tests)", progress, n_jobs)
     out, records = {}, []
     layers = [(w, layer) for w in windows for layer in w.layer_ids]
@@ -500,7 +553,8 @@ def separability_table(
 ) -> pd.DataFrame:
     """Algorithm 4: per-head mean of N_s / N at the radius R (tokens on the unit sphere) with Theorem 2's bounds.
 
-    ``tokens`` (:meth:`WindowCapture.inputs`): the vectors normalised onto the sphere, the heads' values by default
+    ``tokens`` (:meth:`attnlimits.models.Capture.inputs`): the vectors normalised onto the sphere, the heads' values by
+    default
     or the input token embeddings (``"embedding"``, the paper's "extract and normalize token embeddings"). delta is
     the window's smallest distance between two of the head's (normalised) tokens (0 when a token repeats and the
     tokens are embeddings). Columns: ``window, layer, head, L, N, tokens, rows, ns_frac, lower, upper, delta``.
@@ -586,7 +640,7 @@ def gradient_table(
     def one_layer(w, layer):
         records = []
         logits = w.logits(layer, L).double()
-        scale = w.layer(layer).scaling
+        scale = w[layer].scaling
         for label, values in (("model", logits), ("none", logits / scale)):
             g = rowstats.finite_difference_g(
                 values, T=T, eps=eps, seed=seed + 1_000_003 * w.index + layer, reduce=False

@@ -19,7 +19,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
+from attnlimits.experiments.paper_claims import FRACTION
 from attnlimits.infra import statistics
+from attnlimits.infra.statistics import RESAMPLES, SEED
 
 __all__ = [
     "FIGURES",
@@ -37,10 +39,6 @@ __all__ = [
     "window_interval",
 ]
 
-#: Draws and seed of every interval over windows drawn here (those of :mod:`attnlimits.experiments.paper_claims` too).
-RESAMPLES = 1000
-SEED = 0
-
 _SERIES = {
     "d_tilde": ("true distance $\\tilde d$", "C0"),
     "E": ("expectation $E$ (random $I_N$)", "C2"),
@@ -55,9 +53,6 @@ _READINGS = {
     "E_full": ("$E_{full}$: inner factor 1", "C4"),
     "E_perm": ("$E_{perm}$: permutation null", "C5"),
 }
-
-#: The band of critical N / L the book's verdict on Figure 2c accepts as the paper's 0.06 L.
-_FRACTION_BAND = (0.03, 0.12)
 
 _HEADS_LABEL = "heads 10-90 % (band)"
 _WINDOWS_LABEL = "median, 95 % over windows (bars)"
@@ -255,7 +250,7 @@ def critical_readings_figure(res, level: float = 0.05, ax=None):
     on Figure 2c accepts as a constant fraction like the paper's."""
     fig, ax = _axes(ax)
     crit = _critical_rows(res, level=level)
-    ax.axhspan(*_FRACTION_BAND, color="gray", alpha=0.15, label="verdict band [0.03, 0.12]")
+    ax.axhspan(*FRACTION, color="gray", alpha=0.15, label=f"verdict band [{FRACTION[0]:g}, {FRACTION[1]:g}]")
     ax.axhline(0.06, color="k", ls="--", label="paper: 0.06")
     for reading, t in crit.groupby("reading", sort=False):
         color = _READINGS.get(reading, (None, None))[1]

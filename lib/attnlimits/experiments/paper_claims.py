@@ -4,11 +4,12 @@ One function per claim turns a :class:`attnlimits.experiments.Results` into a :c
 reports, what we measure (a sentence with the numbers), and a verdict decided by a fixed rule stated in the
 claim's ``rule``. A rule reads one number (``value``) and its 95 % bootstrap interval over the run's windows
 (``lo``, ``hi``; :func:`attnlimits.infra.statistics.bootstrap_windows`, seeded) and compares the interval with a band
-(:func:`decide`), so a verdict never claims more than the windows support. Verdicts: "reproduced" (the interval
-lies inside the band), "not reproduced" (wholly outside it, or the claim's shape fails), "inconclusive" (the
-interval straddles an edge). The Experiments chapters show the rows and assert the verdicts their prose states;
-the reproducibility report shows them all; :func:`figure2_readings` sets Figure 2's claims beside every reading
-of the expectation.
+(:func:`attnlimits.infra.verdicts.decide`), so a verdict never claims more than the windows support. Verdicts (the
+book's words, :mod:`attnlimits.infra.verdicts`): "reproduced" (the interval lies inside the band), "not reproduced"
+(wholly outside it, or the claim's shape fails), "inconclusive" (the interval straddles an edge), "not measured"
+(the run has no number for the claim). The Experiments chapters show the rows and assert the verdicts their prose
+states; the reproducibility report shows them all; :func:`figure2_readings` sets Figure 2's claims beside every
+reading of the expectation.
 """
 
 from __future__ import annotations
@@ -22,14 +23,24 @@ import numpy as np
 import pandas as pd
 
 from attnlimits.infra import statistics
+from attnlimits.infra.statistics import RESAMPLES, SEED
+from attnlimits.infra.verdicts import HOLDS, INCONCLUSIVE, NOT_MEASURED, REPRODUCED, decide
+from attnlimits.infra.verdicts import NOT_REPRODUCED as NOT
 
 __all__ = [
     "CLAIMS",
     "DESCRIBED",
+    "INCONCLUSIVE",
+    "NOT",
+    "NOT_MEASURED",
+    "REPRODUCED",
+    "RESAMPLES",
+    "SEED",
     "TABLES",
     "Claim",
     "assert_sentences",
     "claims",
+    "critical_sensitivity",
     "decide",
     "describes",
     "expect",
@@ -39,13 +50,6 @@ __all__ = [
     "save_tables",
 ]
 
-REPRODUCED = "reproduced"
-NOT = "not reproduced"
-INCONCLUSIVE = "inconclusive"
-
-#: The bootstrap over windows behind every interval: resamples and seed (fixed, so verdicts repeat exactly).
-RESAMPLES = 1000
-SEED = 0
 #: Added to the paper's side of a claim measured with token 0 removed (``exclude_sink=True``).
 SINK_VARIANT = " (book's variant: token 0 removed; the paper never removes it)"
 
@@ -81,19 +85,6 @@ class Claim:
         return asdict(self)
 
 
-def decide(lo: float, hi: float, band: tuple[float, float]) -> str:
-    """The verdict of an interval ``[lo, hi]`` against ``band``: "reproduced" when it lies inside the band, "not
-    reproduced" when it lies wholly outside, "inconclusive" otherwise (also when an end is NaN)."""
-    low, high = band
-    if not low <= high:
-        raise ValueError(f"band: must be (low, high) with low <= high, got {band!r}")
-    if low <= lo and hi <= high:
-        return REPRODUCED
-    if hi < low or lo > high:
-        return NOT
-    return INCONCLUSIVE
-
-
 def loglog_slope(x, y) -> float:
     """Least-squares slope of log y against log x (the exponent of a power law)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
@@ -101,6 +92,7 @@ def loglog_slope(x, y) -> float:
 
 
 def _boot(table: pd.DataFrame, statistic: Callable[[pd.DataFrame], float]) -> tuple[float, float, float]:
+    """``statistic`` on ``table`` and its 95 % interval from the book's bootstrap over windows."""
     return statistics.bootstrap_windows(table, statistic, resamples=RESAMPLES, seed=SEED)
 
 
@@ -116,34 +108,8 @@ def _claim(res, key, figure, paper, measured, verdict, rule, value=math.nan, lo=
     return Claim(key, figure, paper, measured, verdict, rule, float(value), float(lo), float(hi))
 
 
-def _counted(table: pd.DataFrame, counting: str = "visible") -> pd.DataFrame:
-    """The rows of a distance table under one counting of a row's tokens (a table without the column holds only
-    the visible counting)."""
-    if "counting" in table.columns:
-        return table[table["counting"] == counting]
-    return table if counting == "visible" else table.iloc[:0]
-
-
 #: How the claims name the tokens Algorithm 4 measured on (its table's ``tokens`` column).
 TOKEN_NAMES = {"value": "value vectors", "embedding": "input token embeddings", "residual": "residual stream"}
-
-
-def _alg4(res, tokens: str = "value") -> pd.DataFrame:
-    """Algorithm 4's rows measured on one kind of ``tokens`` (a table without the column holds only the values)."""
-    t = res.separability
-    if "tokens" in t.columns:
-        return t[t["tokens"] == tokens]
-    return t if tokens == "value" else t.iloc[:0]
-
-
-def _alg1(res, counting: str = "visible") -> pd.DataFrame:
-    p, t = res.provenance["preset"], _counted(res.distance, counting)
-    return t[(t.N == p["alg1_N"]) & t.L.isin(p["alg1_L"])]
-
-
-def _alg2(res, counting: str = "visible") -> pd.DataFrame:
-    p, t = res.provenance["preset"], _counted(res.distance, counting)
-    return t[(t.L == p["alg2_L"]) & t.N.isin(p["alg2_N"])]
 
 
 def _growth(column: str) -> Callable[[pd.DataFrame], float]:
@@ -168,7 +134,7 @@ def _ratio_at(n: int, reading: str = "E") -> Callable[[pd.DataFrame], float]:
 
 def _fig2a(res, column, key, name):
     p = res.provenance["preset"]
-    t = _alg1(res)
+    t = res.alg1()
     value, lo, hi = _boot(t, _growth(column))
     med = t.groupby("L")[column].median()
     return _claim(
@@ -200,7 +166,7 @@ def fig2a_expectation(res) -> Claim:
 
 def fig2a_bound(res) -> Claim:
     """Figure 2a: the bound d_max is valid and conservative."""
-    t = _counted(res.distance)
+    t = res.counted()
     valid = float((t.d_tilde <= t.d_max * (1 + 1e-9)).mean())
     ratio = float((t.d_tilde / t.d_max).median())
     verdict = REPRODUCED if valid == 1.0 and ratio < 1 else NOT
@@ -227,7 +193,7 @@ def fig2b_plateau(res) -> Claim:
         med = t.groupby("N").d_tilde.median()
         return float(med.loc[ns[-1]] / med.loc[ns[0]])
 
-    value, lo, hi = _boot(_alg2(res), change)
+    value, lo, hi = _boot(res.alg2(), change)
     return _claim(
         res,
         "fig2b-plateau",
@@ -246,7 +212,7 @@ def fig2b_plateau(res) -> Claim:
 def fig2b_convergence(res) -> Claim:
     """Figure 2b: true and expected distances converge as N grows to 100."""
     p = res.provenance["preset"]
-    t = _alg2(res)
+    t = res.alg2()
     first, last = min(p["alg2_N"]), max(p["alg2_N"])
     start = _ratio_at(first)(t)
     value, lo, hi = _boot(t, _ratio_at(last))
@@ -358,9 +324,7 @@ def fig2c_proportional(res) -> Claim:
 def fig3_plateau(res, tokens: str = "value") -> Claim:
     """Figure 3: N_s/N falls until N ~ 16, then saturates at 0.70-0.85, measured on the heads' values (or on the
     ``tokens`` of the separability table: ``"embedding"``, the input token embeddings)."""
-    t = _alg4(res, tokens)
-    if t.empty:
-        raise ValueError(f"tokens: the separability table has no rows for {tokens!r}")
+    t = res.alg4(tokens)
     med = t.groupby("N").ns_frac.median()
     tail_n = med.index[med.index >= min(16, med.index[-2])]  # a small preset: its two largest N
     tail = med.loc[tail_n]
@@ -392,7 +356,7 @@ def fig3_plateau(res, tokens: str = "value") -> Claim:
 def fig3_bounds(res) -> Claim:
     """Figure 3: the lower bound is conservative, the upper bound tracks the empirical maxima (the book's
     reconstruction of Theorem 2's bounds)."""
-    t = _alg4(res)
+    t = res.alg4()
     t = t[t.N > 1]
     lower_ok = float((t.lower <= t.ns_frac + 1e-12).mean())
     upper_ok = float((t.upper >= t.ns_frac - 1e-12).mean())
@@ -437,7 +401,7 @@ def _unmeasured(res, key: str, paper: str) -> Claim | None:
     if not res.gradient.empty:
         return None
     why = res.provenance.get("absent", {}).get("gradient", "the run has no Algorithm 5 table")
-    return _claim(res, key, "4", paper, f"not measured: {why}", NOT_MEASURED, "needs Algorithm 5's table")
+    return _claim(res, key, "4", paper, f"{NOT_MEASURED}: {why}", NOT_MEASURED, "needs Algorithm 5's table")
 
 
 def fig4_slope(res) -> Claim:
@@ -445,8 +409,9 @@ def fig4_slope(res) -> Claim:
     paper = r"$g(T, \varepsilon)$ follows $1/T$ for $T < 0.1$"
     if missing := _unmeasured(res, "fig4-slope", paper):
         return missing
-    eps = min(res.gradient.eps)
-    value, lo, hi = _boot(res.g(eps), _g_slope)
+    t = res.g()
+    eps = t.eps.min()
+    value, lo, hi = _boot(t, _g_slope)
     return _claim(
         res,
         "fig4-slope",
@@ -468,8 +433,8 @@ def fig4_drop(res) -> Claim:
     paper = r"$g$ drops by about two orders of magnitude once $T \ge 1$"
     if missing := _unmeasured(res, "fig4-drop", paper):
         return missing
-    eps = min(res.gradient.eps)
-    t = res.g(eps)
+    t = res.g()
+    eps = t.eps.min()
     value, lo, hi = _boot(t, _g_drop)
     first = t[t["T"] >= 1]["T"].min()
     return _claim(
@@ -542,8 +507,6 @@ def claims(res, figure: str | None = None) -> pd.DataFrame:
 #: row's tokens :func:`figure2_readings` sets side by side.
 READINGS = ("E", "E_mc", "E_full", "E_perm")
 COUNTINGS = ("visible", "row")
-#: :func:`figure2_readings`' verdict where the run has no such number (e.g. no critical N for the row counting).
-NOT_MEASURED = "not measured"
 
 
 def figure2_readings(res) -> pd.DataFrame:
@@ -559,8 +522,8 @@ def figure2_readings(res) -> pd.DataFrame:
     """
     last = max(res.provenance["preset"]["alg2_N"])
     rows = []
-    for counting in COUNTINGS:
-        alg1, alg2 = _alg1(res, counting), _alg2(res, counting)
+    for counting in (c for c in COUNTINGS if c in res.countings):
+        alg1, alg2 = res.alg1(counting), res.alg2(counting)
         for reading in READINGS:
             if alg1.empty or reading not in alg1.columns:
                 continue
@@ -651,7 +614,7 @@ def assert_sentences(
     bad = [s for s, ok in statements.items() if not isinstance(ok, bool | np.bool_)]
     if bad:
         raise TypeError(f"statements: each sentence must map to a single bool (use .all() or .any()); not so for {bad}")
-    holds = pd.Series({s: bool(ok) for s, ok in statements.items()}, name="holds", dtype=bool)
+    holds = pd.Series({s: bool(ok) for s, ok in statements.items()}, name=HOLDS, dtype=bool)
     failed = list(holds.index[~holds])
     if described:
         assert not failed, f"the text no longer matches the numbers: {failed}"
@@ -676,3 +639,48 @@ def expect(res, table: pd.DataFrame, expected: dict[str, str]) -> dict[str, str]
         statements[sentence] = got == want
     assert_sentences(statements, described=describes(res), about=f"{DESCRIBED['model']} on {DESCRIBED['text']}")
     return verdicts
+
+
+def critical_sensitivity(res, readings=("E", "E_full"), *, level: float = 0.05, size: int = 144) -> pd.DataFrame:
+    """How Figure 2c's critical N depends on the heads the KS test compares, at the longest length of Algorithm 1's
+    grid: one row per reading of the expectation.
+
+    Columns: the run's critical N with every head; its median and 95 % range over seeded random subsets of ``size``
+    heads (the paper's GPT-2 has 144; :func:`attnlimits.infra.statistics.critical_head_subsets`); the critical N on
+    one query head per key/value group (heads of a group read the same values,
+    :func:`attnlimits.infra.statistics.one_head_per_group`); and the p-value of the paired Wilcoxon signed-rank test
+    of d~ against the reading at the run's critical N, with the number of heads it tested (NaN and 0 where no
+    N < L reaches ``level``). Why: the KS test's power grows with the number of heads, so a critical N is a
+    statement about this model's head count as much as about its selection.
+    """
+    top = max(res.preset.alg1_L)
+    crit, heads, facts = res.critical, res.critical_heads, res.provenance["model"]
+    group = statistics.one_head_per_group(heads, facts["n_heads"], facts["n_kv_heads"])
+    rows = []
+    for reading in readings:
+        at_top = crit[(crit.L == top) & (crit.reading == reading) & (crit.ks_level == level)]
+        if at_top.empty:
+            raise ValueError(
+                f"readings, level: the run has no critical N for reading {reading!r} at KS level {level} "
+                f"(readings: {sorted(set(crit.reading))}, levels: {sorted(set(crit.ks_level))})"
+            )
+        found = at_top.critical_N.iloc[0]
+        median, lo, hi = statistics.critical_head_subsets(heads, top, reading, level, size=size)
+        one = statistics.critical_from_heads(heads, top, reading, level, head_index=group)
+        wilcoxon_p, tested = float("nan"), 0
+        if not pd.isna(found):
+            pick = (heads.L == top) & (heads.N == found) & (heads.reading == reading)
+            _, wilcoxon_p, tested = statistics.wilcoxon_heads(heads[pick], "d_tilde", "expected")
+        rows.append(
+            {
+                "reading": reading,
+                f"critical N at L = {top}": found,
+                f"{size} heads: median": median,
+                f"{size} heads: 2.5 %": lo,
+                f"{size} heads: 97.5 %": hi,
+                "one head per key/value group": one,
+                "Wilcoxon p at that N": wilcoxon_p,
+                "heads": tested,
+            }
+        )
+    return pd.DataFrame(rows).set_index("reading")

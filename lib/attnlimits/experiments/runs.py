@@ -14,7 +14,7 @@ from attnlimits.infra import cache, provenance
 from attnlimits.infra.progress import check_jobs
 from attnlimits.models import describing, texts
 from attnlimits.models import windows as hf_windows
-from attnlimits.models.windows import TOKENS, WindowCapture, dtype_of
+from attnlimits.models.capturing import TOKENS, Capture, dtype_of
 
 __all__ = ["CODE", "capture_windows", "code", "results", "results_folder", "run", "run_arrays"]
 
@@ -23,7 +23,7 @@ __all__ = ["CODE", "capture_windows", "code", "results", "results_folder", "run"
 CODE = "attnlimits.experiments.tables"
 
 
-def capture_windows(model, text, **options) -> list[WindowCapture]:
+def capture_windows(model, text, **options) -> list[Capture]:
     """The windows of ``text`` captured from ``model``: a Hugging Face model by
     :func:`attnlimits.models.windows.capture_windows`, a TransformerLens ``HookedTransformer`` by
     :func:`attnlimits.models.lens.capture_windows` (the same ``options``: ``length``, ``count``, ``first_window``,
@@ -62,7 +62,7 @@ def run(
     seed: int = 0,
     progress: bool | str | None = None,
     n_jobs: int = 1,
-    captures: Sequence[WindowCapture] | None = None,
+    captures: Sequence[Capture] | None = None,
     shared: Results | None = None,
 ) -> Results:
     """Algorithms 1-5 (and the sink weights) on ``windows`` windows of ``text`` (the preset's count by default).
@@ -203,8 +203,8 @@ def run_arrays(
 def _check_captures(captures, length: int, count: int, first_window: int, tokens: str, embedding: bool) -> list:
     """The given captures as a list, after checking they are the windows and length this run reads."""
     caps = list(captures)
-    if not caps or not all(isinstance(c, WindowCapture) for c in caps):
-        raise ValueError("captures: expected a non-empty list of WindowCapture (see capture_windows)")
+    if not caps or not all(isinstance(c, Capture) for c in caps):
+        raise ValueError("captures: expected a non-empty list of Capture (see capture_windows)")
     indices = [c.index for c in caps]
     wanted = list(range(first_window, first_window + count))
     if indices != wanted:
@@ -305,7 +305,7 @@ def results(
     root=None,
     progress: bool | str | None = None,
     n_jobs: int = 1,
-    captures: Sequence[WindowCapture] | Callable[[], Sequence[WindowCapture]] | None = None,
+    captures: Sequence[Capture] | Callable[[], Sequence[Capture]] | None = None,
     shared: Results | None = None,
 ) -> Results:
     """The results of :func:`run` from the cache when the same model, text, preset, options, seed and code produced

@@ -30,13 +30,13 @@ from attnlimits.experiments.algorithms import (
 )
 from attnlimits.experiments.presets import Preset
 from attnlimits.infra import cache, statistics
-from attnlimits.models.windows import WindowCapture
+from attnlimits.models.capturing import Capture
 
 __all__ = ["RESAMPLES", "TABLES", "Results", "compute", "merge", "provenance_of"]
 
 TABLES = ("distance", "critical_scan", "critical", "critical_heads", "separability", "gradient", "sink")
-#: Bootstrap draws over windows behind every interval of a run (``critical_N_lo``, ``critical_N_hi``).
-RESAMPLES = 1000
+#: Bootstrap draws over windows behind every interval of a run (``critical_N_lo``, ``critical_N_hi``): the book's.
+RESAMPLES = statistics.RESAMPLES
 
 
 @dataclass
@@ -68,28 +68,30 @@ class Results:
     def alg1(self, counting: str = "visible") -> pd.DataFrame:
         """Algorithm 1's rows of :attr:`distance`: the fixed ``alg1_N`` at every ``alg1_L`` (Figure 2a), under one
         ``counting`` of a row's tokens (``"visible"`` or ``"row"``)."""
-        p, t = self.preset, self._counted(counting)
+        p, t = self.preset, self.counted(counting)
         return t[(t.N == p.alg1_N) & t.L.isin(p.alg1_L)]
 
     def alg4(self, tokens: str = "value") -> pd.DataFrame:
         """Algorithm 4's rows of :attr:`separability` measured on one kind of ``tokens`` (``"value"``: the heads'
-        values, Figure 3 as the book reads it; ``"embedding"``: the input token embeddings)."""
-        t = self.separability
-        if tokens not in set(t.tokens):
-            raise ValueError(f"tokens: must be one of {sorted(set(t.tokens))}, got {tokens!r}")
-        return t[t.tokens == tokens]
+        values, Figure 3 as the book reads it; ``"embedding"``: the input token embeddings). A table without the
+        ``tokens`` column (written before Algorithm 4 also ran on the embeddings) holds only the values."""
+        return _rows_of(self.separability, "tokens", tokens, "value")
 
     def alg2(self, counting: str = "visible") -> pd.DataFrame:
         """Algorithm 2's rows of :attr:`distance`: every ``alg2_N`` at the fixed ``alg2_L`` (Figure 2b), under one
         ``counting``."""
-        p, t = self.preset, self._counted(counting)
+        p, t = self.preset, self.counted(counting)
         return t[(t.L == p.alg2_L) & t.N.isin(p.alg2_N)]
 
-    def _counted(self, counting: str) -> pd.DataFrame:
-        t = self.distance
-        if counting not in set(t.counting):
-            raise ValueError(f"counting: must be one of {sorted(set(t.counting))}, got {counting!r}")
-        return t[t.counting == counting]
+    def counted(self, counting: str = "visible") -> pd.DataFrame:
+        """Every row of :attr:`distance` (Algorithms 1 and 2) under one ``counting`` of a row's tokens. A table
+        without the ``counting`` column (written before the row counting existed) holds only ``"visible"``."""
+        return _rows_of(self.distance, "counting", counting, "visible")
+
+    @property
+    def countings(self) -> list[str]:
+        """The countings of a row's tokens :attr:`distance` holds (a run without token 0 has ``"visible"`` alone)."""
+        return _held(self.distance, "counting", "visible")
 
     def g(self, eps: float | None = None, scaling: str = "model") -> pd.DataFrame:
         """Algorithm 5's rows of :attr:`gradient` at one ``eps`` (default: the smallest) and logit ``scaling``
@@ -147,6 +149,21 @@ class Results:
         return cls(**tables, provenance=json.loads((folder / "provenance.json").read_text()))
 
 
+def _held(table: pd.DataFrame, column: str, only: str) -> list[str]:
+    """The values of ``column`` in ``table``; ``[only]`` for a table without the column (written before it existed,
+    when every row had that value)."""
+    return sorted(set(table[column])) if column in table.columns else [only]
+
+
+def _rows_of(table: pd.DataFrame, column: str, value: str, only: str) -> pd.DataFrame:
+    """The rows of ``table`` whose ``column`` is ``value`` (all of them in a table without the column, which holds
+    ``only``); a value the table does not hold is refused, naming the ones it does."""
+    held = _held(table, column, only)
+    if value not in held:
+        raise ValueError(f"{column}: must be one of {held}, got {value!r}")
+    return table[table[column] == value] if column in table.columns else table
+
+
 def merge(parts: Sequence[Results]) -> Results:
     """Concatenate runs over disjoint window ranges of the same model, text and preset into one result.
 
@@ -194,7 +211,7 @@ def _versions() -> dict:
 
 
 def compute(
-    caps: Sequence[WindowCapture],
+    caps: Sequence[Capture],
     p: Preset,
     *,
     exclude_sink: bool,
@@ -220,59 +237,26 @@ def compute(
         "n_jobs": n_jobs,
     }
     seconds = {}
-
-    def timed(name, fn, *args, **kwargs):
-        t0 = time.perf_counter()
-        out = fn(*args, **kwargs)
-        seconds[name] = time.perf_counter() - t0
-        return out
-
     # every reading of the expectation and both countings in the paper's setting; the book's variant without token 0
     # keeps the book's reconstruction E on the visible tokens (each further reading costs about as much as E)
     variant = {"readings": ("E",), "countings": ("visible",)} if exclude_sink else {}
-    distance = timed("alg1_2", distance_table, caps, p.distance_grid(), seed=seed, **variant, **opts)
+    distance = _timed(seconds, "alg1_2", distance_table, caps, p.distance_grid(), seed=seed, **variant, **opts)
     readings = ("E",) if exclude_sink else CRITICAL_READINGS
-    scan, critical, heads = timed("alg3", critical_n, caps, p.alg1_L, p.ks_levels, readings=readings, seed=seed, **opts)
-    intervals = statistics.critical_intervals(heads, p.ks_levels, resamples=RESAMPLES, seed=seed)
-    critical = critical.merge(intervals, on=["L", "reading", "ks_level"], how="left", validate="one_to_one")
+    scan, critical, heads = _timed(
+        seconds, "alg3", critical_n, caps, p.alg1_L, p.ks_levels, readings=readings, seed=seed, **opts
+    )
+    critical = _with_intervals(critical, heads, p, seed)
     window_range = f"{caps[0].index}-{caps[-1].index}"
     scan["windows"] = window_range
     critical["windows"] = window_range
-    alg4 = {**opts, "precision": "float64", "seed": seed}
-
-    def alg4_on(kind):  # the embeddings (d_model dimensions) on the stratified row sample of the sampled readings
-        stride = SAMPLE_STRIDE if kind == "embedding" else None
-        return separability_table(caps, p.alg4_L, p.alg4_N, **{**alg4, "tokens": kind}, stride=stride)
-
     alg4_tokens = [tokens] + (["embedding"] if embedding else [])
-    separability = timed(
-        "alg4",
-        lambda: (
-            pd.concat([alg4_on(kind) for kind in alg4_tokens])
-            # window by window (so runs over disjoint windows concatenate to the whole), the values first in each
-            .sort_values("window", key=lambda w: w.astype(int), kind="stable")
-            .reset_index(drop=True)
-        ),
-    )
+    alg4 = {**opts, "precision": "float64", "seed": seed}
+    separability = _timed(seconds, "alg4", _separability, caps, p, alg4_tokens, alg4)
     if shared is not None:
         gradient, sink = shared.gradient, shared.sink
         seconds |= {"alg5": 0.0, "sink": 0.0}
     else:
-        if all(getattr(c, "has_logits", True) for c in caps):
-            gradient = timed(
-                "alg5",
-                gradient_table,
-                caps,
-                p.alg5_L,
-                p.alg5_T,
-                p.alg5_eps,
-                seed=seed,
-                progress=progress,
-                n_jobs=n_jobs,
-            )
-        else:
-            gradient, seconds["alg5"] = pd.DataFrame(columns=GRADIENT_COLUMNS), 0.0
-        sink = timed("sink", sink_table, caps, p.max_length)
+        gradient, sink = _gradient_and_sink(caps, p, seconds, seed=seed, progress=progress, n_jobs=n_jobs)
     tables = {
         "distance": distance,
         "critical_scan": scan,
@@ -283,6 +267,44 @@ def compute(
         "sink": sink,
     }
     return tables, seconds
+
+
+def _timed(seconds: dict, name: str, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, its wall-clock time recorded as ``seconds[name]`` (a run's provenance reports it)."""
+    t0 = time.perf_counter()
+    out = fn(*args, **kwargs)
+    seconds[name] = time.perf_counter() - t0
+    return out
+
+
+def _gradient_and_sink(caps, p: Preset, seconds: dict, *, seed: int, progress, n_jobs: int) -> tuple:
+    """Algorithm 5's table (empty for captures without logits) and the attention sink's, timed into ``seconds``."""
+    if all(getattr(c, "has_logits", True) for c in caps):
+        alg5 = {"seed": seed, "progress": progress, "n_jobs": n_jobs}
+        gradient = _timed(seconds, "alg5", gradient_table, caps, p.alg5_L, p.alg5_T, p.alg5_eps, **alg5)
+    else:
+        gradient, seconds["alg5"] = pd.DataFrame(columns=GRADIENT_COLUMNS), 0.0
+    return gradient, _timed(seconds, "sink", sink_table, caps, p.max_length)
+
+
+def _with_intervals(critical: pd.DataFrame, heads: pd.DataFrame, p: Preset, seed: int) -> pd.DataFrame:
+    """The critical N with its bootstrap interval over windows, resampled from the per-window head means ``heads``."""
+    intervals = statistics.critical_intervals(heads, p.ks_levels, resamples=RESAMPLES, seed=seed)
+    return critical.merge(intervals, on=["L", "reading", "ks_level"], how="left", validate="one_to_one")
+
+
+def _separability(caps: Sequence[Capture], p: Preset, kinds: Sequence[str], opts: dict) -> pd.DataFrame:
+    """Algorithm 4 on each kind of tokens, window by window (so runs over disjoint windows concatenate)."""
+
+    def on(kind):
+        stride = SAMPLE_STRIDE if kind == "embedding" else None
+        return separability_table(caps, p.alg4_L, p.alg4_N, **{**opts, "tokens": kind}, stride=stride)
+
+    return (
+        pd.concat([on(kind) for kind in kinds])
+        .sort_values("window", key=lambda w: w.astype(int), kind="stable")
+        .reset_index(drop=True)
+    )
 
 
 def provenance_of(caps, p: Preset, options: dict, seconds: dict, *, model: dict, text: dict, **more) -> dict:

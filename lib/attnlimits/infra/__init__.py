@@ -1,8 +1,8 @@
 """What every study stands on, importing only :mod:`attnlimits.core`: the results cache, the preset
 registry, provenance (hashes, folders, messages), statistics (intervals and tests), progress and parallel
-maps, profiling helpers and the plotting theme."""
+maps, profiling helpers, the plotting theme and the book's verdict words."""
 
 import attnlimits
 
-MODULES = ("cache", "presets", "provenance", "statistics", "progress", "profiling", "plotting")
+MODULES = ("cache", "presets", "provenance", "statistics", "progress", "profiling", "plotting", "verdicts")
 __getattr__, __dir__ = attnlimits.lazy(__name__, MODULES)

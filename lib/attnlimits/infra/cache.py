@@ -1,10 +1,12 @@
 """The results cache of every study: one entry per computed result, keyed by everything that produced it.
 
-A study (the experiments, the training sweep of chapter 32, the alternative normalisers of chapter 33) keeps each
-result in an entry folder under :func:`attnlimits.infra.provenance.results_root` with a readable name
-(``<root>/<model>/<text>/<preset>[-options]`` for the experiments, ``<root>/training/<preset>``,
-``<root>/alternatives/<name>-<data>``). Beside the result's own files the entry holds ``key.json``, what produced
-it, and a read returns the stored result only when that key equals the key wanted now. The key covers:
+A study (the experiments, the training sweep of chapter 32, the alternative normalisers of chapter 33, the long
+contexts of chapter 35) keeps each result in an entry folder under :func:`attnlimits.infra.provenance.results_root`
+with a readable name (``<root>/<model>/<text>/<preset>[-options]`` for the experiments, ``<root>/training/<preset>``,
+``<root>/alternatives/<name>-<data>``, ``<root>/<model>/<text>/long-<preset>``). Beside the result's own files
+the entry holds ``key.json``: what produced it (``"key"``) and the SHA-256 of every file the entry stores
+(``"files"``: relative paths, sub-folders included). A read returns the stored result only when that key equals
+the key wanted now and every file still has its recorded hash. The key covers:
 
 - the data: the model's and the text's SHA-256 (or a fingerprint of the arrays a function was given);
 - the grids and options: the preset's :meth:`~attnlimits.infra.presets.StudyPreset.as_dict`, the options, the seed;
@@ -17,7 +19,13 @@ Not covered: other installed packages than torch, the machine, and code reached 
 statement. :func:`cached` is the one way to fill an entry: the result is saved into a temporary sibling folder,
 ``key.json`` last, and renamed into place, all under a :class:`filelock.FileLock` on the sibling ``<entry>.lock``;
 so an interrupted run leaves nothing that reads back, and of two processes filling one entry the second waits,
-then reads what the first wrote. A corrupt entry (unreadable ``key.json``, a missing file) is recomputed.
+then reads what the first wrote.
+
+A corrupt entry is never loaded: an unreadable ``key.json``, a recorded file that is missing or whose bytes changed
+(edited, truncated), or a file that was not written with the entry makes it stale (:class:`StaleEntry`, naming the
+file and why), and :func:`cached` recomputes it, saying why. Hidden files (a name starting with ``.``, such as a
+file browser's ``.DS_Store``) that the entry did not record are ignored. An entry that records no hashes (written
+before entries recorded them) is stale too. Hashing streams each file once; loading reads it again.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
+
+from attnlimits.infra.provenance import say, sha256_file
 
 __all__ = ["Entry", "StaleEntry", "cached", "code_hash", "dependencies", "load_current", "study_key", "write_text"]
 
@@ -180,7 +190,19 @@ def study_key(module: str | tuple[str, ...], **parts) -> dict:
 
 
 class StaleEntry(ValueError):
-    """An entry that is missing, incomplete, unreadable, or keyed otherwise than wanted."""
+    """An entry that is missing, incomplete, unreadable, keyed otherwise than wanted, or whose files differ from
+    those it recorded."""
+
+
+def _stored_files(folder: Path) -> list[str]:
+    """The files of an entry folder but ``key.json``: paths relative to it (``/``-separated, sub-folders included),
+    sorted."""
+    files = (path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
+    return sorted(name for name in files if name != KEY_FILE)
+
+
+def _hidden(name: str) -> bool:
+    return any(part.startswith(".") for part in name.split("/"))
 
 
 class Entry:
@@ -198,33 +220,64 @@ class Entry:
         self.folder.parent.mkdir(parents=True, exist_ok=True)
         return FileLock(self.folder.with_name(self.folder.name + ".lock"))
 
-    def stored_key(self) -> dict:
-        """The key the entry was written under; :class:`StaleEntry` when there is no complete, readable entry."""
+    def _record(self) -> tuple[dict, dict[str, str]]:
+        """What ``key.json`` records: the key and the SHA-256 of each stored file; :class:`StaleEntry` when there is
+        no complete, readable record."""
+        path = self.folder / KEY_FILE
         try:
-            stored = json.loads((self.folder / KEY_FILE).read_text())
+            record = json.loads(path.read_text())
         except FileNotFoundError:
             raise StaleEntry(f"{self.folder} holds no complete entry (no {KEY_FILE})") from None
         except (OSError, ValueError) as e:
-            raise StaleEntry(f"{self.folder / KEY_FILE} is unreadable ({e})") from None
-        if not isinstance(stored, dict):
-            raise StaleEntry(f"{self.folder / KEY_FILE} holds no key")
-        return stored
+            raise StaleEntry(f"{path} is unreadable ({e})") from None
+        if isinstance(record, dict) and "files" not in record:
+            raise StaleEntry(f"{path} records no hashes of the entry's files (written before entries recorded them)")
+        if not isinstance(record, dict) or not isinstance(record.get("key"), dict):
+            raise StaleEntry(f"{path} holds no key")
+        files = record["files"]
+        if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+            raise StaleEntry(f"{path} holds no hashes of the entry's files")
+        return record["key"], files
+
+    def stored_key(self) -> dict:
+        """The key the entry was written under; :class:`StaleEntry` when there is no complete, readable entry."""
+        return self._record()[0]
+
+    def _check_files(self, files: dict[str, str]) -> None:
+        """:class:`StaleEntry` naming each file that is missing, whose SHA-256 differs from the recorded one in
+        ``files`` (relative path to hash), or that was not recorded (hidden files aside)."""
+        problems = []
+        for name, digest in sorted(files.items()):
+            path = self.folder / name
+            if not path.is_file():
+                problems.append(f"{name} is missing")
+            elif sha256_file(path) != digest:
+                problems.append(f"{name} changed since it was written ({path.stat().st_size} bytes, SHA-256 differs)")
+        problems += [
+            f"{name} was not written with the entry"
+            for name in _stored_files(self.folder)
+            if name not in files and not _hidden(name)
+        ]
+        if problems:
+            raise StaleEntry(f"{self.folder} is corrupt: " + "; ".join(problems))
 
     def read(self, load: Callable[[Path], Any]) -> Any:
-        """``load(folder)`` when the stored key equals the wanted one; :class:`StaleEntry` otherwise, or when the
-        entry's files do not load."""
-        stored = self.stored_key()
+        """``load(folder)`` when the stored key equals the wanted one and every file has its recorded SHA-256;
+        :class:`StaleEntry` otherwise, or when the entry's files do not load."""
+        stored, files = self._record()
         if stored != self.key:
             changed = sorted(k for k in set(stored) | set(self.key) if stored.get(k) != self.key.get(k))
-            raise StaleEntry(f"{self.folder} was computed under another key (differs in {changed})")
+            raise StaleEntry(f"{self.folder} was computed under another key ({KEY_FILE} differs in {changed})")
+        self._check_files(files)
         try:
             return load(self.folder)
         except _CORRUPT as e:
             raise StaleEntry(f"{self.folder} does not load ({type(e).__name__}: {e})") from None
 
     def write(self, result: Any, save: Callable[[Any, Path], Any]) -> None:
-        """Store ``result``: ``save(result, folder)`` into a temporary sibling, ``key.json`` last, then renamed
-        into place (an old entry is moved aside first, then removed). Call it holding :meth:`lock`."""
+        """Store ``result``: ``save(result, folder)`` into a temporary sibling, then ``key.json`` (the key and the
+        SHA-256 of every file saved), then renamed into place (an old entry is moved aside first, then removed).
+        Call it holding :meth:`lock`."""
         parent, name = self.folder.parent, self.folder.name
         for leftover in [*parent.glob(f".{name}.new-*"), *parent.glob(f".{name}.old-*")]:
             shutil.rmtree(leftover, ignore_errors=True)  # what an interrupted writer left (the lock is ours now)
@@ -232,7 +285,9 @@ class Entry:
         tmp.mkdir(parents=True)
         try:
             save(result, tmp)
-            (tmp / KEY_FILE).write_text(json.dumps(self.key, indent=2, sort_keys=True) + "\n")
+            files = {name: sha256_file(tmp / name) for name in _stored_files(tmp)}
+            record = {"key": self.key, "files": files}
+            (tmp / KEY_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
             old = _sibling(self.folder, "old") if self.folder.exists() else None
             if old is not None:
                 self.folder.rename(old)
@@ -263,9 +318,7 @@ def cached(
         try:
             return entry.read(load)
         except StaleEntry as why:
-            if (entry.folder / KEY_FILE).exists():
-                from attnlimits.infra.provenance import say
-
+            if entry.folder.exists():  # an entry only appears whole (renamed into place): this one was damaged
                 say(f"recomputing: {why}")
         result = compute()
         entry.write(result, save)

@@ -19,6 +19,8 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "RESAMPLES",
+    "SEED",
     "ks_test",
     "bootstrap_windows",
     "critical_draws",
@@ -29,6 +31,11 @@ __all__ = [
     "one_head_per_group",
     "wilcoxon_heads",
 ]
+
+#: The bootstrap behind every interval of the book: draws over windows and their seed (fixed, so an interval, and
+#: the verdict decided on it, repeats exactly).
+RESAMPLES = 1000
+SEED = 0
 
 #: The columns of ``critical_heads``: each window's per-head means of d~ and of one reading (``expected``) at every
 #: (L, N) the search evaluated, and the rows they average.
@@ -53,8 +60,8 @@ def bootstrap_windows(
     table: pd.DataFrame,
     statistic: Callable[[pd.DataFrame], float],
     *,
-    resamples: int = 1000,
-    seed: int = 0,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
     level: float = 0.95,
 ) -> tuple[float, float, float]:
     """``(value, lo, hi)``: ``statistic`` on ``table`` and its percentile interval from the bootstrap over windows.
@@ -234,8 +241,8 @@ def critical_draws(
     heads: pd.DataFrame,
     levels: Sequence[float],
     *,
-    resamples: int = 1000,
-    seed: int = 0,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
     readings: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """The critical N of every bootstrap draw of windows, for every L and reading of ``critical_heads`` and every
@@ -271,8 +278,8 @@ def critical_intervals(
     heads: pd.DataFrame,
     levels: Sequence[float],
     *,
-    resamples: int = 1000,
-    seed: int = 0,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
     level: float = 0.95,
     readings: Sequence[str] | None = None,
 ) -> pd.DataFrame:
@@ -302,7 +309,7 @@ def critical_head_subsets(
     *,
     size: int = 144,
     draws: int = 200,
-    seed: int = 0,
+    seed: int = SEED,
 ) -> tuple[float, int, int]:
     """``(median, lo, hi)`` of the critical N at ``L`` over ``draws`` random subsets of ``size`` heads.
 

@@ -7,8 +7,9 @@ One module per concern; everything a chapter needs is re-exported here (``al.mod
 - :mod:`attnlimits.models.registry`   the named models (``"fallback"``, ``"gemma3-270m"``, ``"gpt2"``): their
                                       labels, loaders, PyPI wheels and a cheap check of whether each is present;
 - :mod:`attnlimits.models.gguf`       the offline fallback (SmolLM2-135M-Instruct from a GGUF file) and its cache;
-- :mod:`attnlimits.models.capturing`  the recording attention function, :func:`capture`, :class:`Capture` (indexed
-                                      by layer number), :class:`LayerCapture`, and the exactness checks;
+- :mod:`attnlimits.models.capturing`  the recording attention function, :func:`capture`, :class:`Capture` (the
+                                      one capture type, every window's and every layer's: ``cap[layer]``),
+                                      :class:`LayerCapture`, and the exactness checks;
 - :mod:`attnlimits.models.hf`         quiet access to transformers, shared by the three above.
 
 Provenance (the record, :func:`facts`, :func:`banner`, hashing, the cache directory) lives in
@@ -18,7 +19,7 @@ Provenance (the record, :func:`facts`, :func:`banner`, hashing, the cache direct
 
 ``LayerCapture`` names follow the paper (q, k, v, logits, weights); in TransformerLens's names ``logits`` are
 ``attn_scores`` (attention scores, not vocabulary logits), ``weights`` are ``pattern`` and the post-RoPE ``q`` and
-``k`` are ``rot_q`` and ``rot_k`` (see :class:`LayerCapture` for the shapes).
+``k`` are ``rot_q`` and ``rot_k`` (:class:`Capture` gives every address beside its hook, with the shapes).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from attnlimits.models.capturing import (
     capture,
     eager_attentions,
     exactness_report,
+    exactness_table,
     measure_capture,
     prefix_difference,
 )
@@ -62,6 +64,7 @@ __all__ = [
     "capture",
     "eager_attentions",
     "exactness_report",
+    "exactness_table",
     "measure_capture",
     "facts",
     "hub_status",

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnlimits.models.windows import WindowCapture, dtype_of, query_rows
+from attnlimits.models.capturing import Capture, dtype_of, query_rows
 
 __all__ = ["NO_LOGITS", "ArrayCapture", "ArrayLayer", "arrays_sha256", "captures", "fit_preset"]
 
@@ -50,12 +50,13 @@ class ArrayLayer:
         return self.v.shape[-2]
 
 
-class ArrayCapture(WindowCapture):
-    """A :class:`attnlimits.experiments.WindowCapture` of :class:`ArrayLayer` records: the weights are the softmax
-    of the given logits (in the precision asked for, as for a model), or the given weights when there are none."""
+class ArrayCapture(Capture):
+    """A :class:`attnlimits.models.Capture` of :class:`ArrayLayer` records (``cap[layer]``): the weights are the
+    softmax of the given logits (in the precision asked for, as for a model), or the given weights when there are
+    none."""
 
     def heads(self, layer: int) -> int:
-        return self.layer(layer).v.shape[1]
+        return self[layer].v.shape[1]
 
     @property
     def device(self) -> torch.device:
@@ -67,7 +68,7 @@ class ArrayCapture(WindowCapture):
         return all(lc.given_logits is not None for lc in self.layers)
 
     def logits(self, layer: int, L: int, first_row: int = 0, rows: torch.Tensor | None = None) -> torch.Tensor:
-        lc = self.layer(layer)
+        lc = self[layer]
         if lc.given_logits is None:
             raise ValueError(f"logits: {NO_LOGITS}; pass logits= (e.g. TransformerLens's hook_attn_scores)")
         return lc.given_logits[0, :, query_rows(L, first_row, rows, lc.v.device), :L].clone()
@@ -82,7 +83,7 @@ class ArrayCapture(WindowCapture):
         first_row: int = 0,
         rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        lc = self.layer(layer)
+        lc = self[layer]
         if lc.given_logits is not None:
             return super().weights(layer, L, precision=precision, normalizer=normalizer, first_row=first_row, rows=rows)
         if normalizer is not None:
@@ -215,6 +216,168 @@ def _masks(mask, layer_ids: list[int]) -> dict:
     )
 
 
+def _given(weights, values, logits) -> dict[str, dict[int, torch.Tensor]]:
+    """The given arrays per layer, each checked to hold the values' layers (every later check reads one layer)."""
+    if weights is None and logits is None:
+        raise ValueError("weights: give the attention weights, the logits, or both")
+    if values is None:
+        raise ValueError("values: the value vectors (W, H, L, d) of every layer are needed")
+    given = {"values": _per_layer(values, "values", 4)}
+    if weights is not None:
+        given["weights"] = _per_layer(weights, "weights", 4)
+    if logits is not None:
+        given["logits"] = _per_layer(logits, "logits", 4)
+    layer_ids = sorted(given["values"])
+    for name, per in given.items():
+        if sorted(per) != layer_ids:
+            raise ValueError(f"{name}: holds layers {sorted(per)}, the values hold layers {layer_ids}")
+    return given
+
+
+def _check_shapes(layer: int, w, lg, v: torch.Tensor, earlier) -> tuple[int, int, int]:
+    """``(W, H, L)`` of one layer, its arrays' shapes checked against each other and the ``earlier`` layer's."""
+    for name, t in (("weights", w), ("logits", lg)):
+        if t is not None and (t.ndim != 4 or t.shape[-1] != t.shape[-2]):
+            raise ValueError(f"{name}[{layer}]: expected (windows, heads, L, L), got shape {tuple(t.shape)}")
+    if w is not None and lg is not None and w.shape != lg.shape:
+        raise ValueError(f"logits[{layer}]: shape {tuple(lg.shape)} differs from the weights' {tuple(w.shape)}")
+    W, H, L, _ = (w if w is not None else lg).shape
+    if earlier is not None and (W, L) != earlier[1]:
+        first, (W0, L0) = earlier
+        raise ValueError(f"layer {layer}: {W} windows of {L} tokens, layer {first} has {W0} of {L0}")
+    if v.ndim != 4 or v.shape[0] != W or v.shape[2] != L or H % v.shape[1]:
+        raise ValueError(
+            f"values[{layer}]: expected (windows, heads, L, d) = ({W}, {H} or a divisor, {L}, d), "
+            f"got shape {tuple(v.shape)}"
+        )
+    return W, H, L
+
+
+def _check_one_device(layer: int, w, lg, v: torch.Tensor) -> None:
+    """One layer's arrays on one device (the algorithms compute with them together)."""
+    devices = {t.device for t in (w, lg, v) if t is not None}
+    if len(devices) > 1:
+        raise ValueError(f"layer {layer}: the arrays lie on different devices {sorted(map(str, devices))}")
+
+
+def _check_finite(layer: int, w, lg, v: torch.Tensor) -> None:
+    """Finite weights and values and no NaN logits (-inf logits are masked entries)."""
+    for name, t in (("weights", w), ("values", v)):
+        if t is not None and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name}: not finite at {_where(layer, _first(~torch.isfinite(t)))}")
+    if lg is not None and bool(torch.isnan(lg).any()):
+        raise ValueError(f"logits: NaN at {_where(layer, _first(torch.isnan(lg)))}")
+
+
+def _masked_logits(layer: int, lg: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    """The logits with -inf where the mask hides a key, refused when a query row is left no finite logit."""
+    lg = lg.masked_fill(hidden, -math.inf)
+    if not bool(torch.isfinite(lg).any(-1).all()):
+        raise ValueError(
+            f"logits: a query row reads no finite logit at {_where(layer, _first(~torch.isfinite(lg).any(-1)))}"
+        )
+    return lg
+
+
+def _check_nonnegative(layer: int, w: torch.Tensor) -> None:
+    """No negative weight (a row of weights is a distribution)."""
+    if bool((w < 0).any()):
+        raise ValueError(f"weights: negative at {_where(layer, _first(w < 0))}")
+
+
+def _check_masked_mass(layer: int, w: torch.Tensor, hidden: torch.Tensor) -> None:
+    """No weight on a key the mask hides (the algorithms read the visible keys only)."""
+    if bool((w * hidden > 0).any()):
+        index = _first(w * hidden > 0)
+        side = "future" if index[3] > index[2] else "masked"
+        raise ValueError(f"weights: mass on {side} positions under the mask at {_where(layer, index)}")
+
+
+def _check_rows_sum_to_one(layer: int, w: torch.Tensor, tol: float) -> None:
+    """Every row's weights sum to 1 within ``tol`` (summed in float64, so the check itself adds no error)."""
+    sums = w.sum(-1, dtype=torch.float64)
+    off = (sums - 1).abs()
+    if bool((off > tol).any()):
+        index = _first(off > tol)
+        raise ValueError(
+            f"weights: rows must sum to 1 (within {tol:g}); {_where(layer, index)} sums to {float(sums[index]):.8g}"
+        )
+
+
+def _check_softmax_of_logits(layer: int, w: torch.Tensor, lg: torch.Tensor, tol: float) -> None:
+    """The weights are the softmax of the logits within ``tol`` (the tables read the logits: they must agree)."""
+    gap = (torch.softmax(lg.double(), -1) - w.double()).abs()
+    if bool((gap > tol).any()):
+        index = _first(gap > tol)
+        raise ValueError(
+            f"logits: their softmax differs from the weights by {float(gap[index]):.3g} (more than "
+            f"{tol:g}) at {_where(layer, index)}; the weights must be the softmax of the logits"
+        )
+
+
+def _checked_layer(layer: int, w, lg, v: torch.Tensor, mask, tolerance, earlier) -> tuple:
+    """One layer checked in the order of the error messages: ``((W, L), (weights, logits, values, hidden))``."""
+    W, H, L = _check_shapes(layer, w, lg, v, earlier)
+    _check_one_device(layer, w, lg, v)
+    _check_finite(layer, w, lg, v)
+    hidden = _hidden(mask, layer, L, (w if w is not None else lg).device, w, lg)
+    if lg is not None:
+        lg = _masked_logits(layer, lg, hidden)
+    if w is not None:
+        tol = _tolerance(tolerance, w.dtype)
+        _check_nonnegative(layer, w)
+        _check_masked_mass(layer, w, hidden)
+        _check_rows_sum_to_one(layer, w, tol)
+        if lg is not None:
+            _check_softmax_of_logits(layer, w, lg, tol)
+    v = v.repeat_interleave(H // v.shape[1], dim=1) if v.shape[1] != H else v  # one value head per query head
+    return (W, L), (w if lg is None else None, lg, v, hidden)  # with logits, the weights are recomputed from them
+
+
+def _scaling(scaling, d: int) -> float:
+    """The factor the logits carry over the raw q.k: ``scaling``, checked, or 1/sqrt(d) (the transformer's own)."""
+    scale = 1 / math.sqrt(d) if scaling is None else scaling
+    if isinstance(scale, bool) or not isinstance(scale, int | float) or not (scale > 0 and math.isfinite(scale)):
+        raise ValueError(f"scaling: must be a finite number > 0, got {scaling!r}")
+    return float(scale)
+
+
+def _embedding(embeddings, W: int, L: int) -> torch.Tensor | None:
+    """The input token embeddings ``(W, L, d_model)``, checked, or None (Algorithm 4's second reading needs them)."""
+    if embeddings is None:
+        return None
+    embedding = _tensor(embeddings, "embeddings", None)
+    if embedding.ndim != 3 or tuple(embedding.shape[:2]) != (W, L):
+        raise ValueError(f"embeddings: expected (windows, L, d_model) = ({W}, {L}, d), got {tuple(embedding.shape)}")
+    if not bool(torch.isfinite(embedding).all()):
+        raise ValueError("embeddings: not finite")
+    return embedding
+
+
+def _wrap(layers: dict[int, tuple], W: int, L: int, scale: float, embedding, bos: bool) -> list[ArrayCapture]:
+    """One :class:`ArrayCapture` per window, refusing a mask that is neither causal nor a causal sliding window."""
+    out = []
+    for i in range(W):
+        kept = [
+            ArrayLayer(
+                layer=layer,
+                v=v[i : i + 1],
+                masked=hidden.view(1, 1, L, L),
+                scaling=scale,
+                given_weights=None if w is None else w[i : i + 1],
+                given_logits=None if lg is None else lg[i : i + 1],
+            )
+            for layer, (w, lg, v, hidden) in layers.items()
+        ]
+        cap = ArrayCapture(
+            index=i, layers=kept, embedding=None if embedding is None else embedding[i : i + 1], bos=bool(bos)
+        )
+        for layer in cap.layer_ids:
+            cap.window(layer, L)  # refuses a mask that is neither causal nor a causal sliding window
+        out.append(cap)
+    return out
+
+
 def captures(
     weights=None,
     values=None,
@@ -242,116 +405,18 @@ def captures(
     weights do not sum to 1, weight on a masked (future) position, logits whose softmax is not the weights, and
     shapes that do not match.
     """
-    if weights is None and logits is None:
-        raise ValueError("weights: give the attention weights, the logits, or both")
-    if values is None:
-        raise ValueError("values: the value vectors (W, H, L, d) of every layer are needed")
-    given = {"values": _per_layer(values, "values", 4)}
-    if weights is not None:
-        given["weights"] = _per_layer(weights, "weights", 4)
-    if logits is not None:
-        given["logits"] = _per_layer(logits, "logits", 4)
+    given = _given(weights, values, logits)
     layer_ids = sorted(given["values"])
-    for name, per in given.items():
-        if sorted(per) != layer_ids:
-            raise ValueError(f"{name}: holds layers {sorted(per)}, the values hold layers {layer_ids}")
     masks = _masks(mask, layer_ids)
-    shape = None
+    earlier = None
     layers: dict[int, tuple] = {}
     for layer in layer_ids:
         w, lg, v = (given.get(name, {}).get(layer) for name in ("weights", "logits", "values"))
-        square = w if w is not None else lg
-        for name, t in (("weights", w), ("logits", lg)):
-            if t is not None and (t.ndim != 4 or t.shape[-1] != t.shape[-2]):
-                raise ValueError(f"{name}[{layer}]: expected (windows, heads, L, L), got shape {tuple(t.shape)}")
-        if w is not None and lg is not None and w.shape != lg.shape:
-            raise ValueError(f"logits[{layer}]: shape {tuple(lg.shape)} differs from the weights' {tuple(w.shape)}")
-        W, H, L, _ = square.shape
-        if shape is not None and (W, L) != shape:
-            raise ValueError(
-                f"layer {layer}: {W} windows of {L} tokens, layer {layer_ids[0]} has {shape[0]} of {shape[1]}"
-            )
-        shape = (W, L)
-        if v.ndim != 4 or v.shape[0] != W or v.shape[2] != L or H % v.shape[1]:
-            raise ValueError(
-                f"values[{layer}]: expected (windows, heads, L, d) = ({W}, {H} or a divisor, {L}, d), "
-                f"got shape {tuple(v.shape)}"
-            )
-        devices = {t.device for t in (w, lg, v) if t is not None}
-        if len(devices) > 1:
-            raise ValueError(f"layer {layer}: the arrays lie on different devices {sorted(map(str, devices))}")
-        for name, t in (("weights", w), ("values", v)):
-            if t is not None and not bool(torch.isfinite(t).all()):
-                raise ValueError(f"{name}: not finite at {_where(layer, _first(~torch.isfinite(t)))}")
-        if lg is not None and bool(torch.isnan(lg).any()):
-            raise ValueError(f"logits: NaN at {_where(layer, _first(torch.isnan(lg)))}")
-        hidden = _hidden(masks[layer], layer, L, square.device, w, lg)
-        if lg is not None:
-            lg = lg.masked_fill(hidden, -math.inf)
-            if not bool(torch.isfinite(lg).any(-1).all()):
-                raise ValueError(
-                    f"logits: a query row reads no finite logit at {_where(layer, _first(~torch.isfinite(lg).any(-1)))}"
-                )
-        if w is not None:
-            tol = _tolerance(tolerance, w.dtype)
-            if bool((w < 0).any()):
-                raise ValueError(f"weights: negative at {_where(layer, _first(w < 0))}")
-            if bool((w * hidden > 0).any()):
-                index = _first(w * hidden > 0)
-                side = "future" if index[3] > index[2] else "masked"
-                raise ValueError(f"weights: mass on {side} positions under the mask at {_where(layer, index)}")
-            sums = w.sum(-1, dtype=torch.float64)
-            off = (sums - 1).abs()
-            if bool((off > tol).any()):
-                index = _first(off > tol)
-                raise ValueError(
-                    f"weights: rows must sum to 1 (within {tol:g}); {_where(layer, index)} sums to "
-                    f"{float(sums[index]):.8g}"
-                )
-            if lg is not None:
-                gap = (torch.softmax(lg.double(), -1) - w.double()).abs()
-                if bool((gap > tol).any()):
-                    index = _first(gap > tol)
-                    raise ValueError(
-                        f"logits: their softmax differs from the weights by {float(gap[index]):.3g} (more than "
-                        f"{tol:g}) at {_where(layer, index)}; the weights must be the softmax of the logits"
-                    )
-        v = v.repeat_interleave(H // v.shape[1], dim=1) if v.shape[1] != H else v
-        layers[layer] = (w if lg is None else None, lg, v, hidden)
+        shape, layers[layer] = _checked_layer(layer, w, lg, v, masks[layer], tolerance, earlier)
+        earlier = earlier or (layer, shape)
     W, L = shape
-    d = layers[layer_ids[0]][2].shape[-1]
-    scale = 1 / math.sqrt(d) if scaling is None else scaling
-    if isinstance(scale, bool) or not isinstance(scale, int | float) or not (scale > 0 and math.isfinite(scale)):
-        raise ValueError(f"scaling: must be a finite number > 0, got {scaling!r}")
-    embedding = None
-    if embeddings is not None:
-        embedding = _tensor(embeddings, "embeddings", None)
-        if embedding.ndim != 3 or tuple(embedding.shape[:2]) != (W, L):
-            raise ValueError(
-                f"embeddings: expected (windows, L, d_model) = ({W}, {L}, d), got {tuple(embedding.shape)}"
-            )
-        if not bool(torch.isfinite(embedding).all()):
-            raise ValueError("embeddings: not finite")
-    out = []
-    for i in range(W):
-        kept = [
-            ArrayLayer(
-                layer=layer,
-                v=v[i : i + 1],
-                masked=hidden.view(1, 1, L, L),
-                scaling=float(scale),
-                given_weights=None if w is None else w[i : i + 1],
-                given_logits=None if lg is None else lg[i : i + 1],
-            )
-            for layer, (w, lg, v, hidden) in layers.items()
-        ]
-        cap = ArrayCapture(
-            index=i, layers=kept, embedding=None if embedding is None else embedding[i : i + 1], bos=bool(bos)
-        )
-        for layer in cap.layer_ids:
-            cap.window(layer, L)  # refuses a mask that is neither causal nor a causal sliding window
-        out.append(cap)
-    return out
+    scale = _scaling(scaling, layers[layer_ids[0]][2].shape[-1])
+    return _wrap(layers, W, L, scale, _embedding(embeddings, W, L), bos)
 
 
 def arrays_sha256(caps: Sequence[ArrayCapture]) -> str:

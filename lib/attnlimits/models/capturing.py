@@ -1,5 +1,10 @@
 """Exact attention capture: every head's queries, keys, values, attention scores and weights of one forward pass.
 
+:class:`Capture` is the one capture type of the library, addressed by layer number (``cap[layer]``) as
+TransformerLens's ``ActivationCache`` is; every way of capturing returns it (:func:`capture`,
+:func:`attnlimits.models.windows.capture_windows`, :func:`attnlimits.models.lens.capture_windows`,
+:func:`attnlimits.models.arrays.captures`, :func:`attnlimits.models.kv_capture.capture_long`).
+
 ``capture(model, input_ids)`` runs one forward pass through a registered attention function
 (``transformers.AttentionInterface``) that records the post-positional-encoding queries and keys, expands keys and
 values to the query heads (grouped-query attention), and delegates to the modeling module's own
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import operator
 import sys
 import threading
 import time
@@ -20,6 +26,7 @@ from typing import NamedTuple
 
 import torch
 
+from attnlimits.core.normalizers import NORMALIZERS
 from attnlimits.models.describing import config_facts
 from attnlimits.models.hf import import_transformers
 from attnlimits.models.loading import LoadedModel
@@ -27,15 +34,20 @@ from attnlimits.models.loading import LoadedModel
 __all__ = [
     "measure_capture",
     "CAPTURE_IMPLEMENTATION",
+    "PRECISIONS",
+    "TOKENS",
     "Capture",
     "LayerCapture",
     "LayerNotCapturedError",
     "Row",
     "attention_implementation",
     "capture",
+    "dtype_of",
     "eager_attentions",
     "exactness_report",
+    "exactness_table",
     "prefix_difference",
+    "query_rows",
     "recompute_float64",
 ]
 
@@ -59,19 +71,9 @@ class Row(NamedTuple):
 class LayerCapture:
     """One layer's attention, every tensor shaped ``(batch, heads, seq, ·)`` with ``heads`` = query heads.
 
-    ``layer`` is the layer's number in the model (0 = first). The names map to TransformerLens's hook names
-    (``blocks.{layer}.attn.hook_*``) as follows; shapes are ours (TransformerLens puts heads after positions)::
-
-        attnlimits                      TransformerLens                shape here
-        q  (after RoPE)                 rot_q  (hook_rot_q)            (batch, heads, seq, head_dim)
-        q  (GPT-2: no RoPE)             q      (hook_q)                (batch, heads, seq, head_dim)
-        k  (after RoPE, expanded)       rot_k  (hook_rot_k)            (batch, heads, seq, head_dim)
-        v  (expanded)                   v      (hook_v)                (batch, heads, seq, head_dim)
-        logits                          attn_scores (hook_attn_scores) (batch, heads, seq, seq)
-        weights                         pattern (hook_pattern)         (batch, heads, seq, seq)
-
-    ``logits`` are attention scores (pre-softmax q kᵀ · scaling, masked entries −inf), not vocabulary logits: the
-    capture never runs the language-model head.
+    ``layer`` is the layer's number in the model (0 = first); ``cap[layer]`` of a :class:`Capture` is this record
+    (its docstring maps the names to TransformerLens's hooks). ``logits`` are attention scores (pre-softmax
+    q kᵀ · scaling, masked entries −inf), not vocabulary logits: the capture never runs the language-model head.
 
     ``q``, ``k``: after positional encoding (RoPE applied; GPT-2 adds positions to the input instead).
     ``k``, ``v``: expanded to the query heads under grouped-query attention (head h uses key/value head
@@ -143,18 +145,50 @@ class LayerNotCapturedError(KeyError, IndexError):
 
 @dataclass
 class Capture:
-    """The :class:`LayerCapture` objects of one forward pass, indexed by **layer number**.
+    """What one window's forward pass left behind, addressed by **layer number** as TransformerLens's
+    ``ActivationCache`` is addressed by hook name: the one capture type of the library.
 
-    ``cap[layer]`` is that layer's capture (``capture(model, ids, layers=[2, 0])[2]`` is layer 2, ``[1]`` raises
-    :class:`LayerNotCapturedError`, a ``KeyError`` and ``IndexError``); ``cap.layer_ids`` lists the captured
-    layers in increasing order, ``for lc in cap`` yields their captures in that order and ``len(cap)`` counts them.
+    ``cap[layer]`` is that layer's :class:`LayerCapture` (``capture(model, ids, layers=[2, 0])[2]`` is layer 2;
+    ``[1]`` raises :class:`LayerNotCapturedError`, a ``KeyError`` and ``IndexError`` naming the captured layers);
+    ``cap.layer_ids`` lists the captured layers in increasing order, ``for lc in cap`` yields their captures in that
+    order, ``len(cap)`` counts them and ``layer in cap`` asks for one. Each name and its TransformerLens hook (shapes
+    here put heads before positions, TransformerLens puts them after)::
+
+        attnlimits                          TransformerLens                      shape here
+        cap[l].q  (after RoPE)              blocks.{l}.attn.hook_rot_q           (batch, heads, seq, head_dim)
+        cap[l].q  (GPT-2: no RoPE)          blocks.{l}.attn.hook_q               (batch, heads, seq, head_dim)
+        cap[l].k  (after RoPE, expanded)    blocks.{l}.attn.hook_rot_k           (batch, heads, seq, head_dim)
+        cap[l].v  (expanded)                blocks.{l}.attn.hook_v               (batch, heads, seq, head_dim)
+        cap[l].logits, cap.logits(l, L)     blocks.{l}.attn.hook_attn_scores     (batch, heads, seq, seq)
+        cap[l].weights, cap.weights(l, L)   blocks.{l}.attn.hook_pattern         (batch, heads, seq, seq)
+        cap.residual[l]                     blocks.{l}.hook_resid_pre            (1, seq, d_model)
+        cap.embedding                       hook_embed                           (1, seq, d_model)
+        cap.stack("weights")                cache.stack_activation("pattern")    (layers, batch, heads, seq, seq)
+
+    The methods :meth:`logits`, :meth:`weights` and :meth:`inputs` read window (batch row) 0 over its first L
+    tokens, ``(heads, rows, L)``, recomputing the weights from the captured q and k in the precision asked for:
+    :func:`attnlimits.models.windows.capture_windows` therefore drops ``cap[l].weights`` (an empty tensor) to keep
+    its memory at q, k and v. :class:`attnlimits.models.arrays.ArrayCapture` (attention given as arrays) and
+    :class:`attnlimits.models.kv_capture.LongCapture` (the SDPA capture of long windows) are captures whose logits
+    and weights come from what they hold instead.
+
+    ``input_ids``: the token ids ``(batch, seq)`` (None for attention given as arrays); ``float64``: logits and
+    weights recomputed in float64; ``seconds``: how long the capture took; ``meta``: the model's shape facts;
+    ``index``: the window's position in the text (0 = the first window after the first chapter heading, and 0 for
+    :func:`capture` unless told); ``residual``: layer number -> that layer's input residual stream when it was
+    asked for; ``embedding``: the input token embeddings; ``bos``: whether the window starts with the tokenizer's
+    BOS token (then token 0 is that BOS).
     """
 
-    layers: list[LayerCapture]
-    input_ids: torch.Tensor
+    layers: list[LayerCapture]  # or records shaped like it (ArrayLayer, KVLayer)
+    input_ids: torch.Tensor | None = None
     float64: bool = False
     seconds: float = 0.0
     meta: dict = field(default_factory=dict)
+    index: int = 0
+    residual: dict | None = None
+    embedding: torch.Tensor | None = None
+    bos: bool = False
 
     def __post_init__(self) -> None:
         self.layers = sorted(self.layers, key=lambda r: r.layer)
@@ -171,10 +205,10 @@ class Capture:
         return self.layers[0].seq_len
 
     def __getitem__(self, layer: int) -> LayerCapture:
-        if isinstance(layer, bool) or not isinstance(layer, int):
+        if isinstance(layer, bool) or not hasattr(type(layer), "__index__"):
             raise TypeError(f"a Capture is indexed by layer number (an int), got {type(layer).__name__}")
         try:
-            return self._by_layer[layer]
+            return self._by_layer[operator.index(layer)]
         except KeyError:
             raise LayerNotCapturedError(
                 f"layer {layer} was not captured; this capture holds layers {self.layer_ids}"
@@ -194,6 +228,128 @@ class Capture:
         if name not in {"q", "k", "v", "logits", "weights"}:
             raise ValueError(f"name must be one of q, k, v, logits, weights; got {name!r}")
         return torch.stack([getattr(layer, name) for layer in self.layers])
+
+    def window(self, layer: int, L: int) -> int | None:
+        """The sliding window w of a layer over the first L tokens (row t sees ``t - w < n <= t``), read from the
+        mask the model itself applied; None when that mask is the plain causal one (always for L <= w)."""
+        visible = ~self[layer].masked[0, 0, :L, :L]
+        t = torch.arange(L, device=visible.device).unsqueeze(-1)
+        n = torch.arange(L, device=visible.device)
+        if torch.equal(visible, n <= t):
+            return None
+        w = int(visible.sum(-1).max())
+        if not torch.equal(visible, (n <= t) & (n > t - w)):
+            raise ValueError(
+                f"layer: {layer}'s attention mask is neither causal nor a causal sliding window; the experiments "
+                "support those two"
+            )
+        return w
+
+    def heads(self, layer: int) -> int:
+        """The number of query heads of layer number ``layer``."""
+        return self[layer].q.shape[1]
+
+    @property
+    def device(self) -> torch.device:
+        """Where the capture's tensors are (the model's device)."""
+        return self.layers[0].q.device
+
+    def logits(self, layer: int, L: int, first_row: int = 0, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The model's own float32 logits of the first L tokens, ``(H, R, L)``, masked entries -inf: the query rows
+        ``first_row..L-1`` (all of them by default), or only the query positions ``rows`` (a 1-D integer tensor of
+        positions below L, in that order)."""
+        lc = self[layer]
+        rows = query_rows(L, first_row, rows, lc.q.device)
+        q, k = lc.q[0, :, rows], lc.k[0, :, :L]
+        logits = torch.matmul(q, k.transpose(-1, -2)).mul_(lc.scaling)
+        return logits.masked_fill_(lc.masked[0, 0, rows, :L], float("-inf"))
+
+    def weights(
+        self,
+        layer: int,
+        L: int,
+        *,
+        precision: str = "float64",
+        normalizer: str | None = None,
+        first_row: int = 0,
+        rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The attention weights of the first L tokens, ``(H, R, L)`` (rows as in :meth:`logits`): the softmax of
+        the model's logits in ``precision``, or the normaliser named ``normalizer`` applied to the same masked
+        logits (masked entries get weight 0)."""
+        dtype = dtype_of(precision)
+        if normalizer is not None and normalizer not in NORMALIZERS:
+            raise ValueError(f"normalizer: must be None (softmax) or one of {list(NORMALIZERS)}, got {normalizer!r}")
+        logits = self.logits(layer, L, first_row, rows).to(dtype)
+        return torch.softmax(logits, dim=-1) if normalizer is None else NORMALIZERS[normalizer](logits, dim=-1)
+
+    def inputs(
+        self,
+        layer: int,
+        L: int,
+        *,
+        exclude_sink: bool = False,
+        tokens: str = "value",
+        precision: str = "float64",
+        normalizer: str | None = None,
+        first_row: int = 0,
+        rows: torch.Tensor | None = None,
+    ):
+        """(alpha, x) of one layer over the first L tokens: alpha ``(H, L, L)``, x ``(H, L, d)``; with
+        ``first_row`` only the query rows ``first_row..L-1`` of alpha, ``(H, L - first_row, L)``, with ``rows`` only
+        the query positions it lists (:meth:`logits`).
+
+        ``tokens`` (one of :data:`TOKENS`): x is the head's value vectors (``"value"``), the layer's input residual
+        stream (``"residual"``) or the input token embeddings normalised to unit length per token
+        (``"embedding"``, the same for every layer: the paper's "extract and normalize token embeddings"); the
+        last two are the same for every head and need a capture made with that ``tokens``.
+
+        ``precision="float64"``: alpha is the float64 softmax of the model's logits (rows sum to 1 within 1e-15);
+        ``"float32"``: the model's own float32 weights, bit for bit, and float32 tokens. ``normalizer``: None is the
+        model's softmax; a name of :data:`attnlimits.core.normalizers.NORMALIZERS` applies that normaliser instead to
+        the same masked logits (masked entries get weight 0), in ``precision``.
+        """
+        dtype = dtype_of(precision)
+        alpha = self.weights(layer, L, precision=precision, normalizer=normalizer, first_row=first_row, rows=rows)
+        if exclude_sink:
+            alpha = alpha.clone()
+            alpha[..., 0] = 0
+            alpha = alpha / alpha.sum(-1, keepdim=True).clamp_min(torch.finfo(alpha.dtype).tiny)
+        if tokens == "value":
+            return alpha, self[layer].v[0, :, :L].to(dtype)
+        if tokens not in TOKENS:
+            raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
+        held = self.residual if tokens == "residual" else self.embedding
+        if held is None:
+            made = "capture_windows(..., tokens='residual')" if tokens == "residual" else "capture_windows"
+            raise ValueError(f"tokens: {tokens!r} needs a capture made with {made}")
+        if tokens == "residual":
+            x = held[layer][0, :L].to(dtype)
+        else:
+            x = torch.nn.functional.normalize(held[0, :L].to(dtype), dim=-1)
+        return alpha, x.expand(alpha.shape[0], -1, -1)
+
+
+def query_rows(L: int, first_row: int, rows: torch.Tensor | None, device) -> slice | torch.Tensor:
+    """The query rows :meth:`Capture.logits` reads: ``first_row..L-1``, or the positions ``rows`` (checked: a 1-D
+    tensor of positions below L, and no ``first_row``) on ``device``."""
+    if rows is None:
+        return slice(first_row, L)
+    if first_row or rows.ndim != 1 or (len(rows) and not 0 <= int(rows.min()) <= int(rows.max()) < L):
+        raise ValueError(f"rows: expected a 1-D tensor of positions below L = {L} (and no first_row)")
+    return rows.to(device)
+
+
+#: What the tokens x of :meth:`Capture.inputs` are: the heads' values, the layer's input residual stream, or the
+#: input token embeddings normalised to unit length.
+TOKENS = ("value", "residual", "embedding")
+PRECISIONS = {"float32": torch.float32, "float64": torch.float64}
+
+
+def dtype_of(precision: str) -> torch.dtype:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: must be one of {sorted(PRECISIONS)}, got {precision!r}")
+    return PRECISIONS[precision]
 
 
 _registered = False
@@ -297,14 +453,18 @@ def capture(
     *,
     layers: Iterable[int] | None = None,
     float64: bool = False,
+    index: int = 0,
 ) -> Capture:
     """Run ONE forward pass and return every (or the chosen) layer's q, k, v, logits and weights.
 
     ``input_ids``: ``(seq,)`` or ``(batch, seq)`` integer token ids (no padding). ``layers``: indices of the layers to
     keep (all by default; fewer saves memory: a layer costs ``2 · batch · heads · seq² · 4`` bytes for logits and
     weights). ``float64=True`` recomputes logits and weights in float64 from the captured q and k (and returns q, k,
-    v in float64 too). The model's attention implementation is switched for this call only.
+    v in float64 too). ``index``: the window's position in the text, recorded in the capture. The model's attention
+    implementation is switched for this call only.
     """
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ValueError(f"index: must be an integer >= 0 (the window's position in the text), got {index!r}")
     import_transformers()
     hf = model.model if isinstance(model, LoadedModel) else model
     if not isinstance(hf, torch.nn.Module) or not hasattr(hf, "config"):
@@ -338,7 +498,7 @@ def capture(
     records = state["records"]
     if float64:
         records = [recompute_float64(r) for r in records]
-    return Capture(layers=records, input_ids=ids, float64=float64, seconds=seconds, meta=info)
+    return Capture(layers=records, input_ids=ids, float64=float64, seconds=seconds, meta=info, index=index)
 
 
 def recompute_float64(r: LayerCapture) -> LayerCapture:
@@ -487,3 +647,32 @@ def measure_capture(model, input_ids, interval: float = 0.005) -> dict:
         "captured_gb": stored / 1e9,
         "capture": cap,
     }
+
+
+#: The report's check that is a measurement, not a pass/fail check: how far float32 is from float64 itself.
+MEASURED_ONLY = ("float64 weights vs weights",)
+
+
+def exactness_table(report: dict, *, tolerance: float = 1e-6, rows_tolerance: float = 1e-5):
+    """:func:`exactness_report` as the table the Experiments chapter shows: one row per check (the index), its max
+    abs difference, its tolerance and whether it holds.
+
+    A True/False check is exact. A difference within one capture is held to ``tolerance`` (the capture *is* the
+    eager computation, so only float rounding of the same sums remains); one between two forward passes of
+    different lengths (the ``rows ...`` checks of :func:`prefix_difference`) to ``rows_tolerance`` (float32
+    rounding carried through every layer). The checks of :data:`MEASURED_ONLY` show "—" for tolerance and holds.
+    """
+    import pandas as pd
+
+    if not report:
+        raise ValueError("report: empty; pass what exactness_report returned")
+    rows = []
+    for check, value in report.items():
+        if isinstance(value, bool):
+            rows.append((check, value, "exact", value))
+        elif check in MEASURED_ONLY:
+            rows.append((check, f"{value:.2e}", "—", "—"))
+        else:
+            tol = rows_tolerance if check.startswith("rows") else tolerance
+            rows.append((check, f"{value:.2e}", f"{tol:.0e}", value <= tol))
+    return pd.DataFrame(rows, columns=["check", "max abs difference", "tolerance", "holds"]).set_index("check")

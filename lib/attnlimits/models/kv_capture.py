@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlimits.infra.progress import progress_bar
-from attnlimits.models.windows import WindowCapture, query_rows
+from attnlimits.models.capturing import Capture, attention_implementation, query_rows
 
 __all__ = ["IMPLEMENTATION", "QUERY_BLOCK", "KVLayer", "LongCapture", "capture_ids", "capture_long", "exactness"]
 
@@ -63,16 +63,16 @@ class KVLayer:
         return self._expanded(self.v_kv)
 
 
-class LongCapture(WindowCapture):
-    """A :class:`attnlimits.experiments.WindowCapture` of :class:`KVLayer` records: the same ``logits`` and
+class LongCapture(Capture):
+    """A :class:`attnlimits.models.Capture` of :class:`KVLayer` records (``cap[layer]``): the same ``logits`` and
     ``inputs`` (so every kernel of the experiments reads it), with the masks rebuilt from each layer's window."""
 
     def window(self, layer: int, L: int) -> int | None:
-        w = self.layer(layer).window
+        w = self[layer].window
         return None if w is None or L <= w else w
 
     def logits(self, layer: int, L: int, first_row: int = 0, rows: torch.Tensor | None = None) -> torch.Tensor:
-        lc = self.layer(layer)
+        lc = self[layer]
         rows = query_rows(L, first_row, rows, lc.q.device)
         if isinstance(rows, slice):
             rows = torch.arange(first_row, L, device=lc.q.device)
@@ -201,8 +201,7 @@ def capture_ids(model, ids, *, index: int = 0, layers=None, bos: bool = False) -
     body = getattr(hf, hf.base_model_prefix, hf)
     device = next(hf.parameters()).device
     _register()
-    from attnlimits.models.capturing import attention_implementation
-
+    ids = torch.as_tensor(ids).reshape(1, -1).to(device)
     with _lock:
         state = {"layers": None if layers is None else set(layers), "records": [], "windows": {}}
         was_training = hf.training
@@ -211,14 +210,14 @@ def capture_ids(model, ids, *, index: int = 0, layers=None, bos: bool = False) -
         try:
             _active = state
             with attention_implementation(hf, IMPLEMENTATION), torch.inference_mode():
-                body(input_ids=torch.as_tensor(ids).reshape(1, -1).to(device), use_cache=False)
+                body(input_ids=ids, use_cache=False)
         finally:
             _active = None
             hf.train(was_training)
         seconds = time.perf_counter() - started
     if not state["records"]:
         raise RuntimeError(f"{type(hf).__name__} recorded no attention layer: is it built on AttentionInterface?")
-    return LongCapture(index=index, layers=state["records"], seconds=seconds, bos=bos)
+    return LongCapture(layers=state["records"], input_ids=ids, seconds=seconds, index=index, bos=bos)
 
 
 def exactness(model, text, *, length: int = 1024):
@@ -228,11 +227,10 @@ def exactness(model, text, *, length: int = 1024):
     for the check to reach them."""
     import pandas as pd
 
-    from attnlimits import experiments
-    from attnlimits.models import texts
+    from attnlimits.models import texts, windows
 
     ids = texts.windows(model, text, length=length, count=1)[0]
-    eager = experiments.capture_windows(model, text, length=length, count=1)[0]
+    eager = windows.capture_windows(model, text, length=length, count=1)[0]
     sdpa = capture_ids(model, ids)
     rows = []
     for layer in eager.layer_ids:
@@ -241,7 +239,7 @@ def exactness(model, text, *, length: int = 1024):
         same_mask = bool(torch.equal(finite, torch.isfinite(b)))
         scale = a[finite].abs().max().item() or 1.0
         wa, wb = torch.softmax(a, -1), torch.softmax(b, -1)
-        va, vb = eager.layer(layer).v[0, :, :length], sdpa.layer(layer).v[0, :, :length]
+        va, vb = eager[layer].v[0, :, :length], sdpa[layer].v[0, :, :length]
         rows.append({
             "layer": layer,
             "layer type": "full" if sdpa.window(layer, length) is None else "sliding",

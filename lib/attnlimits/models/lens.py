@@ -110,7 +110,8 @@ def capture_windows(
 ) -> list:
     """:func:`attnlimits.experiments.capture_windows` for a ``HookedTransformer``: ``count`` windows of ``length``
     tokens of ``text`` from window ``first_window`` on, one ``run_with_cache`` each, as
-    :class:`attnlimits.experiments.ArrayCapture` records (the logits kept; the weights are their softmax).
+    :class:`attnlimits.models.arrays.ArrayCapture` records (the one :class:`attnlimits.models.Capture` type; the
+    logits kept, the weights their softmax).
 
     ``bos``: None follows ``model.cfg.default_prepend_bos``. The windows are those of
     :func:`attnlimits.models.texts.windows` with the model's tokenizer.
@@ -144,6 +145,7 @@ def capture_windows(
         del kw["bos"]
         (cap,) = given.captures(**kw, bos=with_bos)
         cap.index = first_window + i
+        cap.input_ids = row.unsqueeze(0)
         if tokens == "residual":
             cap.residual = {layer: cache[f"blocks.{layer}.hook_resid_pre"] for layer in chosen}
         cap.seconds = time.perf_counter() - started

@@ -274,6 +274,140 @@ def _fallback_hint(requested: str, allow_fallback: bool | None) -> str:
     )
 
 
+def _requested(name_or_path) -> str:
+    """The model asked for: ``name_or_path`` as a string, or ``$ATTNLIMITS_MODEL`` / the paper's model for None."""
+    requested = os.fspath(name_or_path) if name_or_path is not None else default_name()
+    if not isinstance(requested, str) or not requested.strip():
+        raise ValueError(f"name_or_path must be a non-empty model id or path, got {name_or_path!r}")
+    return requested
+
+
+def _torch_device(device) -> torch.device:
+    """``device`` as a torch device, checked before anything is loaded."""
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device={device!r} is not a torch device (e.g. 'cpu', 'cuda', 'cuda:0')") from e
+
+
+def _may_fall_back(requested: str, allow_fallback: bool | None) -> bool:
+    """Whether the offline fallback may stand in for ``requested``: by default for the paper's model only."""
+    if allow_fallback not in (None, True, False):
+        raise ValueError(f"allow_fallback must be None, True or False, got {allow_fallback!r}")
+    return requested in FALLBACK_STANDS_IN_FOR if allow_fallback is None else allow_fallback
+
+
+def _load_path(path: Path, requested: str) -> registry.Obtained:
+    """An existing local directory or ``.gguf`` file."""
+    if not path.is_dir() and path.suffix != ".gguf":
+        raise ValueError(f"name_or_path={requested!r} is a file; expected a model directory or a .gguf file")
+    model, tok, files, how = load_local(path)
+    return registry.Obtained(model, tok, files, "local", str(path.resolve()), f"{requested!r} is {how}")
+
+
+def _check_model_id(requested: str) -> None:
+    """Refuse a name that is neither an existing path nor a Hugging Face model id (before any network use)."""
+    if looks_like_path(requested):
+        raise FileNotFoundError(f"name_or_path={requested!r} looks like a path, but no such file or directory exists")
+    if not REPO_ID.match(requested) or "--" in requested or ".." in requested:
+        raise ValueError(
+            f"name_or_path={requested!r} is neither an existing directory nor a valid Hugging Face model id "
+            "(like 'gpt2' or 'openai-community/gpt2')"
+        )
+
+
+def _load_cached(requested: str) -> registry.Obtained | None:
+    """``requested`` from the local Hugging Face cache without touching the network, or None when it is not there."""
+    try:
+        model = from_pretrained(requested, local_files_only=True)
+    except OSError:
+        return None
+    except Exception as e:  # noqa: BLE001 - it is cached but does not load
+        raise ValueError(f"model {requested!r} is in the Hugging Face cache but does not load ({e})") from e
+    tok = tokenizer(requested, local_files_only=True)
+    reason = f"{requested!r} found in the local Hugging Face cache (no network used)"
+    return registry.Obtained(model, tok, cached_weight_files(requested), "cache", requested, reason)
+
+
+def _load_from_hub(requested: str, may_fall_back: bool, allow_fallback: bool | None) -> registry.Obtained:
+    """``requested`` downloaded when the Hub answers, else the offline fallback where allowed, else a clear error."""
+    model = None
+    status, why = hub_status(requested)
+    if status in ("found", "reachable"):
+        say(f"downloading {requested!r} from the Hugging Face Hub ({why}) ...")
+        try:
+            model = from_pretrained(requested)
+        except Exception as e:  # noqa: BLE001
+            if not may_fall_back:
+                raise ModelUnavailableError(
+                    f"downloading {requested!r} from the Hugging Face Hub failed ({type(e).__name__}: {e}). "
+                    + _fallback_hint(requested, allow_fallback)
+                ) from e
+            status, why = "unreachable", f"downloading it from the Hub failed ({type(e).__name__}: {e})"
+    if model is not None:
+        tok = tokenizer(requested)
+        reason = f"{requested!r} downloaded from the Hugging Face Hub"
+        return registry.Obtained(model, tok, cached_weight_files(requested), "hub", requested, reason)
+    if status == "missing":
+        raise ValueError(f"no model {requested!r} on the Hugging Face Hub: {why}")
+    if not may_fall_back:
+        raise ModelUnavailableError(
+            f"model {requested!r} could not be loaded. Tried: a local directory or .gguf file named "
+            f"{requested!r} (none), the local Hugging Face cache (not there), the Hugging Face Hub ({why}). "
+            + _fallback_hint(requested, allow_fallback)
+        )
+    return _fall_back(requested, why)
+
+
+def _fall_back(requested: str, why: str) -> registry.Obtained:
+    """The offline fallback in place of ``requested``, saying loudly that the results are not that model's."""
+    model, tok, files, how, first_load = load_fallback()
+    return registry.Obtained(
+        model,
+        tok,
+        files,
+        source="fallback",
+        model_id=FALLBACK["model_id"],
+        reason=f"{requested!r} is not cached locally and {why}; OFFLINE FALLBACK: {how}",
+        notes=(f"requested {requested!r}; results below come from the fallback, not from it",),
+        first_load_seconds=first_load,
+    )
+
+
+def _obtain(requested: str, may_fall_back: bool, allow_fallback: bool | None) -> registry.Obtained:
+    """The model ``requested`` names, from the first source that has it: registry, path, cache, Hub, fallback."""
+    named = next((m for m in registry.MODELS if m.name == requested and m.loader is not None), None)
+    if named is not None:  # its own loader: the fallback, a model shipped in PyPI wheels
+        return named.loader()
+    path = Path(requested).expanduser()
+    if path.exists():
+        return _load_path(path, requested)
+    _check_model_id(requested)
+    cached = _load_cached(requested)
+    return cached if cached is not None else _load_from_hub(requested, may_fall_back, allow_fallback)
+
+
+def _provenance(got: registry.Obtained, model: torch.nn.Module, requested: str, started: float) -> Provenance:
+    """The record of what was loaded, from where and why, timed from ``started``."""
+    notes = (*got.notes, FALLBACK["description"]) if got.source == "fallback" else got.notes
+    sha = hash_files(got.files) if got.files else "unknown"
+    return Provenance(
+        model_id=got.model_id,
+        requested=requested,
+        source=got.source,
+        reason=got.reason,
+        weight_file=", ".join(str(f) for f in got.files) or "unknown",
+        sha256=sha,
+        dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
+        load_seconds=round(time.perf_counter() - started, 2),
+        transformers_version=__import__("transformers").__version__,
+        notes=tuple(notes),
+        first_load_seconds=got.first_load_seconds,
+        bos_token_id=default_bos(got.tokenizer),
+        **config_facts(model.config),
+    )
+
+
 def load(
     name_or_path: str | os.PathLike | None = None, *, allow_fallback: bool | None = None, device: str = "cpu"
 ) -> LoadedModel:
@@ -292,102 +426,14 @@ def load(
     :class:`MissingTokenizerWarning` (the model still runs on token ids).
     """
     import_transformers()
-    requested = os.fspath(name_or_path) if name_or_path is not None else default_name()
-    if not isinstance(requested, str) or not requested.strip():
-        raise ValueError(f"name_or_path must be a non-empty model id or path, got {name_or_path!r}")
-    try:
-        torch_device = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"device={device!r} is not a torch device (e.g. 'cpu', 'cuda', 'cuda:0')") from e
-    if allow_fallback not in (None, True, False):
-        raise ValueError(f"allow_fallback must be None, True or False, got {allow_fallback!r}")
-    may_fall_back = requested in FALLBACK_STANDS_IN_FOR if allow_fallback is None else allow_fallback
+    requested = _requested(name_or_path)
+    torch_device = _torch_device(device)
+    may_fall_back = _may_fall_back(requested, allow_fallback)
     started = time.perf_counter()
-    notes: list[str] = []
-    first_load = None
-    path = Path(requested).expanduser()
-
-    named = next((m for m in registry.MODELS if m.name == requested and m.loader is not None), None)
-    if named is not None:
-        got = named.loader()
-        model, tok, files, source, model_id = got.model, got.tokenizer, got.files, got.source, got.model_id
-        reason, first_load = got.reason, got.first_load_seconds
-        notes.extend(got.notes)
-    elif path.exists():
-        if not path.is_dir() and path.suffix != ".gguf":
-            raise ValueError(f"name_or_path={requested!r} is a file; expected a model directory or a .gguf file")
-        model, tok, files, how = load_local(path)
-        source, model_id, reason = "local", str(path.resolve()), f"{requested!r} is {how}"
-    elif looks_like_path(requested):
-        raise FileNotFoundError(f"name_or_path={requested!r} looks like a path, but no such file or directory exists")
-    elif not REPO_ID.match(requested) or "--" in requested or ".." in requested:
-        raise ValueError(
-            f"name_or_path={requested!r} is neither an existing directory nor a valid Hugging Face model id "
-            "(like 'gpt2' or 'openai-community/gpt2')"
-        )
-    else:
-        model = tok = None
-        try:
-            model = from_pretrained(requested, local_files_only=True)
-        except OSError:
-            model = None
-        except Exception as e:  # noqa: BLE001 - it is cached but does not load
-            raise ValueError(f"model {requested!r} is in the Hugging Face cache but does not load ({e})") from e
-        if model is not None:
-            tok = tokenizer(requested, local_files_only=True)
-            files, source, model_id = cached_weight_files(requested), "cache", requested
-            reason = f"{requested!r} found in the local Hugging Face cache (no network used)"
-        else:
-            status, why = hub_status(requested)
-            if status in ("found", "reachable"):
-                say(f"downloading {requested!r} from the Hugging Face Hub ({why}) ...")
-                try:
-                    model = from_pretrained(requested)
-                except Exception as e:  # noqa: BLE001
-                    if not may_fall_back:
-                        raise ModelUnavailableError(
-                            f"downloading {requested!r} from the Hugging Face Hub failed ({type(e).__name__}: {e}). "
-                            + _fallback_hint(requested, allow_fallback)
-                        ) from e
-                    status, why = "unreachable", f"downloading it from the Hub failed ({type(e).__name__}: {e})"
-            if model is not None:
-                tok = tokenizer(requested)
-                files, source, model_id = cached_weight_files(requested), "hub", requested
-                reason = f"{requested!r} downloaded from the Hugging Face Hub"
-            elif status == "missing":
-                raise ValueError(f"no model {requested!r} on the Hugging Face Hub: {why}")
-            elif not may_fall_back:
-                raise ModelUnavailableError(
-                    f"model {requested!r} could not be loaded. Tried: a local directory or .gguf file named "
-                    f"{requested!r} (none), the local Hugging Face cache (not there), the Hugging Face Hub ({why}). "
-                    + _fallback_hint(requested, allow_fallback)
-                )
-            else:
-                model, tok, files, how, first_load = load_fallback()
-                source, model_id = "fallback", FALLBACK["model_id"]
-                reason = f"{requested!r} is not cached locally and {why}; OFFLINE FALLBACK: {how}"
-                notes.append(f"requested {requested!r}; results below come from the fallback, not from it")
-    if source == "fallback":
-        notes.append(FALLBACK["description"])
-
-    if tok is None and source == "local":
-        warnings.warn(_no_tokenizer_message(model_id), MissingTokenizerWarning, stacklevel=2)
-    model = model.to(torch_device).eval()
-    sha = hash_files(files) if files else "unknown"
-    provenance = Provenance(
-        model_id=model_id,
-        requested=requested,
-        source=source,
-        reason=reason,
-        weight_file=", ".join(str(f) for f in files) or "unknown",
-        sha256=sha,
-        dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
-        load_seconds=round(time.perf_counter() - started, 2),
-        transformers_version=__import__("transformers").__version__,
-        notes=tuple(notes),
-        first_load_seconds=first_load,
-        bos_token_id=default_bos(tok),
-        **config_facts(model.config),
-    )
-    say(f"model {model_id} [{source}] in {provenance.load_seconds:.1f} s: {reason}")
-    return LoadedModel(model=model, tokenizer=tok, provenance=provenance)
+    got = _obtain(requested, may_fall_back, allow_fallback)
+    if got.tokenizer is None and got.source == "local":
+        warnings.warn(_no_tokenizer_message(got.model_id), MissingTokenizerWarning, stacklevel=2)
+    model = got.model.to(torch_device).eval()
+    provenance = _provenance(got, model, requested, started)
+    say(f"model {got.model_id} [{got.source}] in {provenance.load_seconds:.1f} s: {got.reason}")
+    return LoadedModel(model=model, tokenizer=got.tokenizer, provenance=provenance)

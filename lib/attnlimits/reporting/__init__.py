@@ -1,7 +1,8 @@
-"""Across studies: the book's claims table (:mod:`.book_claims`, the introduction's table and chapter 31) and
-the one-page report of a run (:mod:`.run_page`, written by ``attnlimits analyze``)."""
+"""Across studies: the book's claims table (:mod:`.book_claims`, the introduction's table and chapter 31), the
+one-page report of a run (:mod:`.run_page`, written by ``attnlimits analyze``) and the book's results pipeline
+(:mod:`.book_results`, run by ``attnlimits results`` and ``make results``)."""
 
 import attnlimits
 
-MODULES = ("book_claims", "run_page")
+MODULES = ("book_claims", "run_page", "book_results")
 __getattr__, __dir__ = attnlimits.lazy(__name__, MODULES)

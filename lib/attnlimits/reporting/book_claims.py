@@ -11,10 +11,10 @@ from the checks run with :data:`CHECK_TRIALS` and :data:`CHECK_SEED` and the exp
 :func:`attnlimits.experiments.book_preset`); the reproducibility report builds the same table from the same inputs,
 shows it, and fails when the introduction's copy (:func:`read_include`) differs from it or is missing.
 
-Verdicts: "reproduced", "not reproduced", "corrected" (the paper's
-statement fails and the book proves a replacement), "inconclusive" (the experiments' interval over windows does not
-decide), "not testable here"; "(the book's reconstruction)" marks a claim whose formula the paper does not print in
-full, so what is checked is the book's reading of it. A row read from several measurements is "not reproduced"
+Verdicts (the book's words, :mod:`attnlimits.infra.verdicts`): "reproduced", "not reproduced", "corrected" (the
+paper's statement fails and the book proves a replacement), "inconclusive" (the experiments' interval over windows
+does not decide), "not testable here"; "(the book's reconstruction)" marks a claim whose formula the paper does not
+print in full, so what is checked is the book's reading of it. A row read from several measurements is "not reproduced"
 when one of them is, else "inconclusive" when one is, else their common verdict ("not reproduced" when they differ).
 
 The table is markdown for the book: formulas are MyST math (``$\\tilde d$``), never ASCII.
@@ -31,6 +31,15 @@ import pandas as pd
 
 from attnlimits.experiments import paper_claims
 from attnlimits.infra import cache, provenance
+from attnlimits.infra.verdicts import (
+    CORRECTED,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    NOT_TESTABLE,
+    RECONSTRUCTION,
+    REPRODUCED,
+)
 
 __all__ = [
     "CHECK_SEED",
@@ -44,6 +53,7 @@ __all__ = [
     "ROWS",
     "VERDICTS",
     "Row",
+    "bounds_table",
     "claims",
     "code_hash",
     "collapse_at_full_selection",
@@ -52,15 +62,8 @@ __all__ = [
     "write_include",
 ]
 
-REPRODUCED = paper_claims.REPRODUCED
-NOT = paper_claims.NOT
-CORRECTED = "corrected"
-#: The experiments' verdict when the interval over windows does not decide (older results never give it).
-INCONCLUSIVE = getattr(paper_claims, "INCONCLUSIVE", "inconclusive")
-NOT_TESTABLE = "not testable here"
-#: The verdicts a row can get (a reconstructed claim's verdict is followed by "(the book's reconstruction)").
-VERDICTS = (REPRODUCED, NOT, CORRECTED, INCONCLUSIVE, NOT_TESTABLE)
-RECONSTRUCTION = " (the book's reconstruction)"
+#: The verdicts a row can get (a reconstructed claim's verdict is followed by :data:`RECONSTRUCTION`).
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, CORRECTED, INCONCLUSIVE, NOT_TESTABLE)
 
 
 #: The introduction's claims table, written by ``make results`` and included by ``chapters/intro.md``.
@@ -325,15 +328,15 @@ def _with_interval(value: float, lo: float, hi: float) -> str:
 
 def _combine(verdicts: list[str]) -> str:
     """One verdict from several measurements of a claim: "not reproduced" when one of them is, else "inconclusive"
-    when one is, else the common verdict; measurements that differ otherwise never add up to a paper_claims."""
+    when one is, else the common verdict; measurements that differ otherwise never add up to a reproduction."""
     found = set(verdicts)
     if len(found) == 1:
         return found.pop()
-    if NOT in found:
-        return NOT
+    if NOT_REPRODUCED in found:
+        return NOT_REPRODUCED
     if INCONCLUSIVE in found:
         return INCONCLUSIVE
-    return NOT
+    return NOT_REPRODUCED
 
 
 def _check_row(row: Row, by_id: dict) -> tuple[str, str, str, str]:
@@ -344,7 +347,7 @@ def _check_row(row: Row, by_id: dict) -> tuple[str, str, str, str]:
     book = [by_id[i] for i in row.book]
     ours = "; ".join(
         f"`{v.id}` {v.statement}: "
-        + ("holds" if v.violations == 0 else f"fails in {v.violations:,} of {v.trials:,} trials")
+        + (HOLDS if v.violations == 0 else f"fails in {v.violations:,} of {v.trials:,} trials")
         + f" (worst ratio {_number(v.worst_ratio)})"
         for v in paper + book
     )
@@ -355,9 +358,9 @@ def _check_row(row: Row, by_id: dict) -> tuple[str, str, str, str]:
     if all(v.violations == 0 for v in paper):
         verdict = REPRODUCED
     elif book and all(v.violations == 0 for v in book):
-        verdict = NOT if row.reconstructed else CORRECTED
+        verdict = NOT_REPRODUCED if row.reconstructed else CORRECTED
     else:
-        verdict = NOT
+        verdict = NOT_REPRODUCED
     return ours, source, value, verdict
 
 
@@ -400,12 +403,12 @@ def claims(verdicts, results) -> pd.DataFrame:
         if row.synthetic:
             value, sentence = globals()[row.synthetic]()
             source = f"synthetic, {COLLAPSE_ROWS} seeded rows at each of $L$ = {', '.join(map(str, COLLAPSE_LENGTHS))}"
-            parts.append((sentence, source, _number(value), REPRODUCED if value <= 1e-12 else NOT))
+            parts.append((sentence, source, _number(value), REPRODUCED if value <= 1e-12 else NOT_REPRODUCED))
         if not parts:
             parts.append((row.note, "", "", NOT_TESTABLE))
         ours, source, value = ("; ".join(x[i] for x in parts if x[i]) for i in range(3))
         verdict = _combine([x[3] for x in parts])
-        if row.reconstructed and verdict in (REPRODUCED, NOT):
+        if row.reconstructed and verdict in (REPRODUCED, NOT_REPRODUCED):
             verdict += RECONSTRUCTION
         rows.append(
             {"claim": row.claim, "paper": row.paper, "source": source, "value": value, "ours": ours,
@@ -464,3 +467,23 @@ def read_include(path=None) -> str:
             "`make results` first)"
         )
     return path.read_text()
+
+
+def bounds_table(verdicts) -> pd.DataFrame:
+    """The check verdicts (:func:`attnlimits.theory.checks.run_all`) as the report's table of bounds, one row per
+    bound: its trials and violations, the worst measured/bound ratio, what the book claims after proving it
+    (``expected``), whether the measurement agrees ("yes" or "NO", so a disagreement stands out) and the verdict."""
+    return pd.DataFrame(
+        [
+            {
+                "bound": v.bound,
+                "trials": v.trials,
+                "violations": v.violations,
+                "worst ratio": v.worst_ratio,
+                "expected": v.expected,
+                "agrees": "yes" if v.as_expected else "NO",
+                "verdict": v.verdict,
+            }
+            for v in verdicts
+        ]
+    )

@@ -27,6 +27,7 @@ import pandas as pd
 
 from attnlimits import __version__
 from attnlimits.experiments.paper_claims import markdown
+from attnlimits.infra.verdicts import INCONCLUSIVE, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED
 
 __all__ = ["CAPTIONS", "LONG_CAPTIONS", "Page", "page_of", "write", "write_long"]
 
@@ -132,19 +133,28 @@ class Page:
 
 CLAIM_COLUMNS = ["figure", "paper", "measured", "verdict", "rule"]
 RULES = (
-    "Each verdict is a rule on this run's numbers that can fail, printed beside it: mostly, reproduced when a 95 % "
-    "interval lies inside the band the rule names, not reproduced when it lies wholly outside, inconclusive "
+    f"Each verdict is a rule on this run's numbers that can fail, printed beside it: mostly, {REPRODUCED} when a "
+    f"95 % interval lies inside the band the rule names, {NOT_REPRODUCED} when it lies wholly outside, {INCONCLUSIVE} "
     "otherwise. A rule is the book's reading of the paper's claim; where the book reconstructs a formula the paper "
     "does not print, the claim says so."
 )
+#: The background of a verdict's cell in ``report.html``.
+_VERDICT_BACKGROUNDS = {REPRODUCED: "#e3f4e3", NOT_REPRODUCED: "#fbe3e3", INCONCLUSIVE: "#fff4d6", NOT_MEASURED: "#eee"}
+
+
+def _css_class(verdict: str) -> str:
+    """The class of a verdict's cell in ``report.html`` (``not reproduced`` -> ``not-reproduced``)."""
+    return verdict.replace(" ", "-")
+
+
 STYLE = (
     "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;line-height:1.5;color:#222;margin:0}"
     "main{max-width:1100px;margin:auto;padding:1.5rem}table{border-collapse:collapse;margin:1rem 0;width:100%}"
     "th,td{border:1px solid #ccc;padding:.35rem .5rem;vertical-align:top;text-align:left;font-size:.92rem}"
     "table.facts th{width:14rem;background:#f6f6f6}pre{background:#f6f6f6;padding:.75rem;overflow-x:auto}"
     "figure{margin:1.5rem 0}figure img{max-width:min(100%,760px);height:auto}figcaption{font-size:.92rem;color:#444}"
-    ".reproduced{background:#e3f4e3}.not-reproduced{background:#fbe3e3}.inconclusive{background:#fff4d6}"
-    ".not-measured{background:#eee}math{font-size:1.05em}"
+    + "".join(f".{_css_class(verdict)}{{background:{colour}}}" for verdict, colour in _VERDICT_BACKGROUNDS.items())
+    + "math{font-size:1.05em}"
 )
 
 
@@ -168,7 +178,7 @@ def _html_table(table: pd.DataFrame, columns: list[str], verdicts: bool = False)
         cells = []
         for column, value in zip(columns, row, strict=True):
             text = value if isinstance(value, str) else _number(value)
-            css = f" class='{text.replace(' ', '-')}'" if verdicts and column == "verdict" else ""
+            css = f" class='{_css_class(text)}'" if verdicts and column == "verdict" else ""
             cells.append(f"<td{css}>{_html(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"

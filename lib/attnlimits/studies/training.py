@@ -239,6 +239,30 @@ def train(
     the pool's mean-of-all-tokens error. A run diverges when a logit or parameter stops being finite; its later
     steps are NaN and its parameters are frozen at zero. Deterministic: the same arguments repeat bit for bit.
     """
+    seeds, temps, counts = _runs(seeds, T, N)
+    steps, batch, pool, test = _int("steps", steps), _int("batch", batch), _int("pool", pool), _int("test", test)
+    if batch > pool:
+        raise ValueError(f"batch: must be <= pool = {pool}, got {batch}")
+    lr, target = _pos("lr", lr), _pos("target", target)
+    L = _int("L", L, 2)
+    model = SelectionAttention(d_value + 1 + d_noise, d_value, normalizer=normalizer, T=temps, seeds=seeds, d_key=d_key)
+    tasks, tests = _task_data(seeds, counts, L, (pool, test), d_value=d_value, d_noise=d_noise)
+    x_pool = torch.stack([t.x for t in tasks])
+    y_pool = torch.stack([t.target for t in tasks])
+    base = torch.tensor([baseline_errors(t)["mean"] for t in tasks])
+    gen = torch.Generator().manual_seed(_seed_data(seeds[0], L, counts[0]) + 13)
+    order = torch.cat([torch.randperm(pool, generator=gen) for _ in range(steps * batch // pool + 1)])
+    losses, gnorms, alive, diverged_at = _fit(model, x_pool, y_pool, order, steps=steps, batch=batch, lr=lr)
+    final = _final(model, tests, losses, gnorms, base, alive, diverged_at, target)
+    settings = pd.DataFrame(
+        {"normalizer": normalizer, "L": L, "N": counts, "T": temps, "seed": seeds, "run": range(len(seeds))}
+    )
+    history = settings.merge(_history(losses, gnorms), on="run")
+    return Training(history=history, final=pd.concat([settings, final], axis=1))
+
+
+def _runs(seeds, T, N) -> tuple[list[int], list, list]:
+    """The runs' seeds, temperatures and selection counts (``T`` and ``N`` a number each, or one per seed)."""
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds: need at least one seed")
@@ -247,13 +271,12 @@ def train(
     counts = [N] * runs if isinstance(N, numbers.Integral) else list(N)
     if len(temps) != runs or len(counts) != runs:
         raise ValueError(f"T and N: a number each, or one per seed ({runs}); got {len(temps)} and {len(counts)}")
-    steps, batch, pool, test = _int("steps", steps), _int("batch", batch), _int("pool", pool), _int("test", test)
-    if batch > pool:
-        raise ValueError(f"batch: must be <= pool = {pool}, got {batch}")
-    lr, target = _pos("lr", lr), _pos("target", target)
-    L = _int("L", L, 2)
-    model = SelectionAttention(d_value + 1 + d_noise, d_value, normalizer=normalizer, T=temps, seeds=seeds, d_key=d_key)
-    made: dict = {}  # runs that share a seed and N share their data (generated once)
+    return seeds, temps, counts
+
+
+def _task_data(seeds, counts, L: int, sizes: tuple[int, int], *, d_value: int, d_noise: int) -> tuple[list, list]:
+    """Each run's training pool and test set, seeded by its seed, L and N alone; runs sharing both share data."""
+    made: dict = {}
 
     def data(s, n, size, offset):
         key = (s, n, size, offset)
@@ -262,13 +285,15 @@ def train(
             made[key] = selection_task(L, n, batch=size, d_value=d_value, d_noise=d_noise, seed=seed)
         return made[key]
 
+    pool, test = sizes
     tasks = [data(s, n, pool, 0) for s, n in zip(seeds, counts, strict=True)]
     tests = [data(s, n, test, 7) for s, n in zip(seeds, counts, strict=True)]
-    x_pool = torch.stack([t.x for t in tasks])
-    y_pool = torch.stack([t.target for t in tasks])
-    base = torch.tensor([baseline_errors(t)["mean"] for t in tasks])
-    gen = torch.Generator().manual_seed(_seed_data(seeds[0], L, counts[0]) + 13)
-    order = torch.cat([torch.randperm(pool, generator=gen) for _ in range(steps * batch // pool + 1)])
+    return tasks, tests
+
+
+def _fit(model, x_pool, y_pool, order, *, steps: int, batch: int, lr: float) -> tuple:
+    """Adam on every run at once: each step's loss and gradient norm per run, and which runs diverged when."""
+    runs = x_pool.shape[0]
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     losses = torch.full((steps, runs), math.nan)
     gnorms = torch.full((steps, runs), math.nan)
@@ -298,11 +323,13 @@ def train(
         finite = torch.stack([p.detach().flatten(1).isfinite().all(1) for p in model.parameters()]).all(0)
         if (~finite & alive).any():
             _kill(model, ~finite & alive, alive, diverged_at, step + 1)
-    final = _final(model, tests, losses, gnorms, base, alive, diverged_at, target)
-    settings = pd.DataFrame(
-        {"normalizer": normalizer, "L": L, "N": counts, "T": temps, "seed": seeds, "run": range(runs)}
-    )
-    history = pd.DataFrame(
+    return losses, gnorms, alive, diverged_at
+
+
+def _history(losses: torch.Tensor, gnorms: torch.Tensor) -> pd.DataFrame:
+    """The loss and gradient norm of every run at every step (steps from 1), run by run within each step."""
+    steps, runs = losses.shape
+    return pd.DataFrame(
         {
             "run": np.tile(np.arange(runs), steps),
             "step": np.repeat(np.arange(1, steps + 1), runs),
@@ -310,8 +337,6 @@ def train(
             "grad_norm": gnorms.reshape(-1).numpy(),
         }
     )
-    history = settings.merge(history, on="run")
-    return Training(history=history, final=pd.concat([settings, final], axis=1))
 
 
 def _kill(model, which, alive, diverged_at, step) -> None:
@@ -417,11 +442,27 @@ PRESETS = presets.Registry(
         pool=2048,
         notes="full: 5 seeds, 1500 Adam steps of 64 sequences, 11 fractions N/L",
     ),
+    TrainingPreset(
+        name="quick",
+        seeds=(0,),
+        steps=20,
+        batch=8,
+        L=32,
+        N_fixed=2,
+        temperatures=(0.1, 1.0, 10.0),
+        fractions=(0.06, 0.25),
+        lengths=(16, 64),
+        length_fraction=0.125,
+        pool=32,
+        test=32,
+        notes="quick: a smoke run of seconds (1 seed, 20 Adam steps of 8 sequences, L = 32)",
+    ),
 )
 
 
 def get_preset(preset) -> TrainingPreset:
-    """A preset by name (``"reduced"`` or ``"full"``) or a :class:`TrainingPreset` itself."""
+    """A preset by name (``"reduced"``, ``"full"`` or ``"quick"``: a smoke run of seconds) or a :class:`TrainingPreset`
+    itself."""
     return PRESETS.get(preset)
 
 

@@ -318,12 +318,26 @@ PRESETS = presets.Registry(
         T_grid=(0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0),
         eps=(1e-3, 1e-1),
     ),
+    # a smoke run of seconds (tests, `attnlimits results --preset quick`)
+    AlternativesPreset(
+        name="quick",
+        synthetic_L=(16, 32, 64),
+        heads=4,
+        rows=2,
+        model_L=(16, 32, 64),
+        model_rows=2,
+        layers=2,
+        n_points=4,
+        fixed_N=2,
+        T_grid=(0.1, 1.0, 10.0),
+        eps=(1e-3,),
+    ),
 )
 
 
 def get_preset(preset) -> AlternativesPreset:
-    """A preset of chapter 33 by name (``"reduced"``, what the book builds, or ``"full"``), or an
-    :class:`AlternativesPreset` unchanged."""
+    """A preset of chapter 33 by name (``"reduced"``, what the book builds, ``"full"``, or ``"quick"``: a smoke run of
+    seconds), or an :class:`AlternativesPreset` unchanged."""
     return PRESETS.get(preset)
 
 

@@ -7,7 +7,7 @@ of one). With one window the variation between passages of the text is not in it
 - :func:`trend`     per layer group and L, the median over heads of a quantity, with its interval.
 - :func:`slope`     the log-log slope of that median against L (or g's against T), with its interval.
 - :func:`claims`    the chapter's claims as :class:`attnlimits.experiments.paper_claims.Claim` rows, each decided on an
-interval.
+  interval in the book's words (:mod:`attnlimits.infra.verdicts`).
 - :func:`figure_weights`, :func:`figure_distance`, :func:`figure_critical`, :func:`figure_plateau_g`,
   :func:`figure_normalizers`: the chapter's figures, one line per model and layer group.
 """
@@ -19,7 +19,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from attnlimits.experiments.paper_claims import INCONCLUSIVE, LINEAR, NOT, REPRODUCED, Claim, decide
+from attnlimits.experiments.paper_claims import INVERSE_T, LINEAR, SATURATION, Claim
+from attnlimits.infra.statistics import SEED
+from attnlimits.infra.verdicts import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, decide
 from attnlimits.studies.long_context.study import READINGS, LongResults, in_group, layer_groups, pooled
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "FLAT",
     "claims",
     "claims_table",
+    "cost_table",
     "eager_gigabytes",
     "figure_critical",
     "figure_distance",
@@ -45,9 +48,6 @@ __all__ = [
 DRAWS = 1000
 #: A log-log slope of about 0: the quantity stays put as L grows.
 FLAT = (-0.25, 0.25)
-#: A log-log slope of about -1 (g against T: the 1/T of Theorem 3).
-INVERSE = (-1.2, -0.8)
-SEED = 0
 
 
 def groups(res: LongResults) -> list[str]:
@@ -153,7 +153,7 @@ def _fraction_overlap(res: LongResults, group: str, reading: str) -> Claim:
     if any(math.isnan(v) for v in (*a, *b)):
         verdict = INCONCLUSIVE
     else:
-        verdict = REPRODUCED if a[0] <= b[1] and b[0] <= a[1] else NOT
+        verdict = REPRODUCED if a[0] <= b[1] and b[0] <= a[1] else NOT_REPRODUCED
     measured = (
         f"N/L = {first.critical_frac:.3g} [{a[0]:.3g}, {a[1]:.3g}] at L = {first.L}, "
         f"{last.critical_frac:.3g} [{b[0]:.3g}, {b[1]:.3g}] at L = {last.L}"
@@ -201,13 +201,13 @@ def claims(res: LongResults) -> list[Claim]:
         out.append(_claim(
             f"plateau-{group}", "35d", "about 70-85 % of the selected tokens are separable (Figure 3)",
             f"median N_s/N at N = {n_alg4}, L = {top}: " + "{v:.2f} [{lo:.2f}, {hi:.2f}] (" + tag + ")",
-            last.value, last.lo, last.hi, (0.70, 0.85),
+            last.value, last.lo, last.hi, SATURATION,
             "reproduced when the 95 % interval lies in [0.70, 0.85]",
         ))  # fmt: skip
     g = slope(res, "g", along="T")
     out.append(_claim(
         "gradient", "35e", "g grows like 1/T at low temperature (Figure 4)",
-        f"slope of the largest g against T <= 0.01 at L = {top}: " + "{v:.2f} [{lo:.2f}, {hi:.2f}]", *g, INVERSE,
+        f"slope of the largest g against T <= 0.01 at L = {top}: " + "{v:.2f} [{lo:.2f}, {hi:.2f}]", *g, INVERSE_T,
         "reproduced when the 95 % interval of the log-log slope lies in [-1.2, -0.8]",
     ))  # fmt: skip
     return out
@@ -399,3 +399,18 @@ def eager_gigabytes(res: LongResults, length: int) -> float:
     weights and logits, in GB (what the SDPA capture never forms)."""
     heads = res.stats.groupby("layer")["head"].nunique().sum()
     return float(heads * length * length * 4 * 2 / 1e9)
+
+
+def cost_table(results: list[LongResults], length: int = 8192) -> pd.DataFrame:
+    """What each run cost, one row per model (its label): the memory the eager capture would need for one window
+    of ``length`` tokens (:func:`eager_gigabytes`), the seconds of the capture and of the whole study, and the
+    peak memory the run measured (GB)."""
+    return pd.DataFrame(
+        {
+            f"eager, L = {length} (GB)": [eager_gigabytes(r, length) for r in results],
+            "capture (s)": [r.provenance["seconds"]["capture"] for r in results],
+            "study (s)": [r.provenance["seconds"]["total"] for r in results],
+            "peak memory (GB)": [r.provenance["peak_memory_gb"] for r in results],
+        },
+        index=[r.label for r in results],
+    )

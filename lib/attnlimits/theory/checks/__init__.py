@@ -9,14 +9,12 @@ and the bound's display name, and records what the book *claims* about the bound
                                          :data:`NAMES` (id -> display name), :func:`run_all`;
 - :mod:`attnlimits.theory.checks.search`        tolerances, the optimiser of the adversarial ascents, the seeding;
 - :mod:`attnlimits.theory.checks.vanishing`     chapter 12: ``cor1``, ``lem1``;
-- :mod:`attnlimits.theory.checks.distance`      chapter 13: ``thm1-dmax-reconstructed``, ``thm1-dmax-sharp``,
-                                         ``thm1-residual-sign``, ``thm1-residual-bound``,
-                                         ``cor2-expectation-linear``, ``cor2-expectation-bounded``;
-- :mod:`attnlimits.theory.checks.separability`  chapter 14: ``thm2-lower``, ``thm2-upper-reconstructed``,
-``thm2-upper``,
-                                         ``multihead``;
-- :mod:`attnlimits.theory.checks.gradient`      chapter 15: ``cor3-printed``, ``cor3-spectral``, ``cor3-entry``,
-``lem2``.
+- :mod:`attnlimits.theory.checks.distance` (chapter 13): ``thm1-dmax-reconstructed``, ``thm1-dmax-sharp``,
+  ``thm1-residual-sign``, ``thm1-residual-bound``, ``cor2-expectation-linear``, ``cor2-expectation-bounded``;
+- :mod:`attnlimits.theory.checks.separability` (chapter 14): ``thm2-lower``, ``thm2-upper-reconstructed``,
+  ``thm2-upper``, ``multihead``;
+- :mod:`attnlimits.theory.checks.gradient` (chapter 15): ``cor3-printed``, ``cor3-spectral``, ``cor3-entry``,
+  ``lem2``.
 
 The checks run (and ``attnlimits check`` prints them) in the order they were first published: chapters 12 and
 15, then 13 and 14; the import order below keeps that order, so the report's rows do not move.

@@ -11,8 +11,9 @@ from functools import lru_cache
 import torch
 
 from attnlimits.infra.profiling import one_thread
+from attnlimits.infra.verdicts import VIOLATED
 from attnlimits.theory.checks.registry import Verdict, register
-from attnlimits.theory.checks.search import RTOL, WIDE, Adam, generator, split, tightness_text
+from attnlimits.theory.checks.search import RTOL, WIDE, Adam, conclude, generator, split, tightness_text
 
 __all__ = [
     "DISTANCE_GRID",
@@ -113,14 +114,12 @@ def _theorem1_verdict(trials: int, seed: int, which: int, bound: str, statement:
     worst = _ratio_max(dt, b)
     rnd = study["random"]
     ok = rnd[which] > 0
-    return Verdict(
-        bound=bound,
-        statement=statement,
+    return conclude(
+        bound,
+        statement,
         trials=len(dt),
         violations=violations,
-        worst_ratio=worst,
-        verdict=tightness_text(worst) if violations == 0 else f"violated ({violations} trials)",
-        expected="holds",
+        worst=worst,
         details={
             "random_trials": len(rnd[0]),
             "adversarial_trials": len(study["adversarial"][0]),
@@ -195,22 +194,15 @@ def check_jensen_residual_sign(trials: int = 2000, seed: int = 0) -> Verdict:
     violations = int((E < main - 1e-10 * (1 + main.abs())).sum())
     worst = _ratio_max(main, E)
     eps = E - main
-    return Verdict(
-        bound="Theorem 1 residual eps >= 0",
-        statement=(
-            r"$I_N$ uniform: $E_{I_N}[\tilde d] = \frac{L-N}{L} \sum_i \lVert \alpha_i x_i - \frac{N}{L-1} "
-            r"\sum_{j \ne i} \alpha_j x_j \rVert + \varepsilon$, $\varepsilon \ge 0$"
-        ),
+    return conclude(
+        "Theorem 1 residual eps >= 0",
+        r"$I_N$ uniform: $E_{I_N}[\tilde d] = \frac{L-N}{L} \sum_i \lVert \alpha_i x_i - \frac{N}{L-1} "
+        r"\sum_{j \ne i} \alpha_j x_j \rVert + \varepsilon$, $\varepsilon \ge 0$",
         trials=len(E),
         violations=violations,
-        worst_ratio=worst,
-        verdict=(
-            tightness_text(worst) + "; eps = 0 iff each a_i x_i - s stays on one ray over the subsets without i "
-            "(e.g. when every subset gives the same s)"
-        )
-        if violations == 0
-        else f"violated ({violations} trials)",
-        expected="holds",
+        worst=worst,
+        held=tightness_text(worst) + "; eps = 0 iff each a_i x_i - s stays on one ray over the subsets without i "
+        "(e.g. when every subset gives the same s)",
         details={
             "random_trials": st["n_random"],
             "min_eps": float(eps.min()),
@@ -227,17 +219,13 @@ def check_jensen_residual_bound(trials: int = 2000, seed: int = 0) -> Verdict:
     eps = st["E"] - st["main"]
     violations = int((eps > st["bound"] * (1 + 1e-9) + 1e-12).sum())
     worst = _ratio_max(eps, st["bound"])
-    return Verdict(
-        bound="Theorem 1 residual bound (book)",
-        statement=(
-            r"$\varepsilon \le \frac{L-N}{L} \sum_i \sqrt{\frac{N (L-1-N)}{L-2} \sigma_i^2}$, $\sigma_i^2$ the "
-            r"variance of $\{\alpha_j x_j\}_{j \ne i}$"
-        ),
+    return conclude(
+        "Theorem 1 residual bound (book)",
+        r"$\varepsilon \le \frac{L-N}{L} \sum_i \sqrt{\frac{N (L-1-N)}{L-2} \sigma_i^2}$, $\sigma_i^2$ the "
+        r"variance of $\{\alpha_j x_j\}_{j \ne i}$",
         trials=len(eps),
         violations=violations,
-        worst_ratio=worst,
-        verdict=tightness_text(worst) if violations == 0 else f"violated ({violations} trials)",
-        expected="holds",
+        worst=worst,
         details={
             "random_trials": st["n_random"],
             "ranges": f"exact enumeration, L in {RESIDUAL_LENGTHS}, N in 1..L-1, d in 1..5, beta ~ U[0, 8]",
@@ -364,23 +352,17 @@ def check_expectation_linear(trials: int = 2000, seed: int = 0) -> Verdict:
     ratio = study["ratio"]
     violations = int((ratio > 1 + RTOL).sum())
     l0, l1 = LINEAR_LENGTHS
-    return Verdict(
-        bound="Corollary 2 (i) as printed: E linear in L",
-        statement=(
-            rf"$N$ fixed, $I_N$ uniform: $E_{{I_N}}[\tilde d](\ell_1) \ge \tfrac12 E(\ell_0)\, "
-            rf"(\ell_1 - N)/(\ell_0 - N)$, $\ell_0 = {l0}$, $\ell_1 = {l1}$"
-        ),
+    return conclude(
+        "Corollary 2 (i) as printed: E linear in L",
+        rf"$N$ fixed, $I_N$ uniform: $E_{{I_N}}[\tilde d](\ell_1) \ge \tfrac12 E(\ell_0)\, "
+        rf"(\ell_1 - N)/(\ell_0 - N)$, $\ell_0 = {l0}$, $\ell_1 = {l1}$",
         trials=len(ratio),
         violations=violations,
-        worst_ratio=float(ratio.max()),
-        verdict=(
-            f"violated: E at l = {l1} is below half the linear growth from l = {l0} in {violations} of "
-            f"{len(ratio)} random rows (median shortfall x{float(ratio.median()):.2f}); one-hot weights give "
-            "E = (1 + N)(l - N)/l < 1 + N at every l"
-        )
-        if violations
-        else "no violation found",
-        expected="violated",
+        worst=float(ratio.max()),
+        expected=VIOLATED,
+        violated=f"violated: E at l = {l1} is below half the linear growth from l = {l0} in {violations} of "
+        f"{len(ratio)} random rows (median shortfall x{float(ratio.median()):.2f}); one-hot weights give "
+        "E = (1 + N)(l - N)/l < 1 + N at every l",
         details={
             "median_ratio": float(ratio.median()),
             "one_hot": study["one_hot"],
@@ -399,19 +381,14 @@ def check_expectation_bounded(trials: int = 2000, seed: int = 0) -> Verdict:
     tol = 1e-12 * (1 + top)
     violations = int(((E > middle * (1 + RTOL) + tol) | (middle > top * (1 + RTOL) + tol)).sum())
     worst = _ratio_max(E, top)
-    return Verdict(
-        bound="Corollary 2 (i) corrected: E bounded (book)",
-        statement=(
-            r"$I_N$ uniform: $E_{I_N}[\tilde d] \le \sum_i \lVert \alpha_i x_i \rVert + (\ell - N)\, E \lVert s \rVert "
-            r"\le (1 + N) \max_i \lVert x_i \rVert$ at every $\ell$"
-        ),
+    return conclude(
+        "Corollary 2 (i) corrected: E bounded (book)",
+        r"$I_N$ uniform: $E_{I_N}[\tilde d] \le \sum_i \lVert \alpha_i x_i \rVert + (\ell - N)\, E \lVert s \rVert "
+        r"\le (1 + N) \max_i \lVert x_i \rVert$ at every $\ell$",
         trials=len(E),
         violations=violations,
-        worst_ratio=worst,
-        verdict=(tightness_text(worst) + "; approached by one-hot weights, E = (1 + N)(l - N)/l, as l -> inf")
-        if violations == 0
-        else f"violated ({violations} trials)",
-        expected="holds",
+        worst=worst,
+        held=tightness_text(worst) + "; approached by one-hot weights, E = (1 + N)(l - N)/l, as l -> inf",
         details={
             **{f"{kind}_trials": count for kind, count in study["counts"].items()},
             "worst_ratio_middle": _ratio_max(E, middle),

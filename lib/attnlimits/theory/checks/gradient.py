@@ -12,8 +12,9 @@ from functools import lru_cache
 import torch
 
 from attnlimits.infra.profiling import one_thread
+from attnlimits.infra.verdicts import VIOLATED
 from attnlimits.theory.checks.registry import Verdict, register
-from attnlimits.theory.checks.search import RTOL, Adam, generator, log_uniform, tightness_text
+from attnlimits.theory.checks.search import RTOL, Adam, conclude, generator, log_uniform
 
 __all__ = [
     "JACOBIAN_LENGTHS",
@@ -140,19 +141,15 @@ def check_corollary3_printed(trials: int = 2000, seed: int = 0) -> Verdict:
     printed = bounds.corollary3_printed(T=T_c).item()
     violations = v1 + v2 + int(measured > printed * (1 + RTOL))
     worst = max(w1, w2, measured / printed)
-    return Verdict(
-        bound="Corollary 3 (as printed)",
-        statement=r"softmax: $\lVert \partial\alpha / \partial l \rVert_2 \le \min\{1/(4T), \sqrt 2\}$",
+    return conclude(
+        "Corollary 3 (as printed)",
+        r"softmax: $\lVert \partial\alpha / \partial l \rVert_2 \le \min\{1/(4T), \sqrt 2\}$",
         trials=len(s["norm"]) + len(s["adv_norm"]) + 1,
         violations=violations,
-        worst_ratio=worst,
-        verdict=(
-            f"violated: two tied top logits, others -inf give ||J||_2 = 1/(2T) = {measured:.4g} > "
-            f"{printed:.4g} at T = 1 (worst ratio {worst:.3g} at T = {s['adv_T'][i].item():g})"
-        )
-        if violations
-        else "no violation found",
-        expected="violated",
+        worst=worst,
+        expected=VIOLATED,
+        violated=f"violated: two tied top logits, others -inf give ||J||_2 = 1/(2T) = {measured:.4g} > "
+        f"{printed:.4g} at T = 1 (worst ratio {worst:.3g} at T = {s['adv_T'][i].item():g})",
         details={
             "random_violations": v1,
             "worst_ratio_random": w1,
@@ -169,14 +166,12 @@ def _sharp_softmax_check(name: str, statement: str, measured: str, bound_fn, T_k
     v1, w1, _ = _ratio_summary(s[measured], bound_fn(T=s["T"]))
     v2, w2, _ = _ratio_summary(s[f"adv_{measured}"], bound_fn(T=s[T_key]))
     worst = max(w1, w2)
-    return Verdict(
-        bound=name,
-        statement=statement,
+    return conclude(
+        name,
+        statement,
         trials=len(s[measured]) + len(s[f"adv_{measured}"]),
         violations=v1 + v2,
-        worst_ratio=worst,
-        verdict=tightness_text(worst) if v1 + v2 == 0 else f"violated ({v1 + v2} trials)",
-        expected="holds",
+        worst=worst,
         details={"worst_ratio_random": w1, "worst_ratio_adversarial": w2, "ranges": _JACOBIAN_RANGES},
     )
 
@@ -299,17 +294,13 @@ def check_lemma2(trials: int = 2000, seed: int = 0) -> Verdict:
         n_adv += B
         if r.max().item() > worst:
             worst, worst_case = r.max().item(), {"F": name, "ascent": True}
-    return Verdict(
-        bound="Lemma 2 (general Jacobian)",
-        statement=(
-            r"$\alpha = F(l)/\sum F$: $\lVert \partial\alpha / \partial l \rVert_2 \le "
-            r"\min\{\max_j \lvert h_j \rvert / 2, \sqrt{\sum_j \alpha_j (1 - \alpha_j) h_j^2 / 2}\}$, $h = F'/F$"
-        ),
+    return conclude(
+        "Lemma 2 (general Jacobian)",
+        r"$\alpha = F(l)/\sum F$: $\lVert \partial\alpha / \partial l \rVert_2 \le "
+        r"\min\{\max_j \lvert h_j \rvert / 2, \sqrt{\sum_j \alpha_j (1 - \alpha_j) h_j^2 / 2}\}$, $h = F'/F$",
         trials=n_random + n_adv,
         violations=violations,
-        worst_ratio=worst,
-        verdict=tightness_text(worst) if violations == 0 else f"violated ({violations} trials)",
-        expected="holds",
+        worst=worst,
         details={
             "random_trials": n_random,
             "adversarial_trials": n_adv,

@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 
+from attnlimits.infra.verdicts import HOLDS
+
 __all__ = ["CHECKS", "ID_PATTERN", "NAMES", "UnknownCheckError", "Verdict", "id_of", "register", "run_all", "select"]
 
 #: What a check id looks like: lower-case words and digits joined by hyphens.
@@ -25,7 +27,8 @@ class Verdict:
 
     ``worst_ratio`` is the largest measured/bound ratio seen (> 1 means a violation for an upper bound; for a
     lower bound it is bound/measured). ``verdict`` is a one-line human reading, e.g. "holds but conservative by
-    a factor 3.2" or "violated: two tied top logits reach 1/(2T)". ``expected`` is what the book claims.
+    a factor 3.2" or "violated: two tied top logits reach 1/(2T)". ``expected`` is what the book claims: "holds"
+    or "violated" (:data:`attnlimits.infra.verdicts.EXPECTATIONS`).
     """
 
     bound: str
@@ -34,7 +37,7 @@ class Verdict:
     violations: int
     worst_ratio: float
     verdict: str
-    expected: str  # "holds" or "violated"
+    expected: str
     details: dict = field(default_factory=dict)
     #: The check's stable id (filled in by the registry).
     id: str = ""
@@ -42,7 +45,7 @@ class Verdict:
     @property
     def as_expected(self) -> bool:
         """True when the measurement agrees with the book's claim about this bound."""
-        return (self.violations == 0) if self.expected == "holds" else (self.violations > 0)
+        return (self.violations == 0) if self.expected == HOLDS else (self.violations > 0)
 
     def record(self) -> dict:
         """The verdict as a flat dict without ``details`` and ``id`` (``attnlimits check --json`` puts the id first)."""

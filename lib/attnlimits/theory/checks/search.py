@@ -4,7 +4,8 @@
 - :class:`Adam`                       the optimiser of every adversarial ascent;
 - :func:`generator`                   the random stream of one check: ``seed * stride + salt``;
 - :func:`split`, :func:`log_uniform`  dealing trials over groups, log-uniform draws;
-- :func:`tightness_text`              the verdict text of a bound that holds.
+- :func:`tightness_text`              the verdict text of a bound that holds;
+- :func:`conclude`                    a check's :class:`Verdict` from its counts, in the book's words.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import math
 
 import torch
 
-__all__ = ["RTOL", "WIDE", "Z_MC", "Adam", "generator", "log_uniform", "split", "tightness_text"]
+from attnlimits.infra.verdicts import EXPECTATIONS, HOLDS, NO_VIOLATION, VIOLATED
+from attnlimits.theory.checks.registry import Verdict
+
+__all__ = ["RTOL", "WIDE", "Z_MC", "Adam", "conclude", "generator", "log_uniform", "split", "tightness_text"]
 
 #: A trial counts as a violation when measured > bound * (1 + RTOL): exact ties of the sharp bounds round to
 #: within a few ulps of 1.
@@ -85,3 +89,44 @@ def tightness_text(worst: float) -> str:
     if worst >= 0.99:
         return f"holds, tight (worst measured/bound {worst:.4f}; attained only in a limit)"
     return f"holds but conservative by a factor {1 / worst:.3g} (worst measured/bound {worst:.3g})"
+
+
+def conclude(
+    bound: str,
+    statement: str,
+    *,
+    trials: int,
+    violations: int,
+    worst: float,
+    details: dict,
+    expected: str = HOLDS,
+    held: str | None = None,
+    violated: str | None = None,
+    unit: str = "trials",
+) -> Verdict:
+    """The :class:`Verdict` of a check that counted ``violations`` in ``trials`` (``unit`` names what it counted)
+    with ``worst`` the largest measured/bound ratio.
+
+    The reading is ``held`` when nothing violated the bound, ``violated`` when something did. By default, a bound
+    the book proves (``expected="holds"``) reads :func:`tightness_text` or "violated (n trials)", and a bound the
+    book refutes (``expected="violated"``) reads "no violation found" when it held: its ``violated`` text says how
+    it fails.
+    """
+    if expected not in EXPECTATIONS:
+        raise ValueError(f"expected: must be one of {EXPECTATIONS}, got {expected!r}")
+    if violations:
+        reading = violated if violated is not None else f"{VIOLATED} ({violations} {unit})"
+    elif held is not None:
+        reading = held
+    else:
+        reading = tightness_text(worst) if expected == HOLDS else NO_VIOLATION
+    return Verdict(
+        bound=bound,
+        statement=statement,
+        trials=trials,
+        violations=violations,
+        worst_ratio=worst,
+        verdict=reading,
+        expected=expected,
+        details=details,
+    )

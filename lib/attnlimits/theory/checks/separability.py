@@ -14,8 +14,9 @@ import math
 
 import torch
 
+from attnlimits.infra.verdicts import VIOLATED
 from attnlimits.theory.checks.registry import Verdict, register
-from attnlimits.theory.checks.search import WIDE, Z_MC, generator, split, tightness_text
+from attnlimits.theory.checks.search import WIDE, Z_MC, conclude, generator, split, tightness_text
 
 __all__ = [
     "FIXED_RADIUS_COUNTEREXAMPLE",
@@ -83,17 +84,13 @@ def check_theorem2_lower(trials: int = 2000, seed: int = 0) -> Verdict:
     violations = int((frac < low - 1e-12).sum())
     pos = frac > 0
     worst = float((low[pos] / frac[pos]).max()) if pos.any() else 0.0
-    return Verdict(
-        bound="Theorem 2 lower bound",
-        statement=(
-            r"$N_s/N \ge \frac1N \#\{i : \xi_i \le r\} \ge 1 - \frac{1}{N r} \sum_i \xi_i$, "
-            r"$r = \min_{j \notin I_N} \lVert s - \alpha_j x_j \rVert$"
-        ),
+    return conclude(
+        "Theorem 2 lower bound",
+        r"$N_s/N \ge \frac1N \#\{i : \xi_i \le r\} \ge 1 - \frac{1}{N r} \sum_i \xi_i$, "
+        r"$r = \min_{j \notin I_N} \lVert s - \alpha_j x_j \rVert$",
         trials=len(frac),
         violations=violations,
-        worst_ratio=worst,
-        verdict=tightness_text(worst) if violations == 0 else f"violated ({violations} trials)",
-        expected="holds",
+        worst=worst,
         details={
             "random_trials": n_random,
             "sharp_form_violations": int((frac < sharp - 1e-12).sum()),
@@ -209,25 +206,22 @@ def check_theorem2_upper_reconstructed(trials: int = 2000, seed: int = 0) -> Ver
                     "bound": float(res["upper_rec"].mean()),
                 }
             )
-    return Verdict(
-        bound="Theorem 2 upper bound (as reconstructed)",
-        statement=(
-            r"$E[N_s]/N \le \frac1N \sum_i \exp(-(\xi_i - r)_+^2 / (2 M^2))$, "
-            r"$r = \min_{j \notin I_N} \lVert s - \alpha_j x_j \rVert$"
-        ),
+    return conclude(
+        "Theorem 2 upper bound (as reconstructed)",
+        r"$E[N_s]/N \le \frac1N \sum_i \exp(-(\xi_i - r)_+^2 / (2 M^2))$, "
+        r"$r = \min_{j \notin I_N} \lVert s - \alpha_j x_j \rVert$",
         trials=trials,
         violations=violations,
-        worst_ratio=worst,
-        verdict=(
+        worst=worst,
+        expected=VIOLATED,
+        held=tightness_text(worst),
+        violated=(
             f"the book's reconstruction is violated: E[N_s(r)]/N = {cases[0]['E[N_s]/N']:.4f} > bound "
             f"{cases[0]['bound']:.4f} at fixed r = {cases[0]['r']:.3f}, delta = 1 (L={cases[0]['L']}, "
             f"d={cases[0]['d']}, N={cases[0]['N']}, equal weights on I_N); the paper's formula is not printed in full"
         )
         if cases and "r" in cases[0]
-        else (
-            f"the book's reconstruction is violated ({violations} configurations)" if cases else tightness_text(worst)
-        ),
-        expected="violated",
+        else f"the book's reconstruction is violated ({violations} configurations)",
         details={
             "configurations": len(configs) + 1,
             "violating": cases,
@@ -271,17 +265,14 @@ def check_theorem2_upper(trials: int = 2000, seed: int = 0) -> Verdict:
         worst = max(worst, ratio)
         n += max(count, 2)
         mean_bounds.append(float(res["upper_book"].mean()))
-    return Verdict(
-        bound="Theorem 2 upper bound (book, fixed r)",
-        statement=(
-            r"$E[N_s(r)]/N \le \frac1N \sum_i \min(1, \exp(-(\mu_i - r)_+^2 / (2 M^2 S_2^{(i)})))$, $x$ iid uniform on "
-            "the sphere"
-        ),
+    return conclude(
+        "Theorem 2 upper bound (book, fixed r)",
+        r"$E[N_s(r)]/N \le \frac1N \sum_i \min(1, \exp(-(\mu_i - r)_+^2 / (2 M^2 S_2^{(i)})))$, $x$ iid uniform on "
+        "the sphere",
         trials=n,
         violations=violations,
-        worst_ratio=worst,
-        verdict=tightness_text(worst) if violations == 0 else f"violated ({violations} configurations)",
-        expected="holds",
+        worst=worst,
+        unit="configurations",
         details={
             "configurations": len(groups),
             "z": Z_MC,
@@ -316,22 +307,16 @@ def check_multihead(trials: int = 2000, seed: int = 0) -> Verdict:
             violations += int(row.simulated > row.paper + slack)
             worst = max(worst, row.simulated / (row.paper + slack))  # estimate / (bound + its MC allowance)
         rows += samples * (1 + max(heads))
-    return Verdict(
-        bound="Multi-head coverage",
-        statement=(
-            r"$H$ independent heads cover a selected token with probability $1 - (1 - p_i)^H$; on average at most "
-            r"$1 - (1 - p)^H$"
-        ),
+    return conclude(
+        "Multi-head coverage",
+        r"$H$ independent heads cover a selected token with probability $1 - (1 - p_i)^H$; on average at most "
+        r"$1 - (1 - p)^H$",
         trials=rows,
         violations=violations,
-        worst_ratio=worst,
-        verdict=(
-            "holds within Monte Carlo error (equality at H = 1 and when all p_i are equal); "
-            f"p = 0.8 needs H = {int(bounds.heads_needed(0.8, 0.99))} for 99 %"
-        )
-        if violations == 0
-        else f"violated ({violations} configurations)",
-        expected="holds",
+        worst=worst,
+        held="holds within Monte Carlo error (equality at H = 1 and when all p_i are equal); "
+        f"p = 0.8 needs H = {int(bounds.heads_needed(0.8, 0.99))} for 99 %",
+        unit="configurations",
         details={
             "grid (L, d, N, beta)": grid,
             "heads": heads,

@@ -12,7 +12,7 @@ import torch
 
 from attnlimits.infra.profiling import one_thread
 from attnlimits.theory.checks.registry import Verdict, register
-from attnlimits.theory.checks.search import RTOL, Adam, generator, log_uniform, split
+from attnlimits.theory.checks.search import RTOL, Adam, conclude, generator, log_uniform, split
 
 __all__ = ["VANISHING_DIMS", "VANISHING_LENGTHS", "check_corollary1", "check_lemma1"]
 
@@ -150,22 +150,15 @@ def check_corollary1(trials: int = 2000, seed: int = 0) -> Verdict:
         if r.max().item() > worst:
             worst, worst_case = r.max().item(), {"ascent": True, "L": L}
     n_construction = len(construction) * len(VANISHING_LENGTHS)
-    return Verdict(
-        bound="Corollary 1",
-        statement=(
-            r"softmax: $\frac1L e^{-2\Delta/T} \le \alpha_i \le \frac1L e^{2\Delta/T}$, "
-            r"$\Delta = \lVert q \rVert \max_i \lVert k_i \rVert$"
-        ),
+    return conclude(
+        "Corollary 1",
+        r"softmax: $\frac1L e^{-2\Delta/T} \le \alpha_i \le \frac1L e^{2\Delta/T}$, "
+        r"$\Delta = \lVert q \rVert \max_i \lVert k_i \rVert$",
         trials=n_random + n_construction + n_ascent,
         violations=violations,
-        worst_ratio=worst,
-        verdict=(
-            f"holds; approached only as L -> inf or Delta -> 0 (worst measured/bound {worst:.9f} at "
-            f"L = {worst_case.get('L')}); at finite L the sharp band 1/(1 + (L-1) e^(+-2 Delta/T)) is attained"
-        )
-        if violations == 0
-        else f"violated ({violations} trials)",
-        expected="holds",
+        worst=worst,
+        held=f"holds; approached only as L -> inf or Delta -> 0 (worst measured/bound {worst:.9f} at "
+        f"L = {worst_case.get('L')}); at finite L the sharp band 1/(1 + (L-1) e^(+-2 Delta/T)) is attained",
         details={
             "random_trials": n_random,
             "construction_trials": n_construction,
@@ -243,22 +236,15 @@ def check_lemma1(trials: int = 2000, seed: int = 0) -> Verdict:
                     n_construction += 1
                     if r > worst:
                         worst, worst_case = r, {"F": name, "L": L, "a": a_val, "construction": True}
-    return Verdict(
-        bound="Lemma 1",
-        statement=(
-            r"logits in $[-a, a]$, $F > 0$ independent of $L$: $\frac{\min F / \max F}{L} \le \alpha_i \le "
-            r"\frac{\max F / \min F}{L}$"
-        ),
+    return conclude(
+        "Lemma 1",
+        r"logits in $[-a, a]$, $F > 0$ independent of $L$: $\frac{\min F / \max F}{L} \le \alpha_i \le "
+        r"\frac{\max F / \min F}{L}$",
         trials=n_random + n_construction,
         violations=violations,
-        worst_ratio=worst,
-        verdict=(
-            f"holds; approached only as L -> inf (worst measured/bound {worst:.9f} at L = "
-            f"{worst_case.get('L')}); at finite L the sharp band f_min/(f_min + (L-1) f_max) ... is attained"
-        )
-        if violations == 0
-        else f"violated ({violations} trials)",
-        expected="holds",
+        worst=worst,
+        held=f"holds; approached only as L -> inf (worst measured/bound {worst:.9f} at L = "
+        f"{worst_case.get('L')}); at finite L the sharp band f_min/(f_min + (L-1) f_max) ... is attained",
         details={
             "random_trials": n_random,
             "construction_trials": n_construction,

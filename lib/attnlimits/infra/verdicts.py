@@ -1,0 +1,89 @@
+"""The book's verdicts: every word a check, a claim or a report gives as its verdict, and the rule that decides an
+interval against a band.
+
+The checks of the bounds (:mod:`attnlimits.theory.checks`), the paper's experimental claims
+(:mod:`attnlimits.experiments.paper_claims`), the studies' claims (the long-context study's) and the book's claims
+table (:mod:`attnlimits.reporting.book_claims`) all speak these words, and only these, so that a reader meets one
+vocabulary and a word means the same thing on every page:
+
+====================================================  ==================================================================
+word                                                  what it means
+====================================================  ==================================================================
+:data:`REPRODUCED` "reproduced"                       the measurement bears the paper's claim out: the 95 % interval
+                                                      lies inside the band the claim's rule names (or the rule's exact
+                                                      test passes)
+:data:`NOT_REPRODUCED` "not reproduced"               the measurement contradicts the claim: the interval lies wholly
+                                                      outside the band, or the claim's shape fails
+:data:`INCONCLUSIVE` "inconclusive"                   the interval straddles an edge of the band (or an end is unknown):
+                                                      the windows measured do not decide
+:data:`CORRECTED` "corrected"                         the paper's statement fails and the book proves a replacement that
+                                                      holds
+:data:`NOT_MEASURED` "not measured"                   the run has no number for the claim (e.g. attention given without
+                                                      its logits has no Algorithm 5 table)
+:data:`NOT_TESTABLE` "not testable here"              nothing this book computes decides the claim (advice, or results
+                                                      computed before the claim existed)
+:data:`RECONSTRUCTION` "(the book's reconstruction)"  follows the verdict on a formula the paper does not print in full:
+                                                      what was checked is the book's reading of it
+:data:`HOLDS` "holds"                                 a bound: no trial (random or adversarial) exceeds it; also what
+                                                      the book expects of a bound it proves
+:data:`VIOLATED` "violated"                           a bound: some trial exceeds it; also what the book expects of a
+                                                      bound it refutes
+:data:`NO_VIOLATION` "no violation found"             a bound the book expects to fail held in every trial of the budget
+                                                      run
+====================================================  ==================================================================
+
+:func:`decide` is the rule of every claim decided on an interval. The resampling behind those intervals (how many
+draws, which seed) is :data:`attnlimits.infra.statistics.RESAMPLES` and :data:`attnlimits.infra.statistics.SEED`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CLAIM_VERDICTS",
+    "CORRECTED",
+    "EXPECTATIONS",
+    "HOLDS",
+    "INCONCLUSIVE",
+    "NOT_MEASURED",
+    "NOT_REPRODUCED",
+    "NOT_TESTABLE",
+    "NO_VIOLATION",
+    "RECONSTRUCTION",
+    "REPRODUCED",
+    "VIOLATED",
+    "WORDS",
+    "decide",
+]
+
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced"
+INCONCLUSIVE = "inconclusive"
+CORRECTED = "corrected"
+NOT_MEASURED = "not measured"
+NOT_TESTABLE = "not testable here"
+#: Appended to the verdict of a claim whose formula the paper does not print in full.
+RECONSTRUCTION = " (the book's reconstruction)"
+HOLDS = "holds"
+VIOLATED = "violated"
+NO_VIOLATION = "no violation found"
+
+#: The verdicts of a claim of the paper (an experiment's, a study's, a row of the book's claims table).
+CLAIM_VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, CORRECTED, NOT_MEASURED, NOT_TESTABLE)
+#: What the book expects of a bound it checks (:attr:`attnlimits.theory.checks.Verdict.expected`).
+EXPECTATIONS = (HOLDS, VIOLATED)
+#: Every word of the vocabulary.
+WORDS = (*CLAIM_VERDICTS, RECONSTRUCTION, *EXPECTATIONS, NO_VIOLATION)
+
+
+def decide(lo: float, hi: float, band: tuple[float, float]) -> str:
+    """The verdict of an interval ``[lo, hi]`` against ``band``: "reproduced" when it lies inside the band (its
+    edges included), "not reproduced" when it lies wholly outside, "inconclusive" otherwise (also when an end is
+    NaN)."""
+    low, high = band
+    if not low <= high:
+        raise ValueError(f"band: must be (low, high) with low <= high, got {band!r}")
+    if low <= lo and hi <= high:
+        return REPRODUCED
+    if hi < low or lo > high:
+        return NOT_REPRODUCED
+    return INCONCLUSIVE
