@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: mystnb,-all
+#     cell_metadata_filter: mystnb,tags,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: execution,jupytext,kernelspec,mystnb
 #     text_representation:

@@ -3,7 +3,7 @@
 #   execution:
 #     timeout: 1800
 #   jupytext:
-#     cell_metadata_filter: mystnb,-all
+#     cell_metadata_filter: mystnb,tags,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: execution,jupytext,kernelspec,mystnb
 #     text_representation:
@@ -136,7 +136,7 @@ trends
 #   is reproduced in every model and in every untrained control alike.
 # - **Depends on the model.** Where $N_s/N$ settles differs by more than 0.2 between the trained models.
 
-# %%
+# %% tags=["remove-cell"]
 s = summary
 controls = [label for label in s.index if label.endswith("(untrained)")]
 sink_models = [m for m in trained if s.loc[m, "sink weight (max)"] > 0.5]

@@ -3,7 +3,7 @@
 #   execution:
 #     timeout: 1800
 #   jupytext:
-#     cell_metadata_filter: mystnb,-all
+#     cell_metadata_filter: mystnb,tags,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: execution,jupytext,kernelspec,mystnb
 #     text_representation:
@@ -238,7 +238,7 @@ main
 # %%
 Markdown(paper_claims.markdown(verdicts, columns=(*short, "rule")))
 
-# %%
+# %% tags=["remove-cell"]
 by_key = {(r.model, r.key): r.verdict for r in verdicts.itertuples()}
 smol, gemma = (labels + [None, None])[:2]
 NOT, OK = paper_claims.NOT, paper_claims.REPRODUCED

@@ -198,16 +198,51 @@ def test_the_alt_text_reaches_the_notebook(py: Path):
     assert alts(jupytext.read(py)) == alts(jupytext.read(py.with_suffix(".ipynb"))), f"{py.name}: run `make sync`"
 
 
-def test_jupytext_keeps_the_alt_text_in_the_py():
+def test_jupytext_keeps_the_alt_text_and_the_tags_in_the_py():
     cell_filter = tomllib.loads((ROOT / "jupytext.toml").read_text())["cell_metadata_filter"]
-    assert cell_filter == "mystnb,-all"
-    text = '# %% mystnb={"image": {"alt": "a line"}}\nfig, ax = plt.subplots()\n'
+    assert cell_filter == "mystnb,tags,-all"
+    text = '# %% mystnb={"image": {"alt": "a line"}} tags=["remove-cell"]\nfig, ax = plt.subplots()\n'
     nb = jupytext.reads(text, fmt="py:percent")
     assert figure_cells_without_alt(nb) == []
+    nb.cells[0].metadata["scrolled"] = True
     nb.metadata["jupytext"] = {"cell_metadata_filter": cell_filter}
     assert jupytext.reads(jupytext.writes(nb, fmt="py:percent"), fmt="py:percent").cells[0].metadata == {
-        "mystnb": {"image": {"alt": "a line"}}
+        "mystnb": {"image": {"alt": "a line"}},
+        "tags": ["remove-cell"],
     }
+
+
+SENTENCE_CHECKS = ("paper_claims.assert_sentences(", "paper_claims.expect(")
+
+
+def _checks_sentences(cell) -> bool:
+    return cell.cell_type == "code" and any(call in cell.source for call in SENTENCE_CHECKS)
+
+
+def sentence_checks_shown(nb) -> list[int]:
+    """Code cells that check the prose's sentences but would appear on the rendered page."""
+    return [
+        i
+        for i, cell in enumerate(nb.cells)
+        if _checks_sentences(cell) and "remove-cell" not in cell.metadata.get("tags", [])
+    ]
+
+
+@pytest.mark.parametrize("py", PY_CHAPTERS, ids=lambda p: p.name)
+def test_sentence_checks_are_hidden_from_the_page(py: Path):
+    """The checks run under nbmake and in the build; the page shows the prose they check, not them."""
+    nb = jupytext.read(py.with_suffix(".ipynb"))
+    assert sentence_checks_shown(nb) == [], f"{py.name}: tag these cells remove-cell (and run `make sync`)"
+    for cell in nb.cells:
+        if "remove-cell" in cell.metadata.get("tags", []):
+            assert _checks_sentences(cell), f"{py.name}: a hidden cell that checks no sentence"
+
+
+def test_the_hidden_check_detector_fires():
+    nb = jupytext.reads("# %%\n_ = paper_claims.assert_sentences({})\n", fmt="py:percent")
+    assert sentence_checks_shown(nb) == [0]
+    nb.cells[0].metadata["tags"] = ["remove-cell"]
+    assert sentence_checks_shown(nb) == []
 
 
 def test_the_alt_text_detector_fires():
