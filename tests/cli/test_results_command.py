@@ -10,6 +10,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
+import tiny_models
 import torch
 
 import attnlimits as al
@@ -28,15 +29,13 @@ def _tiny_model(folder: Path):
     """A random-init GPT-2 of 2 layers with a word-level tokenizer of :data:`WORDS`, loaded as a user's model."""
     from tokenizers import Tokenizer, pre_tokenizers
     from tokenizers.models import WordLevel
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     vocab = {w: i for i, w in enumerate(["[UNK]", *WORDS])}
     words = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
     words.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]").save_pretrained(folder)
-    torch.manual_seed(0)
-    config = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=128, vocab_size=len(vocab))
-    GPT2LMHeadModel(config).eval().save_pretrained(folder)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]")
+    tiny_models.saved(tiny_models.gpt2(heads=2, width=32, positions=128, vocab=len(vocab)), folder, tokenizer)
     return al.models.load(str(folder))
 
 

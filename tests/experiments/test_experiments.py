@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import tiny_models
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 from attnlimits import cli, experiments, models
 from attnlimits.core import bounds, normalizers, rowstats, selection
@@ -206,27 +206,6 @@ def test_search_tries_every_n_up_to_n_max(guess):
 # ---------------------------------------------------------------------------------------------------------------
 # tiny random models against the literal reference
 # ---------------------------------------------------------------------------------------------------------------
-def _gpt2():
-    torch.manual_seed(0)
-    return GPT2LMHeadModel(
-        GPT2Config(n_layer=2, n_head=3, n_embd=48, n_positions=64, vocab_size=300, bos_token_id=0, eos_token_id=0)
-    ).eval()
-
-
-def _llama():
-    torch.manual_seed(1)
-    config = LlamaConfig(
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        hidden_size=64,
-        intermediate_size=96,
-        vocab_size=300,
-        max_position_embeddings=64,
-    )
-    return LlamaForCausalLM(config).eval()
-
-
 def _windows(model, count=2, length=24, seed=0):
     ids = torch.randint(0, 300, (count, length), generator=torch.Generator().manual_seed(seed))
     out = []
@@ -237,7 +216,7 @@ def _windows(model, count=2, length=24, seed=0):
 
 @pytest.fixture(scope="module", params=["gpt2", "llama"])
 def tiny(request):
-    model = _gpt2() if request.param == "gpt2" else _llama()
+    model = tiny_models.gpt2(bos=0) if request.param == "gpt2" else tiny_models.llama()
     return model, _windows(model)
 
 
@@ -480,23 +459,7 @@ TINY_PRESET = experiments.Preset(
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     """A tiny random Llama saved with the offline fallback's tokenizer, loadable by attnlimits.models.load."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        tok = models.load("fallback").tokenizer
-    torch.manual_seed(2)
-    config = LlamaConfig(
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        hidden_size=64,
-        intermediate_size=96,
-        vocab_size=len(tok),
-        max_position_embeddings=128,
-    )
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    LlamaForCausalLM(config).eval().save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return tiny_models.saved_llama(tmp_path_factory.mktemp("tiny-llama"), seed=2, positions=128)
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+import tiny_models
 
 from attnlimits import experiments, models
 from attnlimits.infra import cache, provenance
@@ -82,7 +81,7 @@ def test_an_entry_whose_files_differ_from_its_record_is_recomputed(tmp_path, cap
         cache.Entry(folder, {"seed": 0}).read(_load)
     capsys.readouterr()
     assert cache.cached(folder, {"seed": 0}, compute, _save, _load) == {"a": "x", "b": "2"}
-    said = capsys.readouterr().out
+    said = capsys.readouterr().err
     assert compute.calls == 2 and f"recomputing: {folder}" in said and why in said
     assert cache.cached(folder, {"seed": 0}, compute, _save, _load)["b"] == "2"  # stored whole again
 
@@ -119,23 +118,8 @@ def code_read_once():
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     """A tiny random-init Llama with the offline fallback's tokenizer, loaded by attnlimits.models.load."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        tokenizer = models.load("fallback").tokenizer
-    torch.manual_seed(2)
-    config = LlamaConfig(
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        hidden_size=16,
-        intermediate_size=32,
-        vocab_size=len(tokenizer),
-        max_position_embeddings=128,
-    )
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    LlamaForCausalLM(config).eval().save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return models.load(str(folder))
+    sizes = dict(seed=2, positions=128, layers=1, heads=2, kv_heads=1, hidden=16, intermediate=32)
+    return models.load(str(tiny_models.saved_llama(tmp_path_factory.mktemp("tiny-llama"), **sizes)))
 
 
 def _studies(model) -> dict[str, Study]:
@@ -154,7 +138,7 @@ def _studies(model) -> dict[str, Study]:
         ),
         "training": Study(lambda root: training.cached_sweep(sweep, root=root), training, "sweep"),
         "alternatives": Study(
-            lambda root: alternatives.cached_synthetic_tables(synthetic, root=root),
+            lambda root: alternatives.results(preset=synthetic, root=root),
             alternatives.study,
             "synthetic_tables",
         ),
@@ -251,7 +235,7 @@ def test_each_damaged_file_of_a_study_entry_is_recomputed(filled, damage, monkey
         harm(filled.folder / name)
         capsys.readouterr()
         result = filled.study.call(root)
-        said = "".join(capsys.readouterr())
+        said = capsys.readouterr().err
         assert len(calls) == 1, f"{damage} {name}: not recomputed"
         assert result is filled.computed, name
         assert "recomputing: " in said and name in said, f"{damage} {name}: {said!r}"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+import tiny_models
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
 
 from attnlimits import models
 
@@ -44,8 +44,7 @@ def test_a_difference_beyond_its_tolerance_or_a_wrong_mask_does_not_hold():
 
 
 def test_the_table_of_a_real_report():
-    config = GPT2Config(n_layer=2, n_head=2, n_embd=16, vocab_size=100, n_positions=64)
-    model = GPT2LMHeadModel(config).eval()
+    model = tiny_models.gpt2(heads=2, width=16, vocab=100)
     ids = torch.randint(0, 100, (1, 32), generator=torch.Generator().manual_seed(0))
     table = models.exactness_table(models.exactness_report(model, ids, prefix=16))
     assert table.holds.eq(False).sum() == 0 and (table.holds != "—").sum() == len(table) - 1

@@ -13,8 +13,9 @@ import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import tiny_models
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import GPT2Config
 
 from attnlimits import models
 from attnlimits.models import describing, gguf, loading
@@ -36,31 +37,19 @@ def fallback():
         return models.load("fallback")
 
 
-def _gpt2(layers=3, inverse_layer_scaling=False, seed=0):
-    torch.manual_seed(seed)
-    config = GPT2Config(
-        n_layer=layers,
-        n_head=4,
-        n_embd=64,
-        n_positions=128,
-        vocab_size=500,
+def _gpt2(layers=3, inverse_layer_scaling=False):
+    return tiny_models.gpt2(
+        layers=layers,
+        heads=4,
+        width=64,
+        positions=128,
+        vocab=500,
         scale_attn_by_inverse_layer_idx=inverse_layer_scaling,
     )
-    return GPT2LMHeadModel(config).eval()
 
 
-def _llama(seed=0):
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        num_hidden_layers=2,
-        num_attention_heads=6,
-        num_key_value_heads=2,
-        hidden_size=96,
-        intermediate_size=128,
-        vocab_size=500,
-        max_position_embeddings=256,
-    )
-    return LlamaForCausalLM(config).eval()
+def _llama():
+    return tiny_models.llama(seed=0, heads=6, kv_heads=2, hidden=96, intermediate=128, vocab=500, positions=256)
 
 
 TINY = {"gpt2": _gpt2, "gpt2-inverse-layer": lambda: _gpt2(inverse_layer_scaling=True), "llama-gqa": _llama}

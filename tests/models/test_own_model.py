@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import tiny_models
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 import attnlimits as al
 from attnlimits import experiments, models
@@ -36,25 +36,6 @@ PRESET = experiments.Preset(
     alg5_eps=(0.1,),
 )
 LENGTH = 32
-
-
-def _llama(vocab=300):
-    torch.manual_seed(1)
-    config = LlamaConfig(
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        hidden_size=64,
-        intermediate_size=96,
-        vocab_size=vocab,
-        max_position_embeddings=64,
-    )
-    return LlamaForCausalLM(config).eval()
-
-
-def _gpt2(vocab=300):
-    torch.manual_seed(0)
-    return GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=3, n_embd=48, n_positions=64, vocab_size=vocab)).eval()
 
 
 def _captures(model, count=2):
@@ -81,7 +62,7 @@ def _arrays(caps, logits=True):
 
 @pytest.fixture(scope="module", params=["gpt2", "llama"])
 def tiny(request):
-    model = _gpt2() if request.param == "gpt2" else _llama()
+    model = tiny_models.gpt2() if request.param == "gpt2" else tiny_models.llama()
     caps = _captures(model)
     return model, caps, experiments.run(model, "unused", PRESET, captures=caps, seed=3)
 
@@ -146,7 +127,7 @@ def test_weights_alone_agree_and_leave_algorithm_5_out(tiny):
 
 
 def test_grouped_value_heads_are_expanded_as_transformers_groups_them():
-    model = _llama()
+    model = tiny_models.llama()
     caps = _captures(model)
     given = _arrays(caps)
     # the model's 2 key/value heads, un-expanded: head h reads value head h // 2
@@ -317,13 +298,13 @@ def _converted(kind: str, tokenizer):
     vocab = len(tokenizer)
     shared = {"n_layers": 2, "n_ctx": 64, "d_vocab": vocab, "default_prepend_bos": False, "model_name": f"tiny-{kind}"}
     if kind == "gpt2":
-        hf = _gpt2(vocab)
+        hf = tiny_models.gpt2(vocab=vocab)
         cfg = HookedTransformerConfig(
             **shared, d_model=48, d_head=16, n_heads=3, d_mlp=192, act_fn="gelu_new", normalization_type="LN"
         )
         state = convert_gpt2_weights(hf, cfg)
     else:
-        hf = _llama(vocab)
+        hf = tiny_models.llama(vocab=vocab)
         cfg = HookedTransformerConfig(
             **shared,
             d_model=64,
@@ -418,7 +399,7 @@ def test_a_hooked_transformer_without_a_tokenizer_says_what_to_do(text):
     HookedTransformer, HookedTransformerConfig = _transformer_lens()
     cfg = HookedTransformerConfig(n_layers=1, d_model=16, d_head=8, n_ctx=64, d_vocab=50, act_fn="relu", seed=0)
     hooked = HookedTransformer(cfg)
-    assert lens.is_hooked(hooked) and not lens.is_hooked(_gpt2())
+    assert lens.is_hooked(hooked) and not lens.is_hooked(tiny_models.gpt2())
     with pytest.raises(ValueError, match=r"no tokenizer.*run_arrays"):
         experiments.run(hooked, text, "quick")
     with pytest.raises(ValueError, match="above the model's 64 positions"):
@@ -432,10 +413,9 @@ def _capture_of(kind, tokenizer, text, tmp_path):
     """Layer 1 alone of a window of LENGTH tokens, captured the way ``kind`` names."""
     ids = texts.windows(tokenizer, text, length=LENGTH, count=1)[0]
     if kind == "one pass":
-        return models.capture(_llama(len(tokenizer)), ids, layers=[1])
+        return models.capture(tiny_models.llama(vocab=len(tokenizer)), ids, layers=[1])
     if kind == "windows":
-        _gpt2(len(tokenizer)).save_pretrained(tmp_path)
-        tokenizer.save_pretrained(tmp_path)
+        tiny_models.saved(tiny_models.gpt2(vocab=len(tokenizer)), tmp_path, tokenizer)
         return experiments.capture_windows(models.load(str(tmp_path)), text, length=LENGTH, count=1, layers=[1])[0]
     if kind == "arrays":
         future = torch.ones(LENGTH, LENGTH, dtype=torch.bool).triu(1)
@@ -444,7 +424,7 @@ def _capture_of(kind, tokenizer, text, tmp_path):
         )
         return arrays.captures(logits={1: logits}, values={1: torch.randn(1, 2, LENGTH, 8)})[0]
     if kind == "long (SDPA)":
-        return kv_capture.capture_ids(_llama(len(tokenizer)), ids, layers={1})
+        return kv_capture.capture_ids(tiny_models.llama(vocab=len(tokenizer)), ids, layers={1})
     _, hooked = _converted("gpt2", tokenizer)  # "TransformerLens": skipped without it
     return lens.capture_windows(hooked, text, length=LENGTH, count=1, layers=[1])[0]
 
@@ -499,8 +479,7 @@ def _run_example(name, namespace, tmp_path, monkeypatch, substitute=()):
 def test_the_readme_runs_a_hugging_face_id(tmp_path, monkeypatch, tokenizer):
     # no download here: the id the example names loads a random-init GPT-2 saved under it
     saved = tmp_path / "gpt2"
-    _gpt2(len(tokenizer)).save_pretrained(saved)
-    tokenizer.save_pretrained(saved)
+    tiny_models.saved(tiny_models.gpt2(vocab=len(tokenizer)), saved, tokenizer)
     load, asked = al.models.load, []
     monkeypatch.setattr(al.models, "load", lambda name: asked.append(name) or load(str(saved)))
     folder = _run_example("hugging-face-id", {}, tmp_path, monkeypatch)
@@ -510,8 +489,7 @@ def test_the_readme_runs_a_hugging_face_id(tmp_path, monkeypatch, tokenizer):
 
 def test_the_readme_runs_a_local_folder_and_a_text_file(tmp_path, monkeypatch, tokenizer):
     model = tmp_path / "tiny-llama"
-    _llama(len(tokenizer)).save_pretrained(model)
-    tokenizer.save_pretrained(model)
+    tiny_models.saved(tiny_models.llama(vocab=len(tokenizer)), model, tokenizer)
     (tmp_path / "corpus.txt").write_text(texts.load("pydoc-topics").body[:40_000], encoding="utf-8")
     substitute = [("path/to/my-model", str(model)), ("my-corpus.txt", str(tmp_path / "corpus.txt"))]
     folder = _run_example("local-folder", {}, tmp_path, monkeypatch, substitute)

@@ -23,9 +23,9 @@ then reads what the first wrote.
 
 A corrupt entry is never loaded: an unreadable ``key.json``, a recorded file that is missing or whose bytes changed
 (edited, truncated), or a file that was not written with the entry makes it stale (:class:`StaleEntry`, naming the
-file and why), and :func:`cached` recomputes it, saying why. Hidden files (a name starting with ``.``, such as a
-file browser's ``.DS_Store``) that the entry did not record are ignored. An entry that records no hashes (written
-before entries recorded them) is stale too. Hashing streams each file once; loading reads it again.
+file and why), and :func:`cached` recomputes it, saying why on stderr. Hidden files (a name starting with ``.``,
+such as a file browser's ``.DS_Store``) that the entry did not record are ignored. An entry that records no hashes
+(written before entries recorded them) is stale too. Hashing streams each file once; loading reads it again.
 """
 
 from __future__ import annotations
@@ -319,7 +319,7 @@ def cached(
             return entry.read(load)
         except StaleEntry as why:
             if entry.folder.exists():  # an entry only appears whole (renamed into place): this one was damaged
-                say(f"recomputing: {why}")
+                say(f"recomputing: {why}", warn=True)
         result = compute()
         entry.write(result, save)
     return result

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,9 +104,10 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("attnlimits"))
 
 
-def say(message: str) -> None:
-    """Print one ``[attnlimits] ...`` line on stdout (what was loaded and why), paths made :func:`portable`."""
-    print(f"[attnlimits] {portable(message)}", flush=True)
+def say(message: str, *, warn: bool = False) -> None:
+    """Print one ``[attnlimits] ...`` line, paths made :func:`portable`: on stdout what was loaded and why, on
+    stderr (``warn``) what went wrong and was repaired, such as a damaged results-cache entry computed again."""
+    print(f"[attnlimits] {portable(message)}", file=sys.stderr if warn else sys.stdout, flush=True)
 
 
 def _path_names() -> list[tuple[str, str]]:
