@@ -172,7 +172,8 @@ def test_readme_example_runs(fallback, monkeypatch):
     import attnlimits.core.selection as sel
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme.split("<!-- README example: tests/test_models.py runs this block -->\n```python\n")[1]
+    marker = "<!-- README example: capture-a-row (tests/models/test_models.py runs this block) -->"
+    block = readme.split(f"{marker}\n```python\n")[1]
     code = block.split("```")[0]
     monkeypatch.setattr(models, "load", lambda *a, **k: fallback)  # the module's fallback, loaded once
     namespace = {}
