@@ -39,6 +39,7 @@ __all__ = [
     "Capture",
     "LayerCapture",
     "LayerNotCapturedError",
+    "Recorder",
     "Row",
     "attention_implementation",
     "capture",
@@ -353,8 +354,6 @@ def dtype_of(precision: str) -> torch.dtype:
 
 
 _registered = False
-_active: dict | None = None
-_capture_lock = threading.Lock()
 
 
 def _masked_positions(attention_mask, shape, device) -> torch.Tensor:
@@ -376,7 +375,7 @@ def _recording_attention(module, query, key, value, attention_mask, scaling=None
             "models built on transformers' AttentionInterface (GPT-2, Llama, Mistral, Qwen2, ...)"
         )
     output, weights = eager(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
-    state = _active
+    state = _recorder.state
     layer = getattr(module, "layer_idx", None)
     if state is not None and (state["layers"] is None or layer in state["layers"]):
         if weights is None:
@@ -432,6 +431,40 @@ def attention_implementation(model, name: str) -> Iterator[None]:
         model.set_attn_implementation(previous)
 
 
+class Recorder:
+    """One forward pass whose attention layers record what they see.
+
+    ``implementation`` names an attention function registered with transformers' AttentionInterface that reads
+    :attr:`state` (None between passes) and appends its layer's record there. Passes run one at a time (a lock), so
+    threads that capture at once do not mix their records.
+    """
+
+    def __init__(self, implementation: str):
+        self.implementation = implementation
+        self.state: dict | None = None
+        self._lock = threading.Lock()
+
+    def run(self, hf, ids: torch.Tensor, state: dict) -> float:
+        """``hf``'s transformer body (no LM head: no vocabulary logits) over ``ids`` with :attr:`state` = ``state``;
+        returns the pass's seconds. The model's attention implementation and train/eval mode are restored."""
+        body = getattr(hf, hf.base_model_prefix, hf)
+        with self._lock:
+            was_training = hf.training
+            hf.eval()
+            started = time.perf_counter()
+            try:
+                self.state = state
+                with attention_implementation(hf, self.implementation), torch.inference_mode():
+                    body(input_ids=ids, use_cache=False)
+            finally:
+                self.state = None
+                hf.train(was_training)
+            return time.perf_counter() - started
+
+
+_recorder = Recorder(CAPTURE_IMPLEMENTATION)
+
+
 def _as_input_ids(input_ids, vocab_size: int, max_positions: int | None) -> torch.Tensor:
     ids = torch.as_tensor(input_ids)
     if ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.is_complex():
@@ -480,21 +513,8 @@ def capture(
     device = next(hf.parameters()).device
     ids = ids.to(device)
     _register()
-    global _active
-    body = getattr(hf, hf.base_model_prefix, hf)  # the transformer without the LM head: no vocabulary logits
-    with _capture_lock:
-        state = {"layers": keep, "records": [], "masked": None}
-        was_training = hf.training
-        hf.eval()
-        started = time.perf_counter()
-        try:
-            _active = state
-            with attention_implementation(hf, CAPTURE_IMPLEMENTATION), torch.inference_mode():
-                body(input_ids=ids, use_cache=False)
-        finally:
-            _active = None
-            hf.train(was_training)
-        seconds = time.perf_counter() - started
+    state = {"layers": keep, "records": [], "masked": None}
+    seconds = _recorder.run(hf, ids, state)
     records = state["records"]
     if float64:
         records = [recompute_float64(r) for r in records]

@@ -11,14 +11,12 @@ the mask rebuilt from the recorded window. Memory is ``(H + 2 H_kv) * L * d_head
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass
 
 import torch
 
 from attnlimits.infra.progress import progress_bar
-from attnlimits.models.capturing import Capture, attention_implementation, query_rows
+from attnlimits.models.capturing import Capture, Recorder, query_rows
 
 __all__ = ["IMPLEMENTATION", "QUERY_BLOCK", "KVLayer", "LongCapture", "capture_ids", "capture_long", "exactness"]
 
@@ -86,9 +84,8 @@ class LongCapture(Capture):
         return logits.masked_fill_(hidden, float("-inf"))
 
 
-_active: dict | None = None
-_lock = threading.Lock()
 _registered = False
+_recorder = Recorder(IMPLEMENTATION)
 
 
 def _window_of(mask: torch.Tensor | None, length: int) -> int | None:
@@ -115,7 +112,7 @@ def _recording_sdpa(module, query, key, value, attention_mask, scaling=None, dro
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     length = query.shape[-2]
-    state = _active
+    state = _recorder.state
     if state is None:
         window = _window_of(attention_mask, length)
     else:  # the layers of one kind share one mask: check it once per forward pass
@@ -196,25 +193,12 @@ def capture_long(
 def capture_ids(model, ids, *, index: int = 0, layers=None, bos: bool = False) -> LongCapture:
     """One SDPA forward pass over the token ids ``ids`` (1-D), recorded as a :class:`LongCapture` (window number
     ``index``; ``layers``: the layer numbers to keep, all by default; ``bos``: whether ``ids`` starts with BOS)."""
-    global _active
     hf = getattr(model, "model", model)
-    body = getattr(hf, hf.base_model_prefix, hf)
     device = next(hf.parameters()).device
     _register()
     ids = torch.as_tensor(ids).reshape(1, -1).to(device)
-    with _lock:
-        state = {"layers": None if layers is None else set(layers), "records": [], "windows": {}}
-        was_training = hf.training
-        hf.eval()
-        started = time.perf_counter()
-        try:
-            _active = state
-            with attention_implementation(hf, IMPLEMENTATION), torch.inference_mode():
-                body(input_ids=ids, use_cache=False)
-        finally:
-            _active = None
-            hf.train(was_training)
-        seconds = time.perf_counter() - started
+    state = {"layers": None if layers is None else set(layers), "records": [], "windows": {}}
+    seconds = _recorder.run(hf, ids, state)
     if not state["records"]:
         raise RuntimeError(f"{type(hf).__name__} recorded no attention layer: is it built on AttentionInterface?")
     return LongCapture(layers=state["records"], input_ids=ids, seconds=seconds, index=index, bos=bos)
