@@ -25,14 +25,12 @@
 # logits, and rebuilds the paper's Figure 1 {cite}`mudarisov2025limitations` from actual points and weights.
 
 # %%
-import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import torch
 
 import attnlimits as al
 from attnlimits.infra import plotting
-from attnlimits.theory import sweeps
+from attnlimits.theory import figures, sweeps, synthetic
 
 plotting.set_theme()
 
@@ -86,19 +84,7 @@ logits = 2.0 * torch.randn(
     L_demo, generator=torch.Generator().manual_seed(11), dtype=torch.float64
 )
 weights = {name: fn(logits) for name, fn in al.normalizers.NORMALIZERS.items()}
-
-fig, axes = plt.subplots(1, len(weights), figsize=(16, 3.2), sharey=True)
-order = torch.argsort(logits, descending=True)
-for ax, (name, w) in zip(axes, weights.items(), strict=True):
-    ax.bar(
-        np.arange(L_demo), w[order].numpy(), color=plotting.NORMALIZER_COLORS[name]
-    )
-    ax.set_title(
-        f"{name}\nzeros: {(w == 0).sum().item()}, max: {w.max().item():.2f}",
-        fontsize=10,
-    )
-    ax.set_xlabel("token, by decreasing logit")
-axes[0].set_ylabel(r"weight $\alpha_n$")
+fig = figures.normalizer_weights_figure(logits, weights)
 plotting.finish(fig, "normalisers_same_logits")
 
 # %% [markdown]
@@ -114,26 +100,7 @@ by_gap = {
     gap: sweeps.max_weight_sweep(lengths, logit_bound=2.0, gap=gap, draws=16, seed=0)
     for gap in (0.0, 1.5)
 }
-
-fig, axes = plt.subplots(1, 2, figsize=(13, 4.4), sharey=True)
-for ax, (gap, sweep) in zip(axes, by_gap.items(), strict=True):
-    for name, part in sweep.groupby("normalizer", sort=False):
-        ax.plot(
-            part["L"],
-            part["max_weight"],
-            "o-",
-            label=name,
-            color=plotting.NORMALIZER_COLORS[name],
-        )
-    ax.plot(lengths, 1 / lengths, "k:", label="$1/L$")
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel="sequence length $L$",
-        title=f"logit gap of the top token: {gap}",
-    )
-axes[0].set_ylabel(r"largest weight $\max_n \alpha_n$")
-axes[1].legend(fontsize=9)
+fig = figures.max_weight_figure(by_gap)
 plotting.finish(fig, "max_weight_vs_length")
 
 # %% [markdown]
@@ -141,18 +108,7 @@ plotting.finish(fig, "max_weight_vs_length")
 # $\max_n \alpha_n \propto L^{p}$; $p = -1$ is the $\Theta(1/L)$ of the next chapter.
 
 # %%
-slopes = {
-    f"gap {gap}": {
-        name: np.polyfit(
-            np.log(part["L"][part["L"] >= 100]),
-            np.log(part["max_weight"][part["L"] >= 100]),
-            1,
-        )[0]
-        for name, part in sweep.groupby("normalizer", sort=False)
-    }
-    for gap, sweep in by_gap.items()
-}
-slopes = pd.DataFrame(slopes).round(2)
+slopes = sweeps.max_weight_slopes(by_gap, min_length=100).round(2)
 slopes
 
 # %%
@@ -193,63 +149,16 @@ assert (
 # paper's Figure 1: (a) the tokens and the selected set; (b) the weighted tokens $\alpha_n x_n$, the context
 # vector $s$ and the ball $B_r(s)$ for $L = 16$, $N = 4$; (c) the same for $L = 64$, $N = 16$.
 
-
 # %% mystnb={"image": {"alt": "Tokens on a circle, scaled by their weights, and the ball around the context vector"}}
-def circle_tokens(L: int, seed: int) -> torch.Tensor:
-    """L points at uniform random angles on the unit circle."""
-    angles = (
-        2
-        * torch.pi
-        * torch.rand(
-            L, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
-        )
-    )
-    return torch.stack([torch.cos(angles), torch.sin(angles)], dim=-1)
-
-
-def random_weights(L: int, seed: int) -> torch.Tensor:
-    logits = 1.5 * torch.randn(
-        L, generator=torch.Generator().manual_seed(100 + seed), dtype=torch.float64
-    )
-    return al.normalizers.softmax(logits)
-
-
-x16, alpha16 = circle_tokens(16, seed=0), random_weights(16, seed=0)
-x64, alpha64 = circle_tokens(64, seed=0), random_weights(64, seed=0)
+x16 = synthetic.circle_tokens(16, seed=0)
+alpha16 = synthetic.gaussian_softmax(16, scale=1.5, seed=100)
+x64 = synthetic.circle_tokens(64, seed=0)
+alpha64 = synthetic.gaussian_softmax(64, scale=1.5, seed=100)
 fractions = {
     "L=16, N=4": al.selection.distinguishable_fraction(alpha16, x16, 4).item(),
     "L=64, N=16": al.selection.distinguishable_fraction(alpha64, x64, 16).item(),
 }
-
-fig, axes = plt.subplots(1, 3, figsize=(15, 4.9))
-chosen = al.selection.top_n_mask(alpha16, 4)
-axes[0].scatter(
-    *x16[~chosen].T, facecolors="none", edgecolors="0.45", label="tokens $x_j$"
-)
-axes[0].scatter(
-    *x16[chosen].T,
-    color=plotting.NORMALIZER_COLORS["softmax"],
-    label="selected $I_N$",
-)
-axes[0].add_patch(plt.Circle((0, 0), 1.0, fill=False, color="0.8"))
-axes[0].set_aspect("equal")
-axes[0].set_title("(a) tokens on the circle, $L=16$, $N=4$")
-axes[0].legend(loc="lower left", fontsize=8)
-plotting.draw_selection(
-    axes[1],
-    x16,
-    alpha16,
-    4,
-    title=f"(b) $L=16$, $N=4$: $N_s/N = {fractions['L=16, N=4']:.2f}$",
-)
-plotting.draw_selection(
-    axes[2],
-    x64,
-    alpha64,
-    16,
-    title=f"(c) $L=64$, $N=16$: $N_s/N = {fractions['L=64, N=16']:.2f}$",
-)
-axes[1].legend(loc="lower left", fontsize=8)
+fig = figures.selection_geometry_figure((x16, alpha16, 4), (x64, alpha64, 16))
 plotting.finish(fig, "figure1_selection_geometry")
 
 # %% [markdown]

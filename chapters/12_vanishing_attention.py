@@ -30,11 +30,10 @@
 # %%
 import math
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from attnlimits.infra import plotting
-from attnlimits.theory import checks, sweeps
+from attnlimits.theory import checks, figures, sweeps
 
 plotting.set_theme()
 
@@ -160,31 +159,7 @@ assert (
 
 tight = sweeps.corollary1_tightness(cor1.details["lengths"], rhos=[0.1, 1.0, 4.0])
 by_length = cor1.details["worst_ratio_random_by_L"]
-
-fig, ax = plt.subplots(figsize=(7, 4))
-for rho, part in tight.groupby("rho"):
-    ax.plot(
-        part["L"],
-        part["ratio_paper"],
-        marker="o",
-        ms=3,
-        label=rf"extremal keys, $\Delta/T = {rho:g}$",
-    )
-ax.plot(
-    list(by_length),
-    list(by_length.values()),
-    "k.",
-    ms=8,
-    label="random trials (worst per $L$)",
-)
-ax.axhline(1, color="0.3", ls="--", lw=1, label="bound (ratio 1)")
-ax.set(
-    xscale="log",
-    xlabel="sequence length $L$",
-    ylabel="measured / bound",
-    title="Corollary 1: how close the weights get to the band",
-)
-ax.legend(fontsize=8, loc="lower right")
+fig = figures.corollary1_tightness_figure(tight, by_length)
 plotting.finish(fig, "vanishing_cor1_tightness")
 
 # %% [markdown]
@@ -235,48 +210,7 @@ sweep[sweep["L"].isin([10, 1000, 100000])].pivot(index="normalizer", columns="L"
 )
 
 # %% mystnb={"image": {"alt": "Three panels against length: L times the top weight, share of zeros, sensitivity"}}
-fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
-for name, part in sweep.groupby("normalizer", sort=False):
-    color = plotting.NORMALIZER_COLORS[name]
-    axes[0].plot(
-        part["L"], part["L_times_max_weight"], marker="o", ms=3, color=color, label=name
-    )
-    axes[1].plot(
-        part["L"], part["zero_fraction"], marker="o", ms=3, color=color, label=name
-    )
-    axes[2].plot(
-        part["L"], part["T_jacobian_norm"], marker="o", ms=3, color=color, label=name
-    )
-axes[0].axhline(
-    math.exp(2 * rho),
-    color="0.3",
-    ls="--",
-    lw=1,
-    label=r"Corollary 1 cap $e^{2\Delta/T}$",
-)
-axes[0].set(
-    xscale="log",
-    yscale="log",
-    xlabel="$L$",
-    ylabel=r"$L \cdot \max_i \alpha_i$",
-    title=r"(a) escape from $\Theta(1/L)$",
-)
-axes[1].set(
-    xscale="log",
-    xlabel="$L$",
-    ylabel="fraction of weights exactly 0",
-    title="(b) price: dropped tokens",
-)
-axes[2].axhline(0.5, color="0.3", ls="--", lw=1, label="softmax ceiling 1/2")
-axes[2].set(
-    xscale="log",
-    yscale="log",
-    xlabel="$L$",
-    ylabel=r"$T\,\|\partial\alpha/\partial l\|_2$",
-    title="(c) price: sensitivity",
-)
-axes[0].legend(fontsize=8)
-axes[2].legend(fontsize=8)
+fig = figures.vanishing_normalizers_figure(sweep, rho)
 plotting.finish(fig, "vanishing_normalisers")
 
 # %% [markdown]

@@ -38,13 +38,12 @@
 # and says where the book's own statement differs.
 
 # %%
-import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
 import attnlimits as al
 from attnlimits.infra import plotting
-from attnlimits.theory import checks, synthetic
+from attnlimits.theory import checks, figures, synthetic
 
 plotting.set_theme()
 TRIALS, SEED = 2000, 0
@@ -252,52 +251,16 @@ assert inner.eps_rel.min() > 0.02 and (resid.eps <= resid.eps_bound + 1e-9).all(
 # %%
 lengths = [32, 64, 128, 256, 512, 1024]
 sweep_L = pd.concat(
-    [
-        synthetic.distance_sweep(
-            lengths, [5], d=16, rows=16, regime=regime, mc_samples=64, seed=SEED
-        )
-        for regime in ("bounded", "sink")
-    ]
+    synthetic.distance_sweep(
+        lengths, [5], d=16, rows=16, regime=regime, mc_samples=64, seed=SEED
+    )
+    for regime in ("bounded", "sink")
 )
-sweep_L[
-    [
-        "regime",
-        "L",
-        "d_tilde",
-        "E_mc",
-        "E",
-        "E_upper",
-        "d_max",
-        "d_max_sharp",
-        "s_norm",
-        "ratio",
-    ]
-].round(3)
+shown = "regime L d_tilde E_mc E E_upper d_max d_max_sharp s_norm ratio".split()
+sweep_L[shown].round(3)
 
 # %% mystnb={"image": {"alt": "Log-log plots of the distance and its bounds against L, bounded logits and sink"}}
-fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-for ax, (regime, df) in zip(axes, sweep_L.groupby("regime", sort=False), strict=True):
-    ax.loglog(df.L, df.d_tilde, "o-", label=r"$\tilde d$ (top-$N$)")
-    ax.fill_between(
-        df.L,
-        df.E,
-        df.E_upper,
-        alpha=0.3,
-        label=r"$E_0 \leq E \leq E_0 + \bar{\varepsilon}$ (proved band)",
-    )
-    ax.loglog(df.L, df.E_mc, "s", label=r"$E$ (random $I_N$, Monte Carlo)")
-    ax.loglog(df.L, df.d_max, "--", label=r"$d_{\max}$ (reconstructed)")
-    ax.loglog(df.L, df.d_max_sharp, "-.", label=r"$d_{\max}^\star$ (sharp)")
-    ax.loglog(
-        df.L,
-        (df.L - 5) * df.s_norm,
-        color="grey",
-        lw=0.8,
-        label=r"$(L - N)\,\Vert s \Vert$",
-    )
-    ax.set(title=f"{regime} logits, N = 5", xlabel="L")
-axes[0].set_ylabel("distance (mean over rows)")
-axes[1].legend(fontsize=8)
+fig = figures.distance_vs_length_figure(sweep_L)
 plotting.finish(fig, "13_distance_vs_L")
 
 # %%
@@ -329,45 +292,11 @@ ns = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 1024]
 sweep_N = synthetic.distance_sweep(
     [1024], ns, d=8, rows=8, regime="sink", mc_samples=200, seed=SEED
 )
-sweep_N[
-    [
-        "N",
-        "d_tilde",
-        "E_mc",
-        "E",
-        "E_upper",
-        "d_max",
-        "d_max_sharp",
-        "ratio",
-        "ratio_max",
-    ]
-].round(3)
+shown = "N d_tilde E_mc E E_upper d_max d_max_sharp ratio ratio_max".split()
+sweep_N[shown].round(3)
 
 # %% mystnb={"image": {"alt": "Distance, expectation and bound against N at L = 1024, and their ratio"}}
-fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
-part = sweep_N[sweep_N.N < 1024]
-ax.loglog(part.N, part.d_tilde, "o-", label=r"$\tilde d$")
-ax.fill_between(
-    part.N,
-    part.E,
-    part.E_upper,
-    alpha=0.3,
-    label=r"$E_0 \leq E \leq E_0 + \bar{\varepsilon}$ (proved band)",
-)
-ax.loglog(part.N, part.E_mc, "s", label=r"$E$ (Monte Carlo)")
-ax.loglog(part.N, part.d_max, "--", label=r"$d_{\max}$")
-ax.set(xlabel="N", ylabel="distance", title="L = 1024, sink regime")
-ax.legend(fontsize=8)
-bx.semilogx(part.N, part.ratio, "o-", label="mean")
-bx.semilogx(part.N, part.ratio_max, "^-", label="max over rows")
-bx.axhline(1, color="grey", lw=0.8)
-bx.set(
-    xlabel="N",
-    ylabel=r"$\tilde d / d_{\max}$",
-    title="tightness of Theorem 1",
-    ylim=(0, 1.05),
-)
-bx.legend(fontsize=8)
+fig = figures.distance_vs_n_figure(sweep_N)
 plotting.finish(fig, "13_distance_vs_N")
 
 # %%

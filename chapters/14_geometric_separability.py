@@ -32,13 +32,12 @@
 # multi-head corollary.
 
 # %%
-import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
 import attnlimits as al
 from attnlimits.infra import plotting
-from attnlimits.theory import checks, synthetic
+from attnlimits.theory import checks, figures, synthetic
 
 plotting.set_theme()
 TRIALS, SEED = 2000, 0
@@ -152,18 +151,14 @@ print(
     f"N_s(r)/N = 1 on {int((cx['frac'] == 1).sum())} of {len(cx['frac'])} draws; "
     f"the book's proved bound: {cx['upper_book']:.4f}"
 )
-counter = pd.DataFrame(
-    [
-        {
-            "delta": dl,
-            "E[N_s(r)]/N": cx["frac"].mean().item(),
-            "reconstructed upper": ub,
-            "excess": cx["frac"].mean().item() / ub - 1,
-        }
-        for dl, ub in cx["upper_reconstructed"].items()
-    ]
-)
 assert (cx["frac"] == 1).all() and cx["min_separation"] >= 1.0
+
+# %%
+frac = cx["frac"].mean().item()
+counter = pd.DataFrame(
+    [(dl, frac, ub, frac / ub - 1) for dl, ub in cx["upper_reconstructed"].items()],
+    columns=["delta", "E[N_s(r)]/N", "reconstructed upper", "excess"],
+)
 assert counter["excess"].iloc[0] > 0.05 and counter["excess"].iloc[1] > 0.12
 assert cx["upper_book"] == 1.0  # the bound the book proves below is not broken
 counter
@@ -177,21 +172,9 @@ counter
 
 # %%
 alpha = synthetic.two_level_weights(24, 12, eta=0.0)
-rows = []
-for delta in ("empirical", "zero"):
-    res = synthetic.separability_samples(
-        alpha, 12, 1024, 400, seed=SEED, delta=delta
-    )
-    rows.append(
-        dict(
-            delta=delta,
-            E_Ns_over_N=res["frac"].mean().item(),
-            min_Ns_over_N=res["frac"].min().item(),
-            reconstructed_upper=res["upper_rec"].mean().item(),
-            mean_R=res["r"].mean().item(),
-        )
-    )
-counter_R = pd.DataFrame(rows)
+counter_R = synthetic.separability_by_delta(
+    alpha, 12, 1024, 400, deltas=("empirical", "zero"), seed=SEED
+)
 counter_R
 
 # %%
@@ -280,27 +263,7 @@ sweeps[8][["beta", "N", "frac", "frac_sd", "lower", "lower_sharp", "upper_rec"]]
 )
 
 # %% mystnb={"image": {"alt": "Simulated share of distinguishable tokens against N with the bounds, d = 8 and 64"}}
-fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharey=True)
-for ax, (d, df) in zip(axes, sweeps.items(), strict=True):
-    for k, (beta, part) in enumerate(df.groupby("beta")):
-        color = f"C{k}"
-        ax.semilogx(
-            part.N,
-            part.frac,
-            "o-",
-            color=color,
-            label=rf"$E[N_s]/N$, $\beta = {beta:g}$",
-        )
-        ax.semilogx(part.N, part.upper_rec, "--", color=color, lw=1)
-        ax.semilogx(part.N, part.lower_sharp, ":", color=color, lw=1.5)
-    ax.set(title=f"d = {d}, L = 64", xlabel="N", ylim=(-0.05, 1.05))
-axes[0].set_ylabel(r"$N_s / N$")
-fig.suptitle(
-    "solid: simulated $E[N_s]/N$; dashed: reconstructed upper bound; "
-    "dotted: the book's lower bound",
-    fontsize=10,
-)
-axes[1].legend(fontsize=8)
+fig = figures.separability_vs_n_figure(sweeps)
 plotting.finish(fig, "14_separability_vs_N")
 
 # %% [markdown]
@@ -357,18 +320,7 @@ mh = synthetic.multihead_simulation(alpha_mh, 8, 8, heads, samples=1000, seed=SE
 mh.round(4)
 
 # %% mystnb={"image": {"alt": "Coverage of selected tokens against the number of heads: simulation and formulas"}}
-fig, ax = plt.subplots(figsize=(6, 4))
-ax.errorbar(
-    mh.H, mh.simulated, yerr=2 * mh.sd, fmt="o", label="simulated H heads (±2 s.e.)"
-)
-ax.plot(mh.H, mh.paper, "--", label=r"$1 - (1 - p)^H$ (paper)")
-ax.plot(mh.H, mh.per_token, "-", label=r"mean$_i\ 1 - (1 - p_i)^H$ (exact)")
-ax.set(
-    xlabel="heads H",
-    ylabel="coverage of selected tokens",
-    title="L = 32, N = 8, d = 8, beta = 1",
-)
-ax.legend(fontsize=8)
+fig = figures.multihead_coverage_figure(mh, L=32, N=8, d=8, beta=1.0)
 plotting.finish(fig, "14_multihead")
 
 # %%

@@ -31,16 +31,13 @@
 # %%
 import math
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-import attnlimits as al
 from attnlimits.infra import plotting
-from attnlimits.theory import checks, sweeps
+from attnlimits.theory import checks, figures, sweeps
 
 plotting.set_theme()
-B = al.bounds
 
 # %% [markdown]
 # ## The Jacobian of a normaliser
@@ -72,29 +69,13 @@ B = al.bounds
 # %%
 gen = torch.Generator().manual_seed(0)
 logits = 3 * torch.randn(4, 7, generator=gen, dtype=torch.float64)
-T = 0.7
-J = B.softmax_jacobian(logits, T=T)
-J_auto = torch.stack(
-    [
-        torch.autograd.functional.jacobian(lambda z: torch.softmax(z / T, -1), row)
-        for row in logits
-    ]
-)
 
 
 def F(z):
     return torch.nn.functional.softplus(2 * z)
 
 
-Jg = B.general_jacobian(logits, F)  # F' by autograd
-Jg_auto = torch.stack(
-    [
-        torch.autograd.functional.jacobian(lambda z: F(z) / F(z).sum(), row)
-        for row in logits
-    ]
-)
-err_softmax = (J - J_auto).abs().max().item()
-err_general = (Jg - Jg_auto).abs().max().item()
+err_softmax, err_general = sweeps.jacobian_autograd_errors(logits, F, T=0.7)
 print(f"softmax Jacobian vs autograd: max |difference| = {err_softmax:.2e}")
 print(f"softplus normaliser Jacobian vs autograd: max |difference| = {err_general:.2e}")
 assert (
@@ -117,26 +98,7 @@ assert (
 # logits only need to be far below (60 T below already gives $1/(2T)$ to machine precision).
 
 # %%
-rows = []
-for T in [0.01, 0.1, 0.25, 1.0, 10.0]:
-    for name, l in [
-        ("L = 2, logits (0, 0)", [0.0, 0.0]),
-        ("L = 6, others 60 T below", [0, 0] + [-60 * T] * 4),
-    ]:
-        l = torch.tensor(l, dtype=torch.float64)
-        measured = B.softmax_jacobian_norm(l, T=T).item()
-        printed = B.corollary3_printed(T=T).item()
-        rows.append(
-            {
-                "T": T,
-                "case": name,
-                "spectral norm": measured,
-                "1/(2T)": B.softmax_spectral_bound(T=T).item(),
-                "printed min{1/(4T), sqrt2}": printed,
-                "measured / printed": measured / printed,
-            }
-        )
-counter = pd.DataFrame(rows)
+counter = sweeps.corollary3_counterexample([0.01, 0.1, 0.25, 1.0, 10.0])
 assert (counter["measured / printed"] > 1.99).all()
 assert (counter["spectral norm"] / counter["1/(2T)"] - 1).abs().max() < 1e-12
 counter
@@ -210,34 +172,7 @@ counter
 # top logits tied):
 
 # %%
-tied = torch.tensor([0.0, 0.0], dtype=torch.float64)
-gen = torch.Generator().manual_seed(1)
-rand = 3 * torch.randn(4000, 8, generator=gen, dtype=torch.float64)
-rand[::4, 1] = rand[::4, 0]
-readings = pd.DataFrame(
-    [
-        (
-            "spectral norm",
-            B.softmax_jacobian_norm(tied).item(),
-            B.softmax_jacobian_norm(rand).max().item(),
-            float(B.softmax_spectral_bound(T=1.0)),
-        ),
-        (
-            "gradient of one weight",
-            B.softmax_weight_gradient_norm(tied).item(),
-            B.softmax_weight_gradient_norm(rand).max().item(),
-            float(B.softmax_weight_gradient_bound(T=1.0)),
-        ),
-        (
-            "largest entry",
-            B.softmax_jacobian(tied).abs().max().item(),
-            B.softmax_jacobian(rand).abs().amax(dim=(-2, -1)).max().item(),
-            float(B.softmax_entry_bound(T=1.0)),
-        ),
-    ],
-    columns=["reading", "tied pair", "max over random rows", "sharp bound"],
-)
-readings["printed 1/(4T)"] = 0.25
+readings = sweeps.jacobian_readings(rows=4000, L=8, scale=3.0, seed=1)
 assert ((readings["tied pair"] - readings["sharp bound"]).abs() < 1e-12).all()
 assert (readings["max over random rows"] <= readings["sharp bound"] * (1 + 1e-12)).all()
 assert (readings["tied pair"] > 0.25).tolist() == [True, True, False]
@@ -300,29 +235,7 @@ print("counterexample:", verdicts[0].details["counterexample"])
 
 # %% mystnb={"image": {"alt": "Scatter of T times the Jacobian norm against the top weight, with the two bounds"}}
 sample = sweeps.jacobian_sample(trials=2000, seed=0)
-fig, ax = plt.subplots(figsize=(7, 4.2))
-ax.scatter(
-    sample["max_alpha"],
-    sample["T_norm"],
-    s=6,
-    alpha=0.5,
-    label=r"$T\,\|\partial\alpha/\partial l\|_2$",
-)
-ax.scatter(
-    sample["max_alpha"],
-    sample["T_entry"],
-    s=6,
-    alpha=0.5,
-    label=r"$T \max_{ij} |\partial\alpha_i/\partial l_j|$",
-)
-ax.axhline(0.5, color="k", lw=1.2, label="sharp bound $1/(2T)$ (times $T$)")
-ax.axhline(0.25, color="C3", ls="--", lw=1.2, label=r"printed $1/(4T)$ (times $T$)")
-ax.set(
-    xlabel=r"largest weight $\max_i \alpha_i$",
-    ylabel="times $T$",
-    title="Softmax Jacobian: measured vs bounds",
-)
-ax.legend(fontsize=8, loc="lower center")
+fig = figures.jacobian_scatter_figure(sample)
 plotting.finish(fig, "gradient_jacobian_scatter")
 share = (sample["T_norm"] > 0.25).mean()
 print(
@@ -367,37 +280,7 @@ swap
 # %% mystnb={"image": {"alt": "Log-log plot of g(T, eps) against temperature with the corrected and printed curves"}}
 T_grid = torch.logspace(-3, 2, 26, dtype=torch.float64)
 g = sweeps.g_synthetic(T_grid, eps_grid=(1e-3, 1e-1, 10.0), seed=0)
-fig, ax = plt.subplots(figsize=(7.5, 4.5))
-for k, (eps, part) in enumerate(g.groupby("eps")):
-    ax.plot(
-        part["T"],
-        part["g"],
-        marker="o",
-        ms=3,
-        color=f"C{k}",
-        label=rf"$g(T, \varepsilon = {eps:g})$",
-    )
-    ax.plot(
-        part["T"],
-        part["corrected"],
-        color=f"C{k}",
-        lw=1,
-        alpha=0.7,
-        label=rf"corrected $\min\{{1/(2T), \sqrt{{2}}/\varepsilon\}}$, "
-        rf"$\varepsilon = {eps:g}$",
-    )
-paper = g.drop_duplicates("T")
-ax.plot(
-    paper["T"], paper["paper"], "k--", lw=1.5, label=r"paper $\min\{1/(4T), \sqrt{2}\}$"
-)
-ax.set(
-    xscale="log",
-    yscale="log",
-    xlabel="temperature $T$",
-    ylabel=r"$g(T, \varepsilon)$",
-    title="Algorithm 5 on synthetic heads",
-)
-ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+fig = figures.g_vs_temperature_figure(g)
 plotting.finish(fig, "gradient_g_vs_T")
 
 # %%

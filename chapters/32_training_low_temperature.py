@@ -41,10 +41,6 @@ preset = os.environ.get("ATTNLIMITS_PRESET", "reduced")
 # %%
 import time
 
-import matplotlib.pyplot as plt
-import numpy as np
-import seaborn as sns
-
 from attnlimits.experiments import paper_claims
 from attnlimits.infra import plotting
 from attnlimits.studies import training
@@ -53,9 +49,10 @@ plotting.set_theme()
 p = training.get_preset(preset)
 print(f"preset {p.name}: {p.notes}")
 start = time.perf_counter()
-out = training.cached_sweep(p)  # computed once, then read from results/training/
+out = training.results(p)  # computed once, then read from results/training/
 elapsed = time.perf_counter() - start
 history, final = out.history, out.final
+temp, temp_hist = training.report.temperature_runs(out)
 print(f"{len(final)} runs, {len(history):,} logged steps; read in {elapsed:.1f} s")
 trained = final.groupby(["experiment", "normalizer", "L"]).seconds.first().sum()
 print(f"training time of the sweep (summed over groups): {trained:.0f} s")
@@ -103,35 +100,15 @@ runs.rename("runs").to_frame().T
 # The first grid trains every normaliser at $T \in \{0.01, 0.03, 0.1, 0.3, 1, 3, 10\}$ with $N/L = 1/16$.
 
 # %% mystnb={"image": {"alt": "Five panels of training loss against step, one line per temperature; the lowest temperatures stay flat"}}
-temp = final[final.experiment == "temperature"]
-temp_hist = history[history.experiment == "temperature"]
-curves = temp_hist.groupby(["normalizer", "T", "step"]).loss.median().reset_index()
-base = temp.groupby("normalizer").mean_mse.mean()
-curves["relative loss"] = curves.loss / curves.normalizer.map(base)
-grid = sns.relplot(
-    data=curves, x="step", y="relative loss", hue="T", col="normalizer", kind="line",
-    col_wrap=3, height=2.6, aspect=1.2, palette="viridis",
-    hue_norm=plt.matplotlib.colors.LogNorm(), legend="full",
-)
-grid.set(yscale="log")
-sns.move_legend(grid, "center", bbox_to_anchor=(0.83, 0.27), ncol=2, title="T")
-grid.figure.suptitle("Training loss / all-token-mean error (median over seeds)", y=1.02)
-plotting.finish(grid.figure, "32_loss_curves")
+fig = training.report.loss_curves_figure(temp, temp_hist)
+plotting.finish(fig, "32_loss_curves")
 
 # %% [markdown]
 # *Figure: training loss curves per temperature (median over seeds), one panel per normaliser, relative to the
 # error of predicting the mean of all tokens. Dark curves are low temperatures.*
 
 # %% mystnb={"image": {"alt": "Relative test error against temperature for the five normalisers, near 1 at low temperature"}}
-fig, ax = plt.subplots(figsize=(7, 4))
-sns.lineplot(data=temp, x="T", y="rel_error", hue="normalizer", marker="o",
-             estimator="median", errorbar=("pi", 100),
-             palette=plotting.NORMALIZER_COLORS, ax=ax)
-ax.set(xscale="log", xlabel="temperature T",
-       ylabel="test error / all-token-mean error")
-ax.set_yscale("symlog", linthresh=1e-3)
-ax.set_ylim(bottom=0)
-ax.axhline(1, color="grey", ls="--", lw=1)
+fig = training.report.error_vs_temperature_figure(temp)
 plotting.finish(fig, "32_error_vs_T")
 
 # %% [markdown]
@@ -139,22 +116,14 @@ plotting.finish(fig, "32_error_vs_T")
 # seeds with the range of the seeds shaded. The oracle is at 0.*
 
 # %%
-table = training.summarize(temp, ["normalizer", "T"])
-table.pivot(index="T", columns="normalizer", values="reached").astype(int)
+training.report.reached_table(temp)
 
 # %% [markdown]
 # The table counts, per normaliser and temperature, the seeds that reach the target loss. Next, the gradients
 # of the attention parameters ($q$ and $W_k$) at every step:
 
 # %% mystnb={"image": {"alt": "Box plots of per-step gradient norms by temperature and normaliser on a log scale"}}
-g = temp_hist.dropna(subset=["grad_norm"]).copy()
-g["grad_norm"] = g.grad_norm.clip(lower=1e-8)
-fig, ax = plt.subplots(figsize=(8, 4))
-sns.boxplot(data=g, x="T", y="grad_norm", hue="normalizer",
-            palette=plotting.NORMALIZER_COLORS, log_scale=True, fliersize=1,
-            linewidth=0.8, ax=ax)
-ax.set(xlabel="temperature T", ylabel="‖∇(q, W_k)‖ per step")
-ax.legend(fontsize=8, ncol=2)
+fig = training.report.gradient_box_figure(temp_hist)
 plotting.finish(fig, "32_grad_by_T")
 
 # %% [markdown]
@@ -162,10 +131,7 @@ plotting.finish(fig, "32_grad_by_T")
 # temperature and normaliser (log scale; zero gradients drawn at $10^{-8}$).*
 
 # %%
-columns = ["grad_mean", "grad_spike", "rel_error", "reached", "steps_to_target"]
-stats = table.set_index(["normalizer", "T"])[columns]
-zero = g.assign(zero=g.grad_norm <= 1e-8).groupby(["normalizer", "T"]).zero.mean()
-stats["zero-gradient steps"] = zero
+stats = training.report.gradient_table(temp, temp_hist)
 stats.loc["softmax"].style.format("{:.3g}")
 
 # %% [markdown]
@@ -180,23 +146,9 @@ stats.loc["softmax"].style.format("{:.3g}")
 # once $N$ passes about $0.06\,L$ (the dotted line).
 
 # %% mystnb={"image": {"alt": "Relative test error against N/L and against L for the five normalisers"}}
-frac = final[final.experiment.isin(["fraction"])].assign(fraction=lambda d: d.N / d.L)
-length = final[final.experiment.isin(["length"])
-               | ((final.experiment == "fraction") & (final.N == p.N_fixed))]
-length = length[np.isclose(length.N / length.L, p.length_fraction, rtol=0.1)]
-fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-for ax, data, x in ((axes[0], frac, "fraction"), (axes[1], length, "L")):
-    sns.lineplot(data=data, x=x, y="rel_error", hue="normalizer", marker="o",
-                 estimator="median", errorbar=("pi", 100),
-                 palette=plotting.NORMALIZER_COLORS, ax=ax, legend=ax is axes[0])
-    ax.set(xscale="log", ylabel="test error / all-token-mean error")
-    ax.set_yscale("symlog", linthresh=1e-3)
-    ax.set_ylim(bottom=0)
-    ax.axhline(1, color="grey", ls="--", lw=1)
-axes[0].axvline(0.06, color="black", ls=":", lw=1)
-axes[0].set(xlabel=f"N / L (L = {p.L}, T = 1)")
-axes[1].set(xlabel=f"L (N / L = {p.length_fraction:.4g}, T = 1)")
-axes[0].legend(fontsize=8)
+frac = training.report.fraction_runs(final)
+length = training.report.length_runs(final, p)
+fig = training.report.error_vs_fraction_figure(frac, length, p)
 plotting.finish(fig, "32_error_vs_fraction")
 
 # %% [markdown]
@@ -204,22 +156,14 @@ plotting.finish(fig, "32_error_vs_fraction")
 # against the length at a fixed fraction (right); median over seeds, range shaded.*
 
 # %% mystnb={"image": {"alt": "Violin plots of per-step gradient norms at T = 1, one per normaliser"}}
-fig, ax = plt.subplots(figsize=(7, 3.5))
-t1 = temp[temp["T"] == 1.0][["normalizer", "run"]]
-h1 = temp_hist.merge(t1, on=["normalizer", "run"]).dropna(subset=["grad_norm"])
-sns.violinplot(data=h1, x="normalizer", y="grad_norm", hue="normalizer", cut=0,
-               palette=plotting.NORMALIZER_COLORS, log_scale=True, ax=ax)
-ax.set(xlabel="", ylabel="‖∇(q, W_k)‖ per step (T = 1)")
-ax.tick_params(axis="x", labelsize=8)
+fig = training.report.gradient_violin_figure(temp, temp_hist)
 plotting.finish(fig, "32_grad_by_normalizer")
 
 # %% [markdown]
 # *Figure: per-step gradient norms of the attention parameters at $T = 1$, all seeds, per normaliser.*
 
 # %%
-summary = training.summarize(frac, ["normalizer", "N"])
-rel = summary.pivot(index="N", columns="normalizer", values="rel_error")
-rel.style.format("{:.4f}")
+training.report.fraction_table(frac).style.format("{:.4f}")
 
 # %% [markdown]
 # ## What the runs say
@@ -264,7 +208,7 @@ claims = {
         (sparse_frac[sparse_frac.N / sparse_frac.L >= 0.06]
          .groupby("N").rel_error.median() > 0.9).all(),
     "at T = 0.01 most of sparsemax's steps have an exactly zero gradient":
-        zero.loc[("sparsemax", 0.01)] > 0.5,
+        stats.loc[("sparsemax", 0.01), "zero-gradient steps"] > 0.5,
     "at T = 10 every sparsemax run reaches the target":
         runs_of(temp, "sparsemax", T=[10.0]).steps_to_target.notna().all(),
 }

@@ -54,10 +54,10 @@ alt = alternatives
 show = alternatives.report  # chapter 33's tables and figures
 start = time.perf_counter()
 # computed once, then read from results/alternatives/
-syn = alt.cached_synthetic_tables(preset)
+syn = alt.results(preset=preset)  # the synthetic heads
 print(textwrap.fill(f"preset {alt.get_preset(preset)}", 88, subsequent_indent="    "))
 print(f"synthetic diagnostics read or computed in {time.perf_counter() - start:.1f} s "
-      f"(computed in {syn['seconds'].seconds.sum():.0f} s)")
+      f"(computed in {syn.seconds.seconds.sum():.0f} s)")
 
 # %% [markdown]
 # ## Synthetic heads
@@ -69,7 +69,7 @@ print(f"synthetic diagnostics read or computed in {time.perf_counter() - start:.
 # ### Vanishing attention
 
 # %% mystnb={"image": {"alt": "Largest weight and share of non-zero weights against L for each normaliser, synthetic heads"}}
-fig = show.vanishing_figure(syn["weights"])
+fig = show.vanishing_figure(syn.weights)
 plotting.finish(fig, "33_vanishing")
 
 # %% [markdown]
@@ -77,7 +77,7 @@ plotting.finish(fig, "33_vanishing")
 # $L$, synthetic heads.*
 
 # %%
-vanish = show.max_weight_slopes(syn["weights"])
+vanish = show.max_weight_slopes(syn.weights)
 assert vanish.idxmin() == "softmax"
 assert (vanish.drop("softmax") > vanish["softmax"] / 2).all()
 vanish.to_frame().style.format("{:.2f}")
@@ -93,7 +93,7 @@ vanish.to_frame().style.format("{:.2f}")
 
 # %% mystnb={"image": {"alt": "Distance and its random-selection expectation against L and N, and the separable fraction against N"}}
 fixed_N = alt.get_preset(preset).fixed_N
-fig = show.distance_figure(syn["distance"], fixed_N)
+fig = show.distance_figure(syn.distance, fixed_N)
 plotting.finish(fig, "33_distance")
 
 # %% [markdown]
@@ -102,7 +102,7 @@ plotting.finish(fig, "33_distance")
 # separable fraction $N_s/N$ against $N$ (right). Synthetic heads.*
 
 # %%
-show.critical_table(syn["critical"]).style.format("{:.3f}")
+show.critical_table(syn.critical).style.format("{:.3f}")
 
 # %% [markdown]
 # The critical fraction is Algorithm 3's decision on these heads: the first $N$ of the grid at which a
@@ -111,7 +111,7 @@ show.critical_table(syn["critical"]).style.format("{:.3f}")
 # ### Gradient sensitivity
 
 # %% mystnb={"image": {"alt": "Jacobian spectral norms per normaliser as boxes, and g against temperature per normaliser"}}
-fig = show.gradient_figure(syn["jacobian"], syn["g"])
+fig = show.gradient_figure(syn.jacobian, syn.g)
 plotting.finish(fig, "33_gradient")
 
 # %% [markdown]
@@ -133,14 +133,14 @@ model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
 start = time.perf_counter()
-mod = alt.cached_model_tables(model, text, preset)
-print(f"layers {list(mod['layers'].layer)}; read or computed in "
+mod = alt.results(model, text, preset)  # the model's heads
+print(f"layers {list(mod.layers.layer)}; read or computed in "
       f"{time.perf_counter() - start:.1f} s "
-      f"(computed in {mod['seconds'].seconds.max():.0f} s)")
+      f"(computed in {mod.seconds.seconds.max():.0f} s)")
 
 # %% mystnb={"image": {"alt": "On the model's logits: largest weight, share of non-zero weights against L, and g against temperature"}}
-eps0 = syn["g"].eps.min()  # the smallest eps of the preset
-fig = show.model_figure(mod["weights"], mod["g"], eps0)
+eps0 = syn.g.eps.min()  # the smallest eps of the preset
+fig = show.model_figure(mod.weights, mod.g, eps0)
 plotting.finish(fig, "33_model")
 
 # %% [markdown]
@@ -148,7 +148,7 @@ plotting.finish(fig, "33_model")
 # the length, and $g(T, \varepsilon)$ against the temperature, per normaliser.*
 
 # %% mystnb={"image": {"alt": "On the model's logits: distance and its random-selection expectation against L and N, and the separable fraction"}}
-fig = show.distance_figure(mod["distance"], fixed_N)
+fig = show.distance_figure(mod.distance, fixed_N)
 plotting.finish(fig, "33_model_distance")
 
 # %% [markdown]
@@ -156,7 +156,7 @@ plotting.finish(fig, "33_model_distance")
 # (dotted) against $L$ at fixed $N$ and against $N$ at the largest $L$, and the separable fraction $N_s/N$.*
 
 # %%
-show.critical_table(mod["critical"]).style.format("{:.3f}")
+show.critical_table(mod.critical).style.format("{:.3f}")
 
 # %% [markdown]
 # ## Which limitation each normaliser escapes, and at what cost
@@ -175,7 +175,7 @@ show.critical_table(mod["critical"]).style.format("{:.3f}")
 # - *µs per row*: one call on 256 rows of length 1024 on this machine (a measurement; it moves with the load).
 
 # %%
-train = training.cached_sweep(training.get_preset(preset)).final
+train = training.results(training.get_preset(preset)).final
 verdict = show.verdict_table(mod, train, alt.row_cost(1024), fixed_N, eps0)
 verdict.style.format(precision=3)
 

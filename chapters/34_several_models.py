@@ -48,13 +48,14 @@ plotting.set_theme()
 pd.set_option("display.max_colwidth", 90)
 # computed once by `make results` (several_models.compute), then read from results/
 # without loading a model
-manifest, results = several_models.load_or_compute("reduced")
+run = several_models.results("reduced")
+manifest, results = run.manifest, run.results
 text = manifest["text"]
 preset = manifest["preset"]
 print(f"text: {text['title']} [{text['source']}], sha256 {text['sha256'][:12]}...")
 print(f"preset {preset['name']}: {preset['windows']} window, L <= {preset['alg4_L']}")
 print(f"computed in {manifest['seconds']:.0f} s")
-several_models.overview(manifest).T  # one column per model: fits the page
+several_models.report.overview(manifest).T  # one column per model: fits the page
 
 # %% [markdown]
 # ## The models
@@ -75,8 +76,8 @@ several_models.overview(manifest).T  # one column per model: fits the page
 # the algorithms then count as a row's tokens only those inside its window.
 
 # %%
-overview = several_models.overview(manifest)
-trained = several_models.trained_labels(manifest)
+overview = several_models.report.overview(manifest)
+trained = several_models.report.trained_labels(manifest)
 absent = [e["label"] for e in manifest["models"] if not e["present"]]
 assert (overview.loc[trained, "capture vs eager"] == 0.0).all()
 assert overview.loc[trained, "masks exact"].all()
@@ -91,11 +92,11 @@ print("present:", trained, "| not present here:", absent or "none")
 # below $T = 0.1$ (Algorithm 5, smallest $\varepsilon$), and the weight of token 0, the attention sink.
 
 # %%
-summary = several_models.summary(results)
+summary = several_models.report.summary(results)
 summary.style.format("{:.3g}")
 
 # %% mystnb={"image": {"alt": "Three panels, one line per model, untrained controls dashed: median distance d~ against L, median separable fraction N_s/N against N, and the largest g against temperature"}}
-fig = several_models.figure(results)
+fig = several_models.report.figure(results)
 plotting.finish(fig, "34_models")
 
 # %% [markdown]
@@ -105,10 +106,10 @@ plotting.finish(fig, "34_models")
 # where each holds ("holds" meaning the verdict *reproduced*; *inconclusive* does not count):
 
 # %%
-several_models.verdicts(results)
+several_models.report.verdicts(results)
 
 # %%
-trends = several_models.trends(results, manifest)
+trends = several_models.report.trends(results, manifest)
 trends
 
 # %% [markdown]
@@ -155,7 +156,8 @@ statements = {
     ),
     "both trained models sink": sink_models == trained,
     "critical N proportional to L in every model and control": (
-        several_models.verdicts(results).loc["fig2c-proportional"] == "reproduced"
+        several_models.report.verdicts(results).loc["fig2c-proportional"]
+        == "reproduced"
     ).all(),
     "linear d~ only with a sink": (
         (s["d~ growth exponent"] > 0.9) == s.index.isin(sink_models)
@@ -165,7 +167,9 @@ statements = {
 written_for = {"model": ("SmolLM2-135M", "Gemma-3-270M"), "preset": "reduced"}
 _ = paper_claims.assert_sentences(
     statements,
-    described=paper_claims.describes(several_models.run_id(manifest), written_for),
+    described=paper_claims.describes(
+        several_models.report.run_id(manifest), written_for
+    ),
     about="SmolLM2-135M and Gemma-3-270M on the reduced preset",
 )
 

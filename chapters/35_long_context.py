@@ -50,12 +50,13 @@ from attnlimits.studies import long_context
 plotting.set_theme()
 pd.set_option("display.precision", 3)
 report = long_context.report
-# computed once by `make results` (long_context.book_results), then read from results/
-results, absent = long_context.book_results("reduced")
+# computed once by `make results` (long_context.book_results), then read from results/:
+# the run of each model that is present, and why each other model did not run
+results, not_run = long_context.book_results("reduced")
 for res in results:
     print(report.summary(res))
-for line in absent:
-    print("absent:", line)
+for why in not_run:
+    print("not run:", why)
 text = al.texts.load()
 labels = [res.label for res in results]
 described = text.provenance.name == "pydoc-topics" and len(results) == 2

@@ -118,9 +118,9 @@ def test_models_compute_rejects_an_unknown_preset(monkeypatch, capsys):
     assert "--preset" in err and "'reduced'" in err and "'nope'" in err
 
 
-def test_collect_suggests_commands_that_exist(tmp_path):
+def test_loading_a_missing_run_suggests_commands_that_exist(tmp_path):
     with pytest.raises(FileNotFoundError) as caught:
-        several_models.collect("quick", tmp_path / "empty")
+        several_models.SeveralModels.load(tmp_path / "empty", "quick")
     commands = re.findall(r"'([^']+)'", str(caught.value))
     assert "attnlimits models --compute --preset quick" in commands
     makefile = (ROOT / "Makefile").read_text()

@@ -1,6 +1,6 @@
 """A chapter's sentences are asserted for the run its prose describes and printed for any other run
 (attnlimits.experiments.paper_claims.describes, assert_sentences and expect;
-attnlimits.studies.several_models.run_id)."""
+attnlimits.studies.several_models.report.run_id)."""
 
 from __future__ import annotations
 
@@ -88,11 +88,11 @@ def test_a_comparison_run_is_described_by_its_present_trained_models():
             {**entry, "label": "GPT-2", "present": False},
         ],
     }
-    assert several_models.trained_labels(manifest) == ["SmolLM2-135M", "Gemma-3-270M"]
-    run = several_models.run_id(manifest)
+    assert several_models.report.trained_labels(manifest) == ["SmolLM2-135M", "Gemma-3-270M"]
+    run = several_models.report.run_id(manifest)
     assert run == (("SmolLM2-135M", "Gemma-3-270M"), "pydoc-topics", "reduced")
     chapter_34 = {"model": ("SmolLM2-135M", "Gemma-3-270M"), "preset": "reduced"}
     assert paper_claims.describes(run, chapter_34)
     manifest["models"][3]["present"] = True  # GPT-2 loaded: the prose no longer describes the run
-    assert not paper_claims.describes(several_models.run_id(manifest), chapter_34)
-    assert several_models.run_id({**manifest, "text": None})[1] is None
+    assert not paper_claims.describes(several_models.report.run_id(manifest), chapter_34)
+    assert several_models.report.run_id({**manifest, "text": None})[1] is None

@@ -271,15 +271,15 @@ def test_each_study_keys_its_entries_by_its_own_code(tmp_path, monkeypatch):
         return None
 
     monkeypatch.setattr(cache, "cached", record)
-    training.cached_sweep("reduced", root=tmp_path)
-    alternatives.cached("weights", len, [1, 2], root=tmp_path)
+    training.results("reduced", root=tmp_path)
+    alternatives.results(preset="quick", root=tmp_path)
     folder, key = seen["training"]
     assert folder == tmp_path / "training" / "reduced"
     assert key["preset"] == json.loads(json.dumps(training.get_preset("reduced").as_dict()))
-    assert key["code_sha256"] == cache.code_hash("attnlimits.studies.training")
+    assert key["code_sha256"] == cache.code_hash("attnlimits.studies.training.study")
     folder, key = seen["alternatives"]
-    assert folder.parent == tmp_path / "alternatives" and folder.name.startswith("weights-")
-    assert key["code_sha256"] == cache.code_hash("attnlimits.studies.alternatives") and key["fn"] == "len"
+    assert folder.parent == tmp_path / "alternatives" and folder.name.startswith("synthetic-")
+    assert key["code_sha256"] == cache.code_hash("attnlimits.studies.alternatives") and key["fn"] == "synthetic_tables"
 
 
 @pytest.mark.parametrize("value", [None, ""])

@@ -136,7 +136,7 @@ def _studies(model) -> dict[str, Study]:
         "experiments": Study(
             lambda root: experiments.results(model, text, "quick", root=root), experiments.runs, "run"
         ),
-        "training": Study(lambda root: training.cached_sweep(sweep, root=root), training, "sweep"),
+        "training": Study(lambda root: training.results(sweep, root=root), training.study, "sweep"),
         "alternatives": Study(
             lambda root: alternatives.results(preset=synthetic, root=root),
             alternatives.study,

@@ -20,10 +20,11 @@ PACKAGE = Path(attnlimits.__file__).parent
 
 
 def test_the_training_sweep_keys_on_no_model_code():
-    key = cache.dependencies("attnlimits.studies.training")
-    assert "attnlimits.studies.training" in key and "attnlimits.core.normalizers" in key
+    key = cache.dependencies("attnlimits.studies.training.study")
+    assert "attnlimits.studies.training.study" in key and "attnlimits.core.normalizers" in key
     models = [m for m in key if m.startswith("attnlimits.models")]
     assert not models, f"the training sweep's key holds model code: {models}"
+    assert "attnlimits.studies.training.report" not in key  # the chapter's figures and tables
 
 
 def test_the_experiments_on_a_hugging_face_model_key_on_no_transformer_lens_code():

@@ -1,9 +1,10 @@
 """attnlimits.studies.alternatives: each diagnostic per normaliser against a direct computation; its presets; the
-synthetic
-heads of attnlimits.theory.synthetic that feed it."""
+synthetic heads of attnlimits.theory.synthetic that feed it; its typed result, read back exactly, and its results
+cache."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -191,23 +192,60 @@ def test_presets_are_dataclasses_with_the_chapters_grids():
     assert alt.work("full")["synthetic"] > alt.work("reduced")["synthetic"]
     small = reduced.replace(synthetic_L=(16, 32), heads=3, rows=2, n_points=4, T_grid=(1.0,))
     tables = alt.synthetic_tables(small)
-    assert set(tables["distance"].L) == {16, 32} and "ns_frac" in tables["distance"]
-    assert set(tables["critical"].L) == {32}
+    assert set(tables.distance.L) == {16, 32} and "ns_frac" in tables.distance
+    assert set(tables.critical.L) == {32} and tables.layers is None
+    assert list(tables.seconds.part) == ["synthetic"]
 
 
-def test_cached_computes_once(tmp_path):
+#: A preset of a second: two lengths, three heads.
+SMALL = alt.get_preset("quick").replace(synthetic_L=(16, 32), heads=3, rows=2, n_points=4, T_grid=(0.1, 1.0))
+
+
+@pytest.mark.parametrize("with_layers", [False, True], ids=["synthetic", "model"])
+def test_tables_read_back_exactly_and_save_the_same_bytes(tmp_path, with_layers):
+    """Every table of a saved result loads back equal to the last bit, and saving what was loaded writes the same
+    file byte for byte (a model's result also holds its layers)."""
+    tables = alt.synthetic_tables(SMALL)
+    if with_layers:
+        tables = dataclasses.replace(tables, layers=pd.DataFrame({"layer": [0, 5, 11]}))
+    back = alt.AlternativesTables.load(tables.save(tmp_path / "one"))
+    for name in alt.AlternativesTables.TABLES:
+        if getattr(tables, name) is None:
+            assert getattr(back, name) is None, name
+        else:
+            pd.testing.assert_frame_equal(getattr(back, name), getattr(tables, name), check_exact=True, obj=name)
+    back.save(tmp_path / "two")
+    files = sorted(p.name for p in (tmp_path / "one").iterdir())
+    assert files == [alt.AlternativesTables.FILE] == sorted(p.name for p in (tmp_path / "two").iterdir())
+    assert (tmp_path / "two" / files[0]).read_bytes() == (tmp_path / "one" / files[0]).read_bytes()
+
+
+def test_results_computes_once_per_preset_and_reads_back_the_same_tables(tmp_path, monkeypatch):
     calls = []
+    compute = alt.synthetic_tables
 
-    def table(k):
-        calls.append(k)
-        return pd.DataFrame({"k": [k]})
+    def counted(preset, **kwargs):
+        calls.append(preset)
+        return compute(preset, **kwargs)
 
-    a = alt.cached("t", table, 3, root=tmp_path)
-    b = alt.cached("t", table, 3, root=tmp_path)
-    c = alt.cached("t", table, 4, root=tmp_path)
-    assert calls == [3, 4]
-    pd.testing.assert_frame_equal(a, b)
-    assert int(c.k.iloc[0]) == 4
+    counted.__name__ = compute.__name__  # the function's name is part of the key
+    monkeypatch.setattr(alt, "synthetic_tables", counted)
+    first = alt.results(preset=SMALL, root=tmp_path)
+    again = alt.results(preset=SMALL, root=tmp_path)
+    other = alt.results(preset=SMALL.replace(heads=2), root=tmp_path)
+    assert len(calls) == 2 and isinstance(again, alt.AlternativesTables)
+    for name in ("weights", "distance", "critical", "jacobian", "g", "seconds"):
+        pd.testing.assert_frame_equal(getattr(again, name), getattr(first, name), check_exact=True, obj=name)
+    assert set(other.weights["head"]) == {0, 1}
+    entries = sorted(p.name for p in (tmp_path / "alternatives").iterdir() if p.is_dir())
+    assert len(entries) == 2 and all(e.startswith("synthetic-") for e in entries)
+
+
+def test_results_takes_a_model_and_a_text_together_or_neither():
+    with pytest.raises(ValueError, match="model, text: give both"):
+        alt.results(object(), preset="quick")
+    with pytest.raises(ValueError, match="model, text: give both"):
+        alt.results(text="some text", preset="quick")
 
 
 def test_row_cost_has_a_row_per_normaliser():

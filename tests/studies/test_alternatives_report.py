@@ -1,8 +1,9 @@
 """attnlimits.studies.alternatives.report: chapter 33's tables and figures, and that a new normaliser reaches every one
-of
-them through the registry alone."""
+of them through the registry alone."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import matplotlib
 import numpy as np
@@ -35,7 +36,11 @@ def with_toy(monkeypatch):
     return list(normalizers.NORMALIZERS)
 
 
-def _tables(lengths=(8, 16), heads=3):
+def _seconds(**parts) -> pd.DataFrame:
+    return pd.DataFrame({"part": list(parts), "seconds": list(parts.values())})
+
+
+def _tables(lengths=(8, 16), heads=3) -> alt.AlternativesTables:
     """The study's tables on small synthetic heads, for every registered normaliser."""
     gen = torch.Generator().manual_seed(1)
     scales = torch.linspace(0.5, 4.0, heads, dtype=torch.float64)[:, None, None]
@@ -44,17 +49,18 @@ def _tables(lengths=(8, 16), heads=3):
     inputs = {L: (logits[:, :, :L], x[:, :L]) for L in lengths}
     top = max(lengths)
     distance = alt.distance_table(inputs, {8: [3], 16: [1, 3, 6, 12]})
-    return {
-        "weights": alt.weight_table(inputs),
-        "distance": distance,
-        "critical": alt.critical_fraction(distance[distance.L == top]),
-        "jacobian": alt.jacobian_table({top: inputs[top]}, iters=5),
-        "g": alt.g_table(inputs[top][0], [0.01, 0.1, 1.0], [1e-3], seed=0),
-    }
+    return alt.AlternativesTables(
+        weights=alt.weight_table(inputs),
+        distance=distance,
+        critical=alt.critical_fraction(distance[distance.L == top]),
+        jacobian=alt.jacobian_table({top: inputs[top]}, iters=5),
+        g=alt.g_table(inputs[top][0], [0.01, 0.1, 1.0], [1e-3], seed=0),
+        seconds=_seconds(synthetic=1.0),
+    )
 
 
 def _training_final(names):
-    """A training ``final`` table of the shape :func:`attnlimits.studies.training.cached_sweep` returns."""
+    """A training ``final`` table of the shape :func:`attnlimits.studies.training.results` returns."""
     rows = []
     for i, name in enumerate(names):
         for T in (0.01, 0.03, 1.0):
@@ -103,13 +109,13 @@ def test_verdict_table_rows_match_the_tables():
     verdict = show.verdict_table(tables, _training_final(names), cost, fixed_N=3, eps=1e-3)
     assert list(verdict.index) == names
     soft = verdict.loc["softmax"]
-    g = tables["g"]
+    g = tables.g
     assert soft["g(0.01)"] == g[(g.normalizer == "softmax") & (g["T"] == 0.01)].g.iloc[0]
-    d = tables["distance"]
+    d = tables.distance
     assert soft["N_s/N"] == d[(d.normalizer == "softmax") & (d.L == 16) & (d.N == 3)].ns_frac.mean()
     assert soft["trained at T ≤ 0.03"] == "0/2" and soft["trained at T = 1"] == "1/1"
     assert soft["error at N/L = 1/2"] == pytest.approx(0.05)
-    assert soft["max-weight slope"] == show.max_weight_slopes(tables["weights"])["softmax"]
+    assert soft["max-weight slope"] == show.max_weight_slopes(tables.weights)["softmax"]
     assert verdict.loc["sparsemax", "support"] < soft["support"] == 1.0
 
 
@@ -117,17 +123,17 @@ def test_a_new_normaliser_reaches_every_table_and_figure(with_toy):
     """Adding one registry entry (no colour) is enough: chapter 33's library calls all show it."""
     tables = _tables()
     names = with_toy
-    assert TOY in show.max_weight_slopes(tables["weights"]).index
-    assert TOY in show.critical_table(tables["critical"]).columns
+    assert TOY in show.max_weight_slopes(tables.weights).index
+    assert TOY in show.critical_table(tables.critical).columns
     cost = alt.row_cost(32, rows=4, repeats=1)
     verdict = show.verdict_table(tables, _training_final(names), cost, fixed_N=3, eps=1e-3)
     assert TOY in verdict.index and verdict.loc[TOY].notna().all()
 
     figures = {
-        "vanishing": show.vanishing_figure(tables["weights"]),
-        "distance": show.distance_figure(tables["distance"], 3),
-        "gradient": show.gradient_figure(tables["jacobian"], tables["g"]),
-        "model": show.model_figure(tables["weights"], tables["g"], 1e-3),
+        "vanishing": show.vanishing_figure(tables.weights),
+        "distance": show.distance_figure(tables.distance, 3),
+        "gradient": show.gradient_figure(tables.jacobian, tables.g),
+        "model": show.model_figure(tables.weights, tables.g, 1e-3),
     }
     try:
         for name, fig in figures.items():
@@ -145,7 +151,7 @@ def test_a_new_normaliser_reaches_every_table_and_figure(with_toy):
 
 def test_figures_draw_each_normaliser_in_its_registered_colour():
     tables = _tables()
-    fig = show.distance_figure(tables["distance"], 3)
+    fig = show.distance_figure(tables.distance, 3)
     try:
         drawn = {line.get_label(): line.get_color() for line in fig.axes[1].get_lines()}
         for name, color in plotting.NORMALIZER_COLORS.items():
@@ -159,8 +165,9 @@ def test_execution_times_extrapolate_by_the_work(monkeypatch):
                         {"synthetic": 1, "model": 2})  # fmt: skip
     monkeypatch.setattr(show.training, "work", lambda preset: 6 if preset == "full" else 2)
     train = _training_final(["softmax"])
-    synthetic = {"seconds": pd.DataFrame({"part": ["synthetic"], "seconds": [30.0]})}
-    model = {"seconds": pd.DataFrame({"part": ["capture", "model"], "seconds": [5.0, 60.0]})}
+    tables = _tables()
+    synthetic = dataclasses.replace(tables, seconds=_seconds(synthetic=30.0))
+    model = dataclasses.replace(tables, seconds=_seconds(capture=5.0, model=60.0))
     times = show.execution_times(train, synthetic, model, "reduced")
     assert times["computed in (s)"].tolist() == [2.0, 30.0, 60.0]  # training: one time per group, summed
     assert times["full preset, extrapolated (min)"].tolist() == pytest.approx([6 / 60, 300 / 60, 600 / 60])

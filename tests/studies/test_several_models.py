@@ -1,6 +1,6 @@
 """attnlimits.studies.several_models: untrained controls, the several-model run and its manifest, read back without
-loading a
-model; the side-by-side tables. A tiny random-init Gemma 3 (sliding window 16) stands in for the real models."""
+loading a model (and its round trip through the manifest); the side-by-side tables. A tiny random-init Gemma 3
+(sliding window 16) stands in for the real models."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from attnlimits.experiments import paper_claims
 from attnlimits.infra import cache
 from attnlimits.models import texts
 from attnlimits.studies import several_models
+from attnlimits.studies.several_models import report, study
 
 PRESET = dataclasses.replace(
     experiments.PRESETS["quick"], name="tiny-models", alg1_L=(16, 32, 48), alg2_L=48, alg4_L=48, alg5_L=32
@@ -78,9 +79,18 @@ def test_untrained_control_is_seeded_and_named(tiny_gemma_dir):
         several_models.untrained(loaded, 0.5)
 
 
-def test_compute_then_collect_without_loading(tiny_gemma_dir, text, tmp_path, monkeypatch):
-    monkeypatch.setattr(several_models, "MODELS", {"Tiny": str(tiny_gemma_dir), "Absent": "/no/such/model/dir"})
-    manifest = several_models.compute(preset=PRESET, text=text, root=tmp_path)
+@pytest.fixture(scope="module")
+def computed(tiny_gemma_dir, text, tmp_path_factory) -> tuple[dict, object]:
+    """A run of the tiny model (and its control) beside one that does not load: its manifest and results root."""
+    root = tmp_path_factory.mktemp("several-models")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setattr(study, "MODELS", {"Tiny": str(tiny_gemma_dir), "Absent": "/no/such/model/dir"})
+        return several_models.compute(preset=PRESET, text=text, root=root), root
+
+
+def test_compute_then_load_without_loading_a_model(computed, monkeypatch):
+    manifest, root = computed
     labels = [e["label"] for e in manifest["models"]]
     assert labels == ["Tiny", "Tiny (untrained)", "Absent"]
     absent = manifest["models"][2]
@@ -88,33 +98,52 @@ def test_compute_then_collect_without_loading(tiny_gemma_dir, text, tmp_path, mo
     check = manifest["models"][0]["exactness"]
     assert check["weights vs eager output_attentions"] == 0.0
     assert check["masked entries = each layer's causal mask, all -inf"] is True and check["L"] > 16
-    assert json.loads(several_models.manifest_path(PRESET, tmp_path).read_text())["models"][0]["label"] == "Tiny"
+    assert json.loads(several_models.manifest_path(PRESET, root).read_text())["models"][0]["label"] == "Tiny"
 
     def no_loading(*args, **kwargs):
-        raise AssertionError("collect must not load a model")
+        raise AssertionError("reading a run back must not load a model")
 
     monkeypatch.setattr(models, "load", no_loading)
-    again, results = several_models.collect(PRESET, tmp_path)
+    run = several_models.SeveralModels.load(root, PRESET)
+    assert run.manifest == json.loads(json.dumps(manifest, default=str))
+    again, results = run.manifest, run.results
     assert list(results) == ["Tiny", "Tiny (untrained)"]
+    monkeypatch.setattr(study, "compute", lambda *args, **kwargs: pytest.fail("a current run is read, not computed"))
+    assert list(several_models.results(PRESET, root=root).results) == list(results)
     # a sliding-window layer at L = 48 > 16: its rows hold at most 16 tokens
     dist = results["Tiny"].distance
     assert dist[(dist.L == 48) & (dist.N == 2)].rows.unique().tolist() == [48 - 2]
-    table = several_models.summary(results)
+    table = report.summary(results)
     assert list(table.index) == ["Tiny", "Tiny (untrained)"]
     assert table["sink weight (max)"].between(0, 1).all()
-    overview = several_models.overview(again)
+    overview = report.overview(again)
     assert overview.loc["Absent", "present"].startswith("no: ")
     assert overview.loc["Tiny", "masks exact"]
 
 
-def test_collect_refuses_results_of_other_code(tiny_gemma_dir, text, tmp_path, monkeypatch):
-    monkeypatch.setattr(several_models, "MODELS", {"Tiny": str(tiny_gemma_dir)})
+def test_a_run_round_trips_through_its_manifest(computed, tmp_path):
+    """The manifest a loaded run saves is byte for byte the one compute wrote, and reads back to the same run: the
+    same manifest and every model's every table."""
+    _, root = computed
+    run = several_models.SeveralModels.load(root, PRESET)
+    saved = run.save(tmp_path)
+    assert saved == several_models.manifest_path(PRESET, tmp_path)
+    assert saved.read_bytes() == several_models.manifest_path(PRESET, root).read_bytes()
+    back = several_models.SeveralModels.load(tmp_path, PRESET)
+    assert back.manifest == run.manifest and list(back.results) == list(run.results)
+    for label, res in run.results.items():
+        for name in experiments.TABLES:
+            pd.testing.assert_frame_equal(getattr(back.results[label], name), getattr(res, name), obj=f"{label} {name}")
+
+
+def test_load_refuses_results_of_other_code(tiny_gemma_dir, text, tmp_path, monkeypatch):
+    monkeypatch.setattr(study, "MODELS", {"Tiny": str(tiny_gemma_dir)})
     several_models.compute(preset=PRESET, text=text, root=tmp_path, controls=False)
     monkeypatch.setattr(cache, "code_hash", lambda *modules: "other")
     with pytest.raises(ValueError, match="make models"):
-        several_models.collect(PRESET, tmp_path)
+        several_models.SeveralModels.load(tmp_path, PRESET)
     with pytest.raises(FileNotFoundError, match="make models"):
-        several_models.collect(PRESET, tmp_path / "empty")
+        several_models.SeveralModels.load(tmp_path / "empty", PRESET)
     with pytest.raises(ValueError, match="names"):
         several_models.compute(["Nope"], preset=PRESET, text=text, root=tmp_path)
 
@@ -127,12 +156,12 @@ def test_trends_sort_claims_by_where_they_hold(monkeypatch):
         "A (untrained)": {"k1": "reproduced", "k2": "not reproduced", "k3": "reproduced", "k4": "reproduced"},
         "B (untrained)": {"k1": "reproduced", "k2": "not reproduced", "k3": "reproduced", "k4": "reproduced"},
     }  # fmt: skip
-    monkeypatch.setattr(several_models, "verdicts", lambda results: pd.DataFrame(table))
+    monkeypatch.setattr(report, "verdicts", lambda results: pd.DataFrame(table))
     manifest = {
         "models": [{"label": k, "present": True, "trained": "untrained" not in k} for k in table]
         + [{"label": "C", "present": False}]
     }
-    out = several_models.trends({}, manifest)
+    out = report.trends({}, manifest)
     assert out.loc["k1", "holds in"] == "every trained model and every untrained control"
     assert out.loc["k2", "holds in"] == "every trained model only"
     assert out.loc["k3", "holds in"] == "some trained models"

@@ -1,4 +1,5 @@
-"""attnlimits.studies.training: the selection task, its baselines, the stacked model, train() and the cached sweep."""
+"""attnlimits.studies.training: the selection task, its baselines, the stacked model, train(), the cached sweep and
+its tables' round trip through their files."""
 
 from __future__ import annotations
 
@@ -151,33 +152,58 @@ def test_train_rejects_bad_arguments(kwargs, message):
         training.train(**{**base, **kwargs})
 
 
+TINY = dataclasses.replace(
+    training.get_preset("reduced"),
+    name="tiny",
+    seeds=(0,),
+    steps=3,
+    batch=4,
+    pool=8,
+    test=8,
+    L=16,
+    N_fixed=2,
+    temperatures=(1.0,),
+    fractions=(0.25,),
+    lengths=(8,),
+    normalizers=("softmax", "sparsemax"),
+)
+
+
 def test_presets_and_cached_sweep(tmp_path):
     with pytest.raises(ValueError, match="preset: must be one of"):
         training.get_preset("huge")
     assert training.get_preset("reduced").steps < training.get_preset("full").steps
     assert training.work("full") > 10 * training.work("reduced")
-    tiny = dataclasses.replace(
-        training.get_preset("reduced"),
-        name="tiny",
-        seeds=(0,),
-        steps=3,
-        batch=4,
-        pool=8,
-        test=8,
-        L=16,
-        N_fixed=2,
-        temperatures=(1.0,),
-        fractions=(0.25,),
-        lengths=(8,),
-        normalizers=("softmax", "sparsemax"),
-    )
-    first = training.cached_sweep(tiny, root=tmp_path)
+    first = training.results(TINY, root=tmp_path)
     assert set(first.final.experiment) == {"temperature", "fraction", "length"}
     assert len(first.final) == 2 * 3
-    second = training.cached_sweep(tiny, root=tmp_path)  # read back from the cache
+    second = training.results(TINY, root=tmp_path)  # read back from the cache
     assert sorted(p.name for p in (tmp_path / "training").iterdir()) == ["tiny", "tiny.lock"]
+    assert sorted(p.name for p in (tmp_path / "training" / "tiny").iterdir()) == [
+        "final.csv",
+        "history.csv",
+        "key.json",
+    ]
     pd.testing.assert_frame_equal(
         first.final.drop(columns="seconds"), second.final.drop(columns="seconds"), check_dtype=False
     )
-    summary = training.summarize(first.final, ["experiment", "normalizer"])
+    summary = training.report.summarize(first.final, ["experiment", "normalizer"])
     assert summary.runs.sum() == 6 and (summary.diverged == 0).all()
+    assert training.summarize is training.report.summarize  # still named at the package level
+
+
+def test_training_round_trips_through_its_files(tmp_path):
+    """Every table reads back as computed (float32 losses to their last bit, float64 finals exactly), and the
+    loaded result writes the very same files again."""
+    computed = training.sweep(TINY.replace(steps=30))  # 360 losses and gradient norms
+    first = computed.save(tmp_path / "first")
+    loaded = training.Training.load(first)
+    for name in training.Training.TABLES:
+        table = getattr(computed, name)
+        back = getattr(loaded, name).astype(table.dtypes.to_dict())
+        pd.testing.assert_frame_equal(back, table, check_exact=True, obj=name)
+    second = loaded.save(tmp_path / "second")
+    files = sorted(p.name for p in first.iterdir())
+    assert files == ["final.csv", "history.csv"] == sorted(p.name for p in second.iterdir())
+    for file in files:
+        assert (first / file).read_bytes() == (second / file).read_bytes(), file

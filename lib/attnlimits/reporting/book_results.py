@@ -86,9 +86,9 @@ def _book_preset() -> str:
 
 
 def _training_presets() -> list[str]:
-    from attnlimits.studies import training
+    from attnlimits.studies.training import study
 
-    return list(training.PRESETS)
+    return list(study.PRESETS)
 
 
 def _alternatives_presets() -> list[str]:
@@ -136,7 +136,7 @@ def _training(preset: str, inputs: Inputs, n_jobs: int, progress) -> str:
     from attnlimits.infra import provenance
     from attnlimits.studies import training
 
-    training.cached_sweep(preset, progress=bool(progress))
+    training.results(preset, progress=bool(progress))
     return _portable(provenance.results_root() / "training" / preset)
 
 
@@ -144,24 +144,24 @@ def _alternatives(preset: str, inputs: Inputs, n_jobs: int, progress) -> str:
     from attnlimits.infra import provenance
     from attnlimits.studies import alternatives
 
-    alternatives.cached_synthetic_tables(preset)
-    alternatives.cached_model_tables(inputs.model, inputs.text, preset)
+    alternatives.results(preset=preset, progress=progress)
+    alternatives.results(inputs.model, inputs.text, preset, progress=progress)
     return _portable(provenance.results_root() / "alternatives")
 
 
 def _models(preset: str, inputs: Inputs, n_jobs: int, progress) -> str:
     from attnlimits.studies import several_models
 
-    several_models.load_or_compute(preset)
+    several_models.results(preset, progress=progress)
     return _portable(several_models.manifest_path(preset))
 
 
 def _long_context(preset: str, inputs: Inputs, n_jobs: int, progress) -> str:
     from attnlimits.studies import long_context
 
-    found, absent = long_context.book_results(preset, progress=progress)
-    models = ", ".join(r.label for r in found) or "no model"
-    return models + "".join(f"; not run: {why}" for why in absent)
+    runs = long_context.book_results(preset, progress=progress)
+    models = ", ".join(r.label for r in runs.results) or "no model"
+    return models + "".join(f"; not run: {why}" for why in runs.not_run)
 
 
 def _claims(preset: str, inputs: Inputs, n_jobs: int, progress) -> str:

@@ -12,12 +12,17 @@ few lines; the heavy lifting (and the vectorisation) stays here so the chapters 
                                  of the experiments' per-row kernels; ``sweeps.finite_difference_g`` is that
                                  function).
 - :func:`max_weight_sweep`       the largest weight against L per normaliser (chapter 11).
+- :func:`max_weight_slopes`      the log-log slope of those curves at long contexts (chapter 11).
+- :func:`jacobian_autograd_errors` how far the library's Jacobians are from torch.autograd's: two floats (chapter 15).
+- :func:`corollary3_counterexample` two tied top logits against the printed Corollary 3 (chapter 15).
+- :func:`jacobian_readings`      three readings of ||grad_l alpha||: tied pair, random rows, sharp bounds (chapter 15).
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -27,8 +32,12 @@ from attnlimits.theory import synthetic
 
 __all__ = [
     "max_weight_sweep",
+    "max_weight_slopes",
     "corollary1_tightness",
+    "corollary3_counterexample",
     "g_synthetic",
+    "jacobian_autograd_errors",
+    "jacobian_readings",
     "jacobian_sample",
     "swap_example",
     "vanishing_sweep",
@@ -329,3 +338,105 @@ def max_weight_sweep(
             top = NORMALIZERS[name](logits).amax(dim=-1).median().item()
             rows.append({"normalizer": name, "L": L, "max_weight": top, "L_times_max_weight": L * top})
     return pd.DataFrame(rows)
+
+
+def max_weight_slopes(by_gap: dict, *, min_length: int = 100) -> pd.DataFrame:
+    """The exponent p of max alpha ~ L^p per normaliser: the slope of a least-squares line through
+    (log L, log max_weight) for L >= ``min_length``.
+
+    ``by_gap`` maps a logit gap to its :func:`max_weight_sweep` table. Returns one column per gap (``"gap 1.5"``),
+    one row per normaliser; p = -1 is the Theta(1/L) of Lemma 1.
+    """
+    slopes = {
+        f"gap {gap}": {
+            name: np.polyfit(
+                np.log(part["L"][part["L"] >= min_length]), np.log(part["max_weight"][part["L"] >= min_length]), 1
+            )[0]
+            for name, part in sweep.groupby("normalizer", sort=False)
+        }
+        for gap, sweep in by_gap.items()
+    }
+    return pd.DataFrame(slopes)
+
+
+def jacobian_autograd_errors(logits: torch.Tensor, F, *, T: float) -> tuple[float, float]:
+    """How far the library's exact Jacobians are from torch.autograd's on each row of ``logits`` (rows, L): the
+    largest |difference| for softmax at temperature ``T`` (:func:`attnlimits.core.bounds.softmax_jacobian`) and for
+    the normaliser F(l) / sum F (:func:`attnlimits.core.bounds.general_jacobian`, F' by autograd). Returns
+    ``(softmax error, general error)``; float64 rounding is all they should show.
+    """
+    from attnlimits.core import bounds
+
+    J = bounds.softmax_jacobian(logits, T=T)
+    J_auto = torch.stack(
+        [torch.autograd.functional.jacobian(lambda z: torch.softmax(z / T, -1), row) for row in logits]
+    )
+    Jg = bounds.general_jacobian(logits, F)
+    Jg_auto = torch.stack([torch.autograd.functional.jacobian(lambda z: F(z) / F(z).sum(), row) for row in logits])
+    return (J - J_auto).abs().max().item(), (Jg - Jg_auto).abs().max().item()
+
+
+def corollary3_counterexample(temperatures) -> pd.DataFrame:
+    """Two tied top logits against Corollary 3 as printed, at each temperature T: at L = 2 the logits (0, 0), and
+    at L = 6 the same with four more logits 60 T below. One row per (T, case): the exact spectral norm of the
+    softmax Jacobian, the sharp 1/(2T) it reaches, the printed min{1/(4T), sqrt 2} and measured / printed (about 2).
+    """
+    from attnlimits.core import bounds
+
+    rows = []
+    for T in temperatures:
+        cases = [("L = 2, logits (0, 0)", [0.0, 0.0]), ("L = 6, others 60 T below", [0, 0] + [-60 * T] * 4)]
+        for name, l in cases:
+            l = torch.tensor(l, dtype=torch.float64)
+            measured = bounds.softmax_jacobian_norm(l, T=T).item()
+            printed = bounds.corollary3_printed(T=T).item()
+            rows.append(
+                {
+                    "T": T,
+                    "case": name,
+                    "spectral norm": measured,
+                    "1/(2T)": bounds.softmax_spectral_bound(T=T).item(),
+                    "printed min{1/(4T), sqrt2}": printed,
+                    "measured / printed": measured / printed,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def jacobian_readings(rows: int = 4000, L: int = 8, *, scale: float = 3.0, seed: int = 1) -> pd.DataFrame:
+    """Three readings of ||grad_l alpha||_2 for softmax at T = 1 - the spectral norm of the Jacobian, the largest
+    gradient of one weight, the largest single entry - each at two tied logits (0, 0), as the maximum over ``rows``
+    random rows of L logits scale * N(0, 1) (every fourth row with its first two logits tied; seeded), beside its
+    sharp bound and the printed 1/(4T). Only the largest entry stays within the printed constant.
+    """
+    from attnlimits.core import bounds
+
+    tied = torch.tensor([0.0, 0.0], dtype=torch.float64)
+    gen = torch.Generator().manual_seed(seed)
+    rand = scale * torch.randn(rows, L, generator=gen, dtype=torch.float64)
+    rand[::4, 1] = rand[::4, 0]
+    readings = pd.DataFrame(
+        [
+            (
+                "spectral norm",
+                bounds.softmax_jacobian_norm(tied).item(),
+                bounds.softmax_jacobian_norm(rand).max().item(),
+                float(bounds.softmax_spectral_bound(T=1.0)),
+            ),
+            (
+                "gradient of one weight",
+                bounds.softmax_weight_gradient_norm(tied).item(),
+                bounds.softmax_weight_gradient_norm(rand).max().item(),
+                float(bounds.softmax_weight_gradient_bound(T=1.0)),
+            ),
+            (
+                "largest entry",
+                bounds.softmax_jacobian(tied).abs().max().item(),
+                bounds.softmax_jacobian(rand).abs().amax(dim=(-2, -1)).max().item(),
+                float(bounds.softmax_entry_bound(T=1.0)),
+            ),
+        ],
+        columns=["reading", "tied pair", "max over random rows", "sharp bound"],
+    )
+    readings["printed 1/(4T)"] = 0.25
+    return readings

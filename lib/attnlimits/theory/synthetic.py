@@ -13,6 +13,8 @@ every run. The data families:
                                raised by log L, so its weight stays Theta(1) at every length).
 - :func:`gaussian_heads`       heads of Gaussian logits sigma_h * N(0, 1), one scale per head (:func:`geometric_scales`
                                spreads them), causal or with every row seeing all tokens, and Gaussian token vectors.
+- :func:`circle_tokens`        tokens at uniform random angles on the unit circle, and :func:`gaussian_softmax`
+                               weights of iid Gaussian logits: the drawable 2-d setting of chapter 11's Figure 1.
 
 Sweeps return pandas DataFrames, one row per grid point, for the chapters' figures.
 """
@@ -28,13 +30,16 @@ from attnlimits.core import bounds, selection
 
 __all__ = [
     "attention_rows",
+    "circle_tokens",
     "concentrated_weights",
     "distance_sweep",
     "gaussian_heads",
+    "gaussian_softmax",
     "geometric_scales",
     "min_separation",
     "multihead_simulation",
     "residual_study",
+    "separability_by_delta",
     "separability_samples",
     "separability_sweep",
     "sphere",
@@ -62,6 +67,20 @@ def two_level_weights(L: int, n: int, *, eta: float = 0.0) -> torch.Tensor:
     w = torch.full((L,), eta / max(L - n, 1), dtype=DTYPE)
     w[:n] = (1 - eta) / n if L > n else 1 / n
     return w / w.sum()
+
+
+def circle_tokens(L: int, *, seed: int) -> torch.Tensor:
+    """L points at uniform random angles on the unit circle, shape ``(L, 2)`` (tokens that can be drawn)."""
+    angles = 2 * torch.pi * torch.rand(L, generator=torch.Generator().manual_seed(seed), dtype=DTYPE)
+    return torch.stack([torch.cos(angles), torch.sin(angles)], dim=-1)
+
+
+def gaussian_softmax(L: int, *, scale: float = 1.0, seed: int) -> torch.Tensor:
+    """Softmax weights of L iid N(0, scale^2) logits, shape ``(L,)``: attention that ignores where the tokens are."""
+    from attnlimits.core.normalizers import softmax
+
+    logits = scale * torch.randn(L, generator=torch.Generator().manual_seed(seed), dtype=DTYPE)
+    return softmax(logits)
 
 
 def attention_rows(L: int, d: int, rows: int, *, regime: str = "bounded", rho: float = 2.0, seed: int = 0):
@@ -244,6 +263,27 @@ def separability_samples(
     if r is not None:
         out["upper_book"] = bounds.theorem2_upper(a, n, r=radius, M=M, d=d)
     return out
+
+
+def separability_by_delta(
+    alpha: torch.Tensor, n: int, d: int, samples: int, *, deltas=("empirical", "zero"), seed: int = 0
+) -> pd.DataFrame:
+    """:func:`separability_samples` at the paper's radius R once per reading of delta (``"empirical"``: the realised
+    min separation, ``"zero"``), on the same token draws. One row per delta: the mean and the smallest N_s / N, the
+    mean reconstructed upper bound (below the mean N_s / N where the reconstruction fails) and the mean radius R."""
+    rows = []
+    for delta in deltas:
+        res = separability_samples(alpha, n, d, samples, seed=seed, delta=delta)
+        rows.append(
+            dict(
+                delta=delta,
+                E_Ns_over_N=res["frac"].mean().item(),
+                min_Ns_over_N=res["frac"].min().item(),
+                reconstructed_upper=res["upper_rec"].mean().item(),
+                mean_R=res["r"].mean().item(),
+            )
+        )
+    return pd.DataFrame(rows)
 
 
 def separability_sweep(

@@ -1,10 +1,11 @@
 """Chapter 33's tables and figures, built from the tables of :mod:`attnlimits.studies.alternatives`.
 
-Every function takes the study's tidy tables (``weights``, ``distance``, ``critical``, ``jacobian``, ``g``) and
-draws or summarises *every* normaliser they hold, in the order they hold them, with the colour and label of
+Every function takes the study's tidy tables (``weights``, ``distance``, ``critical``, ``jacobian``, ``g``: the
+fields of :class:`attnlimits.studies.alternatives.AlternativesTables`), or that result whole, and draws or
+summarises *every* normaliser they hold, in the order they hold them, with the colour and label of
 :func:`attnlimits.infra.plotting.normalizer_colors` and :func:`attnlimits.infra.plotting.normalizer_labels`: a
-normaliser added
-to :data:`attnlimits.core.normalizers.NORMALIZERS` appears in each of them without any other change.
+normaliser added to :data:`attnlimits.core.normalizers.NORMALIZERS` appears in each of them without any other
+change.
 
 - :func:`max_weight_slopes`   log-log slope of the median head's largest weight against L, per normaliser.
 - :func:`critical_table`      Algorithm 3's critical N / L, one row per length and one column per normaliser.
@@ -158,22 +159,23 @@ def _trained(runs: pd.DataFrame) -> str:
     return f"{runs.steps_to_target.notna().sum()}/{len(runs)}"
 
 
-def verdict_table(model: dict, train: pd.DataFrame, cost: pd.DataFrame, fixed_N: int, eps: float) -> pd.DataFrame:
-    """One row per normaliser of ``model``'s tables (:func:`attnlimits.studies.alternatives.model_tables`): which
-    limitation
-    it escapes, and at what cost.
+def verdict_table(
+    model: study.AlternativesTables, train: pd.DataFrame, cost: pd.DataFrame, fixed_N: int, eps: float
+) -> pd.DataFrame:
+    """One row per normaliser of ``model``, the diagnostics on a model's heads
+    (:func:`attnlimits.studies.alternatives.results` of a model and a text): which limitation it escapes, and at
+    what cost.
 
     Columns: the max-weight slope (:func:`max_weight_slopes`); Algorithm 3's critical N / L at the largest length;
     the mean N_s / N at the largest N of the grid up to ``fixed_N`` and the largest length; the mean over heads of
     the mean Jacobian norm; g at T = 0.01 and ``eps``; the median share of non-zero weights at the largest length;
-    from ``train`` (the ``final`` table of :func:`attnlimits.studies.training.cached_sweep`) the runs reaching the
-    target
-    loss at T <= 0.03 and at T = 1 and the median relative error at the largest marked fraction; from ``cost``
-    (:func:`attnlimits.studies.alternatives.row_cost`) the microseconds per row.
+    from ``train`` (the ``final`` table of :func:`attnlimits.studies.training.results`) the runs reaching the
+    target loss at T <= 0.03 and at T = 1 and the median relative error at the largest marked fraction; from
+    ``cost`` (:func:`attnlimits.studies.alternatives.row_cost`) the microseconds per row.
     """
-    weights, distance, jacobian, g = model["weights"], model["distance"], model["jacobian"], model["g"]
+    weights, distance, jacobian, g = model.weights, model.distance, model.jacobian, model.g
     slopes = max_weight_slopes(weights)
-    critical = critical_table(model["critical"])
+    critical = critical_table(model.critical)
     top_L = distance.L.max()
     temperature = train[train.experiment == "temperature"]
     fraction = train[train.experiment == "fraction"]
@@ -200,15 +202,18 @@ def verdict_table(model: dict, train: pd.DataFrame, cost: pd.DataFrame, fixed_N:
     return pd.DataFrame(rows).set_index("normalizer")
 
 
-def execution_times(train: pd.DataFrame, synthetic: dict, model: dict, preset) -> pd.DataFrame:
+def execution_times(
+    train: pd.DataFrame, synthetic: study.AlternativesTables, model: study.AlternativesTables, preset
+) -> pd.DataFrame:
     """The wall time each cached computation of chapters 32 and 33 took for ``preset`` (``train``: the ``final``
-    table of :func:`attnlimits.studies.training.cached_sweep`; ``synthetic`` and ``model``: the study's tables), and the
+    table of :func:`attnlimits.studies.training.results`; ``synthetic`` and ``model``: the study's results on
+    the synthetic heads and on the model's heads, :func:`attnlimits.studies.alternatives.results`), and the
     ``full`` preset's time extrapolated from it by the ratio of the work (token-steps of training, weight entries of
     the diagnostics): an estimate, not a measurement."""
     seconds = {
         "chapter 32: training sweep": train.groupby(["experiment", "normalizer", "L"]).seconds.first().sum(),
-        "chapter 33: synthetic heads": synthetic["seconds"].seconds.sum(),
-        "chapter 33: model (capture included)": model["seconds"].set_index("part").seconds["model"],
+        "chapter 33: synthetic heads": synthetic.seconds.seconds.sum(),
+        "chapter 33: model (capture included)": model.seconds.set_index("part").seconds["model"],
     }
     work, work_full = study.work(preset), study.work("full")
     ratio = [

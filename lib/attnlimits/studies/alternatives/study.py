@@ -15,8 +15,9 @@ the experiments' own kernels (:mod:`attnlimits.core.rowstats`, Algorithm 3's KS 
 - :func:`jacobian_table`        the spectral norm of each row's Jacobian d alpha / d l.
 - :func:`g_table`               Algorithm 5's g(T, eps) per normaliser.
 - :func:`row_cost`              wall time of one normaliser call per row (microseconds; a measurement).
-- :func:`cached`                any of the above computed once and kept in the results cache (keyed by the
-                                code, the arguments and the data's fingerprint: :mod:`attnlimits.infra.cache`).
+- :func:`results`               every diagnostic of the chapter on the synthetic heads, or on a model's heads
+                                (:class:`AlternativesTables`), computed once and kept in the results cache (keyed
+                                by the code, the preset and the data's SHA-256: :mod:`attnlimits.infra.cache`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import json
 import math
 import pickle
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,16 +36,15 @@ import torch
 
 from attnlimits.core import normalizers, rowstats
 from attnlimits.infra import cache, presets, provenance
+from attnlimits.infra.progress import progress_bar
 from attnlimits.infra.statistics import ks_test
 from attnlimits.theory import synthetic
 
 __all__ = [
     "PRESETS",
     "AlternativesPreset",
+    "AlternativesTables",
     "all_tables",
-    "cached",
-    "cached_model_tables",
-    "cached_synthetic_tables",
     "critical_fraction",
     "distance_table",
     "g_table",
@@ -54,6 +54,7 @@ __all__ = [
     "model_layers",
     "model_tables",
     "n_grid",
+    "results",
     "row_cost",
     "synthetic_tables",
     "weight_table",
@@ -222,47 +223,6 @@ def row_cost(L: int, names=None, *, rows: int = 256, repeats: int = 5, seed: int
     return pd.DataFrame(out)
 
 
-def _fingerprint(obj) -> str:
-    digest = hashlib.sha256()
-    if isinstance(obj, torch.Tensor):
-        digest.update(str(obj.dtype).encode() + str(tuple(obj.shape)).encode())
-        digest.update(obj.detach().cpu().contiguous().numpy().tobytes())
-    elif isinstance(obj, dict):
-        for k in sorted(obj, key=str):
-            digest.update(str(k).encode() + _fingerprint(obj[k]).encode())
-    elif isinstance(obj, list | tuple):
-        for v in obj:
-            digest.update(_fingerprint(v).encode())
-    else:
-        digest.update(json.dumps(obj, sort_keys=True, default=str).encode())
-    return digest.hexdigest()
-
-
-def cached(name: str, fn: Callable, *args, root=None, key=None, **kwargs):
-    """``fn(*args, **kwargs)`` kept in the cache entry ``<root>/alternatives/<name>-<data>`` (as ``result.pkl``;
-    :func:`attnlimits.infra.cache.cached`). The key is ``key`` (any JSON-able fingerprint of the data; by default the
-    arguments themselves, tensors hashed by value) with the function's name, the code of this module and of
-    everything it imports, and the torch version; ``<data>`` names the data, so that results on other data sit
-    side by side. ``root``: :func:`attnlimits.infra.provenance.results_root` by default."""
-    what = cache.study_key(
-        __name__,
-        fn=getattr(fn, "__name__", str(fn)),
-        data=key if key is not None else _fingerprint([list(args), kwargs]),
-    )
-    data = hashlib.sha256(json.dumps([what["fn"], what["data"]], sort_keys=True).encode()).hexdigest()[:16]
-    folder = Path(provenance.results_root() if root is None else root) / "alternatives" / f"{name}-{data}"
-
-    def save(result, entry: Path) -> None:
-        with (entry / "result.pkl").open("wb") as f:
-            pickle.dump(result, f)
-
-    def load(entry: Path):
-        with (entry / "result.pkl").open("rb") as f:
-            return pickle.load(f)
-
-    return cache.cached(folder, what, lambda: fn(*args, **kwargs), save, load)
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # chapter 33: every diagnostic on synthetic heads and on a pretrained model's heads, per preset
 # ----------------------------------------------------------------------------------------------------------------
@@ -341,37 +301,74 @@ def get_preset(preset) -> AlternativesPreset:
     return PRESETS.get(preset)
 
 
-def all_tables(inputs: dict, p: AlternativesPreset, names=None) -> dict[str, pd.DataFrame]:
+def all_tables(inputs: dict, p: AlternativesPreset, names=None, *, progress=False) -> dict[str, pd.DataFrame]:
     """Every diagnostic of the chapter on ``inputs`` (``{L: (logits, x)}``): ``weights``, ``distance`` (the fixed N at
     every L and the N grid at the largest L), then at the largest L only ``critical`` (KS level 0.05 on the N grid),
-    ``jacobian`` and ``g``."""
+    ``jacobian`` and ``g``. ``progress``: a bar over the diagnostics
+    (:func:`attnlimits.infra.progress.progress_bar`)."""
     lengths = sorted(inputs)
     top = lengths[-1]
     grids = {L: [min(p.fixed_N, L - 1)] for L in lengths}
     grids[top] = sorted(set(n_grid(top, p.n_points)) | set(grids[top]))
-    distance = distance_table(inputs, grids, names)
-    t0 = time.perf_counter()
-    out = {
-        "weights": weight_table(inputs, names),
-        "distance": distance,
-        "critical": critical_fraction(distance[distance.L == top]),
-        "jacobian": jacobian_table({top: inputs[top]}, names),
-        "g": g_table(inputs[top][0], p.T_grid, p.eps, names, seed=p.seed),
+    out = {}
+    steps = {
+        "weights": lambda: weight_table(inputs, names),
+        "distance": lambda: distance_table(inputs, grids, names),
+        "critical": lambda: critical_fraction(out["distance"][out["distance"].L == top]),  # the table just made
+        "jacobian": lambda: jacobian_table({top: inputs[top]}, names),
+        "g": lambda: g_table(inputs[top][0], p.T_grid, p.eps, names, seed=p.seed),
     }
-    out["seconds"] = pd.DataFrame([{"part": "diagnostics", "seconds": time.perf_counter() - t0}])
+    for name in progress_bar(list(steps), "alternatives", progress):
+        out[name] = steps[name]()
     return out
 
 
-def synthetic_tables(preset="reduced") -> dict[str, pd.DataFrame]:
+@dataclass
+class AlternativesTables:
+    """Every diagnostic of chapter 33 on one set of heads (:func:`all_tables`: ``weights``, ``distance``,
+    ``critical``, ``jacobian``, ``g``), the wall time that took (``seconds``: one row per ``part``, a measurement)
+    and, for a model's heads, the layers they were captured from (``layers``; None for the synthetic heads).
+
+    :meth:`save` pickles the tables into one file, ``result.pkl``, as a dict in :attr:`TABLES` order: the pickle
+    keeps every dtype and every float bit, so :meth:`load` returns the tables as computed."""
+
+    weights: pd.DataFrame
+    distance: pd.DataFrame
+    critical: pd.DataFrame
+    jacobian: pd.DataFrame
+    g: pd.DataFrame
+    seconds: pd.DataFrame
+    layers: pd.DataFrame | None = None
+
+    TABLES = ("weights", "distance", "critical", "jacobian", "g", "seconds", "layers")
+    FILE = "result.pkl"
+
+    def save(self, folder) -> Path:
+        """Write the tables (``layers`` only when there is one) into ``folder``/``result.pkl``; returns ``folder``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        tables = {name: getattr(self, name) for name in self.TABLES if getattr(self, name) is not None}
+        with (folder / self.FILE).open("wb") as f:
+            pickle.dump(tables, f)
+        return folder
+
+    @classmethod
+    def load(cls, folder) -> AlternativesTables:
+        """The tables :meth:`save` wrote into ``folder``."""
+        with (Path(folder) / cls.FILE).open("rb") as f:
+            return cls(**pickle.load(f))
+
+
+def synthetic_tables(preset="reduced", *, progress=False) -> AlternativesTables:
     """:func:`all_tables` on synthetic heads (:func:`attnlimits.theory.synthetic.gaussian_heads`, the preset's ``heads``
     scales spread geometrically over ``synthetic_scales``) at the preset's lengths (prefixes of one draw)."""
     p = get_preset(preset)
     t0 = time.perf_counter()
     scales = synthetic.geometric_scales(*p.synthetic_scales, p.heads)
     logits, x = synthetic.gaussian_heads(max(p.synthetic_L), scales, rows=p.rows, d=p.synthetic_d, seed=p.seed)
-    out = all_tables({L: (logits[:, :, :L], x[:, :L]) for L in p.synthetic_L}, p)
-    out["seconds"] = pd.DataFrame([{"part": "synthetic", "seconds": time.perf_counter() - t0}])
-    return out
+    tables = all_tables({L: (logits[:, :, :L], x[:, :L]) for L in p.synthetic_L}, p, progress=progress)
+    seconds = pd.DataFrame([{"part": "synthetic", "seconds": time.perf_counter() - t0}])
+    return AlternativesTables(**tables, seconds=seconds)
 
 
 def work(preset="reduced", n_layers: int = 30, n_heads: int = 9) -> dict[str, int]:
@@ -397,7 +394,7 @@ def model_layers(n_layers: int, count) -> list[int]:
     return sorted({round(i * (n_layers - 1) / (count - 1)) for i in range(count)})
 
 
-def model_tables(model, text, preset="reduced") -> dict[str, pd.DataFrame]:
+def model_tables(model, text, preset="reduced", *, progress=False) -> AlternativesTables:
     """:func:`all_tables` on one window of ``text`` captured from ``model`` (:func:`model_heads`): the model's own
     logits and value vectors, every normaliser swapped in on the same logits."""
     from attnlimits import models
@@ -407,26 +404,47 @@ def model_tables(model, text, preset="reduced") -> dict[str, pd.DataFrame]:
     t0 = time.perf_counter()
     layers = model_layers(models.facts(model)["n_layers"], p.layers)
     length = max(p.model_L) + p.model_rows - 1
-    windows = capture_windows(model, text, length=length, count=1, layers=layers)
+    windows = capture_windows(model, text, length=length, count=1, layers=layers, progress=progress)
     inputs = model_heads(windows, p.model_L, p.model_rows)
     captured = time.perf_counter() - t0
-    out = all_tables(inputs, p)
-    out["seconds"] = pd.DataFrame(
+    tables = all_tables(inputs, p, progress=progress)
+    seconds = pd.DataFrame(
         [{"part": "capture", "seconds": captured}, {"part": "model", "seconds": time.perf_counter() - t0}]
     )
-    out["layers"] = pd.DataFrame({"layer": layers})
-    return out
+    return AlternativesTables(**tables, seconds=seconds, layers=pd.DataFrame({"layer": layers}))
 
 
-def cached_model_tables(model, text, preset="reduced", *, root=None) -> dict[str, pd.DataFrame]:
-    """:func:`model_tables` from the cache when the same model weights, text, preset and code produced it."""
+def _model_data(model, text, p: AlternativesPreset) -> dict:
+    """What a model's tables depend on besides the code: the model's weights and the text (their SHA-256; a model
+    without provenance by its class name, a bare string by its own hash) and the preset."""
     prov = getattr(model, "provenance", None)
-    model_key = prov.as_dict().get("sha256") if prov is not None else type(model).__name__
-    text_key = text.provenance.sha256 if hasattr(text, "provenance") else hashlib.sha256(str(text).encode()).hexdigest()
-    key = {"model_sha256": model_key, "text_sha256": text_key, "preset": get_preset(preset)}
-    return cached("model", model_tables, model, text, preset, root=root, key=key)
+    model_sha = prov.as_dict().get("sha256") if prov is not None else type(model).__name__
+    text_sha = text.provenance.sha256 if hasattr(text, "provenance") else hashlib.sha256(str(text).encode()).hexdigest()
+    return {"model_sha256": model_sha, "text_sha256": text_sha, "preset": p}
 
 
-def cached_synthetic_tables(preset="reduced", *, root=None) -> dict[str, pd.DataFrame]:
-    """:func:`synthetic_tables` from the cache when the same preset and code produced it."""
-    return cached("synthetic", synthetic_tables, preset, root=root, key={"preset": get_preset(preset)})
+def results(model=None, text=None, preset="reduced", *, root=None, progress=False) -> AlternativesTables:
+    """Every diagnostic of chapter 33 for ``preset``: on the synthetic heads (:func:`synthetic_tables`) when neither
+    ``model`` nor ``text`` is given, else on ``model``'s heads over ``text`` (:func:`model_tables`).
+
+    Read from the results cache when the same preset, data (the model's and the text's SHA-256) and code produced
+    it, else computed now and cached in ``<root>/alternatives/synthetic-<data>`` or ``model-<data>``
+    (:func:`attnlimits.infra.cache.cached`; ``root``: :func:`attnlimits.infra.provenance.results_root` by default).
+    ``progress``: a bar over the diagnostics (:func:`attnlimits.infra.progress.progress_bar`)."""
+    p = get_preset(preset)
+    if (model is None) != (text is None):
+        raise ValueError("model, text: give both (a model's heads on a text) or neither (the synthetic heads)")
+    if model is None:
+        name, fn, args, data = "synthetic", synthetic_tables, (), {"preset": p}
+    else:
+        name, fn, args, data = "model", model_tables, (model, text), _model_data(model, text, p)
+    key = cache.study_key(__name__, fn=fn.__name__, data=data)
+    digest = hashlib.sha256(json.dumps([key["fn"], key["data"]], sort_keys=True).encode()).hexdigest()[:16]
+    folder = Path(provenance.results_root() if root is None else root) / "alternatives" / f"{name}-{digest}"
+    return cache.cached(
+        folder,
+        key,
+        compute=lambda: fn(*args, p, progress=progress),
+        save=lambda tables, entry: tables.save(entry),
+        load=AlternativesTables.load,
+    )

@@ -2,7 +2,7 @@
 
 Per length L, ``rows`` query rows are drawn (:func:`sample_rows`: one seeded row in each of ``rows`` equal blocks
 of ``0..L-1``, or every row when ``rows >= L``), their weights recomputed from the capture's q and k
-(:class:`attnlimits.studies.long_context.LongCapture`), and every per-head value is the stratified mean over the sampled
+(:class:`attnlimits.models.kv_capture.LongCapture`), and every per-head value is the stratified mean over the sampled
 rows that count, each row weighted by the rows of its block. So the cost grows like rows x L, not L^2. Every value
 carries its standard error from the row sample (0 when every row was read) and says how many rows it read
 (``rows_read``) and how many it stands for (``rows``).
@@ -27,6 +27,7 @@ import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -42,6 +43,7 @@ __all__ = [
     "BOOK_MODELS",
     "COLUMNS",
     "PRESETS",
+    "BookRuns",
     "LongPreset",
     "LongResults",
     "book_results",
@@ -211,7 +213,7 @@ def _weight_stats(a: torch.Tensor, pos: torch.Tensor, lengths: torch.Tensor, win
 
 def stats_table(captures, lengths, preset: str | LongPreset = "reduced", *, seed: int = 0, progress=None):
     """Every quantity of the module docstring per window, layer, head and length, on the sampled rows
-    (columns :data:`COLUMNS`). ``captures``: :func:`attnlimits.studies.long_context.capture_long` (or
+    (columns :data:`COLUMNS`). ``captures``: :func:`attnlimits.models.kv_capture.capture_long` (or
     :func:`attnlimits.experiments.capture_windows`) windows at least max(lengths) tokens long. With
     ``rows >= L`` (and ``g_rows >= L``) every row is read and the values equal the experiments' tables on the same
     capture (Algorithms 1, 4, 5 and the sink weights)."""
@@ -417,6 +419,8 @@ class LongResults:
     TABLES = ("stats", "critical", "exactness")
 
     def save(self, folder) -> Path:
+        """Write ``long_<table>.csv`` for each of :attr:`TABLES` (floats to 17 significant digits, so that they
+        read back exactly) and ``long_provenance.json`` into ``folder``; returns ``folder``."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         for name in self.TABLES:
@@ -426,6 +430,7 @@ class LongResults:
 
     @classmethod
     def load(cls, folder) -> LongResults:
+        """The tables and provenance :meth:`save` wrote into ``folder``."""
         folder = Path(folder)
         tables = {name: pd.read_csv(folder / f"long_{name}.csv", dtype={"window": str}) for name in cls.TABLES}
         return cls(**tables, provenance=json.loads((folder / "long_provenance.json").read_text()))
@@ -521,7 +526,9 @@ def run(
     return LongResults(stats, critical, exact, prov)
 
 
-def results(model, text, preset: str | LongPreset = "reduced", *, seed: int = 0, root=None, progress=None):
+def results(
+    model, text, preset: str | LongPreset = "reduced", *, seed: int = 0, root=None, progress=None
+) -> LongResults:
     """:func:`run` from the results cache when the same model, text, preset, seed and code produced it, else
     computed now and cached (``<root>/<model>/<text>/long-<preset>``)."""
     from attnlimits.models.describing import model_record
@@ -563,10 +570,19 @@ def _folder(model_id: str, text, preset: LongPreset, root=None) -> Path:
 BOOK_MODELS = ("fallback", "gemma3-270m")
 
 
-def book_results(preset: str | LongPreset = "reduced", *, progress=None) -> tuple[list[LongResults], list[str]]:
-    """:func:`results` of every model of :data:`BOOK_MODELS` that is present, on the book's text; and a sentence per
-    absent model saying why it is not there. A cached entry of this code, preset and text is read without loading
-    the model (a chapter reads it in a second); a missing or stale one is computed."""
+class BookRuns(NamedTuple):
+    """What :func:`book_results` found: the runs of the models that are present (``results``, in the order of
+    :data:`BOOK_MODELS`) and a sentence per absent model saying why it did not run (``not_run``). A tuple, so
+    ``found, not_run = book_results(...)`` unpacks it."""
+
+    results: list[LongResults]
+    not_run: list[str]
+
+
+def book_results(preset: str | LongPreset = "reduced", *, progress=None) -> BookRuns:
+    """:func:`results` of every model of :data:`BOOK_MODELS` that is present, on the book's text, and a sentence per
+    absent model saying why it is not there (:class:`BookRuns`). A cached entry of this code, preset and text is
+    read without loading the model (a chapter reads it in a second); a missing or stale one is computed."""
     from attnlimits import models
     from attnlimits.models import registry, texts
 
@@ -590,4 +606,4 @@ def book_results(preset: str | LongPreset = "reduced", *, progress=None) -> tupl
         except cache.StaleEntry:
             pass
         found.append(results(models.load(name), text, p, progress=progress))
-    return found, absent
+    return BookRuns(found, absent)

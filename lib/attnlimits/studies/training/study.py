@@ -15,8 +15,8 @@ the runs do not interact (Adam is elementwise).
 
 :func:`train` trains one group of runs and returns a :class:`Training`: a tidy per-step ``history`` (loss and
 the gradient norm of the attention parameters q and W_k) and one ``final`` row per run (test error, baselines,
-steps to a target loss, gradient statistics, divergence). :func:`sweep` runs a grid of groups, :func:`cached_sweep`
-keeps a preset's sweep in the results cache (:mod:`attnlimits.infra.cache`), keyed by the preset and the code.
+steps to a target loss, gradient statistics, divergence). :func:`sweep` runs a preset's grid of groups,
+:func:`results` keeps it in the results cache (:mod:`attnlimits.infra.cache`), keyed by the preset and the code.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -43,10 +44,9 @@ __all__ = [
     "Training",
     "TrainingPreset",
     "baseline_errors",
-    "cached_sweep",
     "get_preset",
+    "results",
     "selection_task",
-    "summarize",
     "sweep",
     "train",
     "work",
@@ -191,6 +191,24 @@ class Training:
 
     history: pd.DataFrame
     final: pd.DataFrame
+
+    #: Each table and the float format it is written with: the losses to 9 significant digits (float32 values),
+    #: the final rows to 17 (every float64 reads back exactly).
+    TABLES: ClassVar[dict[str, str]] = {"history": "%.9g", "final": "%.17g"}
+
+    def save(self, folder) -> Path:
+        """Write each table of :attr:`TABLES` to ``<folder>/<table>.csv``; the folder."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, float_format in self.TABLES.items():
+            getattr(self, name).to_csv(folder / f"{name}.csv", index=False, float_format=float_format)
+        return folder
+
+    @classmethod
+    def load(cls, folder) -> Training:
+        """The tables :meth:`save` wrote to ``folder``."""
+        folder = Path(folder)
+        return cls(**{name: pd.read_csv(folder / f"{name}.csv") for name in cls.TABLES})
 
 
 def _one_thread(fn):
@@ -515,41 +533,12 @@ def sweep(preset="reduced", *, progress: bool = False) -> Training:
     return Training(pd.concat(hist, ignore_index=True), pd.concat(fin, ignore_index=True))
 
 
-def summarize(final: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """Per group of ``by``: runs, diverged runs, median and worst relative error, median mass on the marked tokens,
-    runs reaching the target loss, median steps to it, mean gradient norm and the largest spike."""
-    g = final.groupby(list(by), sort=True)
-    return pd.DataFrame(
-        {
-            "runs": g.size(),
-            "diverged": g.diverged.sum(),
-            "rel_error": g.rel_error.median(),
-            "rel_error_worst": g.rel_error.max(),
-            "mass_on_marked": g.mass_on_marked.median(),
-            "reached": g.steps_to_target.count(),
-            "steps_to_target": g.steps_to_target.median(),
-            "grad_mean": g.grad_mean.mean(),
-            "grad_spike": g.grad_spike.max(),
-        }
-    ).reset_index()
-
-
-def _save(out: Training, folder: Path) -> None:
-    out.history.to_csv(folder / "history.csv", index=False, float_format="%.9g")
-    out.final.to_csv(folder / "final.csv", index=False, float_format="%.17g")
-
-
-def _load(folder: Path) -> Training:
-    return Training(pd.read_csv(folder / "history.csv"), pd.read_csv(folder / "final.csv"))
-
-
-def cached_sweep(preset="reduced", *, root=None, progress: bool = False) -> Training:
+def results(preset="reduced", *, root=None, progress: bool = False) -> Training:
     """:func:`sweep` from the cache entry ``<root>/training/<preset>`` when the same preset and code produced it,
     else computed and stored there (:func:`attnlimits.infra.cache.cached`; the key is the preset, the code of this
-    module
-    and of everything it imports, and the torch version). ``root``: :func:`attnlimits.infra.provenance.results_root` by
-    default."""
+    module and of everything it imports, and the torch version). ``root``:
+    :func:`attnlimits.infra.provenance.results_root` by default."""
     p = get_preset(preset)
     folder = Path(provenance.results_root() if root is None else root) / "training" / p.name
     key = cache.study_key(__name__, preset=p.as_dict())
-    return cache.cached(folder, key, lambda: sweep(p, progress=progress), _save, _load)
+    return cache.cached(folder, key, lambda: sweep(p, progress=progress), Training.save, Training.load)

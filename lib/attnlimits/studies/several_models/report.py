@@ -1,0 +1,170 @@
+"""Chapter 34's tables and figure, built from a several-model run
+(:class:`~attnlimits.studies.several_models.SeveralModels`): its ``manifest`` or its ``results`` (the experiments'
+:class:`attnlimits.experiments.Results` by label).
+
+- :func:`overview`        one row per model: present or why not, its shape, its times, the capture's exactness.
+- :func:`trained_labels`  the trained models that were present; :func:`run_id` what the run is.
+- :func:`summary`         one row per model: the measurements of Algorithms 1-5 side by side.
+- :func:`verdicts`        every experimental claim's verdict on every model.
+- :func:`trends`          each claim sorted by where it holds: trained models, untrained controls, both, neither.
+- :func:`figure`          d~ against L, N_s/N against N and g against T, one line per model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from attnlimits.experiments import paper_claims
+
+__all__ = ["figure", "overview", "run_id", "summary", "trained_labels", "trends", "verdicts"]
+
+
+def trained_labels(manifest: dict) -> list[str]:
+    """The labels of the trained models that were present in a run's ``manifest``, in the order of
+    :data:`attnlimits.studies.several_models.MODELS`."""
+    return [e["label"] for e in manifest["models"] if e["present"] and e["trained"]]
+
+
+def run_id(manifest: dict) -> tuple[tuple[str, ...], str | None, str]:
+    """What a run is, as :func:`attnlimits.experiments.paper_claims.describes` reads it: (the trained models
+    present, the text's name, the preset's name)."""
+    return tuple(trained_labels(manifest)), (manifest["text"] or {}).get("name"), manifest["preset"]["name"]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# side by side
+# ------------------------------------------------------------------------------------------------------------------
+def _one_over_t_range(res) -> tuple[float, float]:
+    """The T range where max-over-heads g (smallest eps, the model's logits) follows 1/T: the longest run of
+    consecutive grid intervals whose log-log slope lies in [-1.2, -0.8], as ``(T_lo, T_hi)``; NaNs when none."""
+    top = res.g_max()
+    T, g = np.log(top.index.to_numpy(float)), np.log(top.to_numpy(float))
+    ok = (np.diff(g) / np.diff(T) >= -1.2) & (np.diff(g) / np.diff(T) <= -0.8)
+    best, start = (0, -1), None
+    for i, flag in enumerate([*ok, False]):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            best = max(best, (i - start, start))
+            start = None
+    length, first = best
+    if length == 0:
+        return np.nan, np.nan
+    return float(top.index[first]), float(top.index[first + length])
+
+
+def summary(results: dict) -> pd.DataFrame:
+    """One row per model: critical N / L (median over L, KS level 0.05), the N_s/N plateau (median over heads,
+    averaged over N >= 16), the growth exponent of d~(L) (median over heads, N fixed), the range of T where the
+    most sensitive head's g follows 1/T, the slope of g for T < 0.1, and the attention sink's weight (median
+    and largest over heads)."""
+    rows = []
+    for label, res in results.items():
+        crit = res.critical[(res.critical.ks_level == 0.05) & (res.critical.reading == "E")].dropna(
+            subset=["critical_N"]
+        )
+        frac = crit.critical_N.astype(float) / crit.L
+        sep = res.alg4().groupby("N").ns_frac.median()
+        med = res.alg1().groupby("L").d_tilde.median()
+        top = res.g_max()
+        low = top[top.index < 0.1]
+        rows.append(
+            {
+                "model": label,
+                "critical N / L": float(frac.median()) if len(frac) else np.nan,
+                "N_s/N plateau": float(sep[sep.index >= 16].mean()),
+                "d~ growth exponent": paper_claims.loglog_slope(med.index, med.values),
+                "g ~ 1/T from T": _one_over_t_range(res)[0],
+                "g ~ 1/T to T": _one_over_t_range(res)[1],
+                "g slope (T < 0.1)": paper_claims.loglog_slope(low.index, low.values),
+                "sink weight (median)": float(res.sink.sink_weight.median()),
+                "sink weight (max)": float(res.sink.sink_weight.max()),
+            }
+        )
+    return pd.DataFrame(rows).set_index("model")
+
+
+def verdicts(results: dict) -> pd.DataFrame:
+    """The verdict of every experimental claim of :mod:`attnlimits.experiments.paper_claims` on every model (one
+    column each)."""
+    return pd.DataFrame({label: paper_claims.claims(res).set_index("key").verdict for label, res in results.items()})
+
+
+def trends(results: dict, manifest: dict) -> pd.DataFrame:
+    """Each claim sorted by where it holds: ``every trained model and every untrained control`` (softmax itself),
+    ``every trained model only`` (learned), ``some trained models`` (depends on the model) or ``no trained
+    model``. "Holds" is the verdict "reproduced" ("inconclusive" does not hold: its interval does not decide)."""
+    table = verdicts(results)
+    trained = [e["label"] for e in manifest["models"] if e.get("present") and e.get("trained")]
+    controls = [e["label"] for e in manifest["models"] if e.get("present") and not e.get("trained")]
+    holds = table == paper_claims.REPRODUCED
+    rows = []
+    for key in table.index:
+        in_trained = int(holds.loc[key, trained].sum())
+        in_controls = int(holds.loc[key, controls].sum()) if controls else 0
+        if in_trained == len(trained) and controls and in_controls == len(controls):
+            where = "every trained model and every untrained control"
+        elif in_trained == len(trained):
+            where = "every trained model only" if controls else "every trained model"
+        elif in_trained:
+            where = "some trained models"
+        else:
+            where = "no trained model"
+        rows.append({"claim": key, "holds in": where, "trained": f"{in_trained}/{len(trained)}",
+                     "untrained": f"{in_controls}/{len(controls)}"})  # fmt: skip
+    return pd.DataFrame(rows).set_index("claim")
+
+
+def figure(results: dict):
+    """Three panels, one line per model (untrained controls dashed): median d~ against L (N fixed), median N_s/N
+    against N, and the largest g against T (smallest eps, the model's logits)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    colors = {}
+    for label, res in results.items():
+        base = label.removesuffix(" (untrained)")
+        color = colors.setdefault(base, f"C{len(colors)}")
+        style = {"color": color, "ls": "--" if base != label else "-", "marker": "o", "ms": 3, "label": label}
+        p = res.preset
+        med = res.alg1().groupby("L").d_tilde.median()
+        axes[0].loglog(med.index, med.values, **style)
+        sep = res.alg4().groupby("N").ns_frac.median()
+        axes[1].semilogx(sep.index, sep.values, **style)
+        top = res.g_max()
+        axes[2].loglog(top.index, top.values, **style)
+    axes[0].set(xlabel="L", ylabel="median d~ over heads", title=f"Figure 2a: d~ vs L (N = {p.alg1_N})")
+    axes[1].set(xlabel="N", ylabel="median N_s / N over heads", title=f"Figure 3: N_s/N (L = {p.alg4_L})")
+    axes[2].set(xlabel="T", ylabel="max g over heads", title="Figure 4: g(T) (smallest eps)")
+    axes[0].legend(fontsize=8)
+    return fig
+
+
+def overview(manifest: dict) -> pd.DataFrame:
+    """One row per model of the manifest: present or why not, its shape, load and run seconds, and on trained
+    models the capture's largest difference from ``output_attentions`` and whether every masked entry is exactly
+    where the layer's mask (causal, or causal and sliding) puts it."""
+    rows = []
+    for e in manifest["models"]:
+        if not e["present"]:
+            rows.append({"model": e["label"], "present": "no: " + e["reason"][:160]})
+            continue
+        f, x = e["facts"], e.get("exactness") or {}
+        mask = next((v for k, v in x.items() if k.startswith("masked entries")), None)
+        rows.append(
+            {
+                "model": e["label"],
+                "present": "yes",
+                "architecture": f["architecture"],
+                "layers x heads (kv)": f"{f['n_layers']} x {f['n_heads']} ({f['n_kv_heads']})",
+                "head dim": f["head_dim"],
+                "positions": f["positional"],
+                "load (s)": e["load_seconds"],
+                "run (s)": e["computed_seconds"],
+                "capture vs eager": x.get("weights vs eager output_attentions"),
+                "masks exact": None if mask is None else bool(mask),
+                "checked at L": x.get("L"),
+            }
+        )
+    return pd.DataFrame(rows).set_index("model")
