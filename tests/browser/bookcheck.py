@@ -263,6 +263,17 @@ def link_problems(page: Path, hrefs: list[str], html_root: Path) -> list[str]:
     return problems
 
 
+#: The calls that check a chapter's sentences against its numbers: they run in the build, tagged remove-cell.
+SENTENCE_CHECKS = ("paper_claims.assert_sentences(", "paper_claims.expect(")
+
+
+def shown_sentence_checks(html: str) -> list[str]:
+    """The code cells of a built page that check the prose's sentences: the page should show none of them."""
+    soup = BeautifulSoup(html, "html.parser")
+    cells = [cell.get_text() for cell in soup.select("div.cell_input")]
+    return [" ".join(c.split())[:80] for c in cells if any(call in c for call in SENTENCE_CHECKS)]
+
+
 def offline_problems(data: PageData) -> list[str]:
     """The page renders from the build alone: it requests nothing from the network and raises no JS error."""
     return [f"request to the network: {url}" for url in data.refused] + [

@@ -24,6 +24,7 @@ from bookcheck import (
     normalize_heading,
     output_problems,
     problems,
+    shown_sentence_checks,
     tex_problems,
     toc_problems,
 )
@@ -249,3 +250,9 @@ def test_mathjax_without_its_fonts_is_caught(synthetic_book, browser_context, tm
     data = inspect_page(browser_context, (html / "clean.html").as_uri())
     assert data.mathjax_loaded and len(data.math) == 4
     assert any("fonts failed to load" in p for p in mathjax_problems(data)), data.math_fonts
+
+
+def test_the_shown_check_detector_fires():
+    cell = '<div class="cell_input docutils container"><pre>_ = paper_claims.assert_sentences({})</pre></div>'
+    assert len(shown_sentence_checks(cell)) == 1
+    assert shown_sentence_checks(cell.replace("assert_sentences", "markdown")) == []
