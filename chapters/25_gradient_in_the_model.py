@@ -106,9 +106,10 @@ for (scaling, eps), part in g.groupby(["logit_scaling", "eps"]):
 # ## Paper reports, we measure
 #
 # Each row is computed from the tables above by a fixed rule (the `rule` column). The sentences after the table
-# describe the model and text that build this book (SmolLM2-135M-Instruct on the Python documentation); the cell
-# asserts their verdicts for that run, so the book fails to build if a number drifts from its sentence. On another
-# model or text the table is that run's, and the cell prints which verdicts differ from the sentences.
+# describe the model and text that build this book (SmolLM2-135M-Instruct on the Python documentation); a check
+# that runs with the page (left off the rendered book) asserts their verdicts for that run, so the book fails to
+# build if a number drifts from its sentence. On another model or text the table is that run's, and the check
+# prints which verdicts differ from the sentences.
 
 # %%
 claims = paper_claims.claims(res, "4")

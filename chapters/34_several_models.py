@@ -114,8 +114,8 @@ trends
 
 # %% [markdown]
 # What the tables say, for the models that built this page (SmolLM2-135M and Gemma-3-270M with their
-# controls, `reduced` preset; the cell after the list asserts every sentence on the numbers above, and on
-# another set of models, text or preset prints which sentences no longer hold instead):
+# controls, `reduced` preset; a check that runs with the page, left off the rendered book, asserts every sentence
+# on the numbers above, and on another set of models, text or preset prints which sentences no longer hold):
 #
 # - **Softmax itself.** The bound $d_{\max}$ holds for every head of every model (it is a theorem, so it must).
 #   The critical $N$ sits near the end of the row in every model, trained or not: between
