@@ -221,6 +221,10 @@ def full(preset: str, windows: int, repeats: int, jobs: int) -> tuple[float, flo
         f"rate of a float32 torch.bmm ({heads}, {length}, {length}) @ ({heads}, {length}, {head_dim}), median of 7"
     )
     print(f"  BLAS/threads: {_blas(fl['blas'])}; torch.get_num_threads() {fl['torch_threads']}")
+    print(
+        f"per window: {parts['total'] / windows:.1f} s, of which the capture floor (the forward pass) "
+        f"{parts['capture'] / windows:.1f} s and the matmul floor {floor / windows:.1f} s"
+    )
     return parts["total"], parts["capture"]
 
 
@@ -229,7 +233,9 @@ def main() -> None:
     skip = parser.add_mutually_exclusive_group()
     skip.add_argument("--skip-full", action="store_true", help="only the reduced-preset comparison (part 1)")
     skip.add_argument("--skip-reduced", action="store_true", help="only the full-preset runs (part 2)")
-    parser.add_argument("--windows", type=int, default=4, help="windows of the full run (default 4)")
+    parser.add_argument(
+        "--windows", type=int, default=None, help="windows of the full run (default: the preset's own count)"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="repeats of the fast side of part 1 (default 3)")
     parser.add_argument("--full-repeats", type=int, default=3, help="runs of the full preset (default 3)")
     parser.add_argument(
@@ -243,7 +249,8 @@ def main() -> None:
         speed_up = reduced(model, text, windows=2, repeats=args.repeats)
         print(f"peak RSS of the comparison: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB")
     if not args.skip_full:
-        run_wall, capture = full(args.preset, args.windows, args.full_repeats, args.jobs)
+        windows = args.windows or al.experiments.get_preset(args.preset).windows
+        run_wall, capture = full(args.preset, windows, args.full_repeats, args.jobs)
         print(f"{args.preset} preset: {run_wall:.1f} s")
         print(f"floor ratio: {run_wall / capture:.1f}x")
     if speed_up is not None:

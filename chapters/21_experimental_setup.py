@@ -27,7 +27,7 @@
 # network access gets the offline fallbacks instead, through the same code path, and the banner says so loudly.
 #
 # Every experiment of this part of the book {cite}`mudarisov2025limitations` reads the attention of every head
-# of a pretrained model on consecutive windows of a book. This chapter fixes how: which model and text are
+# of a pretrained model on windows of a book spread over its whole length. This chapter fixes how: which model and text are
 # loaded, what exactly is captured from one forward pass, and live checks that the captured numbers are the
 # model's own.
 
@@ -72,9 +72,11 @@ pd.Series(al.models.facts(model), name="value").to_frame()
 # the hash on every later use. Offline it falls back to the Python reference manual's topic pages
 # (`pydoc_data.topics`), the longest English prose every Python installation carries.
 #
-# An experiment reads `count` consecutive, non-overlapping windows of `length` tokens, starting at the first
-# chapter (for a text without chapters, at its beginning). Here: one window of $L = 1024$ tokens, GPT-2's whole
-# context.
+# An experiment reads `count` non-overlapping windows of `length` tokens spread evenly over the text, from the
+# first chapter (for a text without chapters, its beginning) to its end: window $i$ of $W$ starts at token
+# $i\,(n - L) / (W - 1)$ of the $n$ tokens, so that the windows, the independent units every interval of the book
+# resamples, come from every part of the text; each run's `provenance.json` lists where they start
+# (`window_starts`). Here: one window of $L = 1024$ tokens, GPT-2's whole context.
 
 # %%
 L = 1024

@@ -23,8 +23,9 @@
 # # The critical number of selected tokens (Algorithm 3)
 #
 # **Data:** the pretrained model and the text named in the banner below (GPT-2 on *War and Peace* when they can
-# be loaded, else the offline fallbacks), the book's `paper` preset: 4 consecutive windows of 1024 tokens, every
-# layer and every head.
+# be loaded, else the offline fallbacks), the book's `paper` preset: 12 windows of 1024 tokens spread evenly over
+# the whole text, every layer and every head, each head's values the means over a stratified sample of its rows
+# (every row below 128, then one in 32).
 #
 # How many tokens can a head select before what it keeps looks no different from a random selection? The paper's
 # Figure 2c {cite}`mudarisov2025limitations` answers with a statistical test: for each length $L$, the *critical*
@@ -82,9 +83,12 @@ primary.pivot(index="L", columns="ks_level", values=columns).round(3)
 
 # %% [markdown]
 # The interval is the 95 % percentile interval of the critical $N$ over 1,000 bootstrap draws of the windows (a
-# window drawn twice counts twice): how far the answer would move on other text of the same kind. It is only as
-# fine as the $N$ the search evaluated, and with the preset's 4 windows it is coarse; more windows narrow it
-# (`attnlimits analyze --windows 16`).
+# window drawn twice counts twice): how far the answer would move on other passages of the same text. It is only
+# as fine as the $N$ the search evaluated. A critical $N$ is a step function of the windows drawn, so the jackknife
+# t interval the other claims use does not apply to it; the percentile bootstrap is what remains, and it is too
+# narrow with few windows (on smooth statistics the book's simulation finds it covers about 86 % at 8 windows
+# and 91–93 % at 32, `tests/infra/test_interval_coverage.py`): read these intervals as the least uncertainty
+# there is, and the per-length decisions below as decided on them.
 
 # %% [markdown]
 # How the search got there: the p-value of every $N$ it evaluated, per $L$.
@@ -137,15 +141,15 @@ by_reading.round(3)
 
 # %% tags=["remove-cell"]
 _ = paper_claims.assert_sentences({
-    "E_perm reaches the level at no N < L": bool(
-        crit[crit.reading == "E_perm"].critical_N.isna().all()
+    "E_perm reaches the level, if at all, only above 0.9 L": bool(
+        (crit[crit.reading == "E_perm"].fraction.fillna(1) > 0.9).all()
     ),
 }, described=paper_claims.describes(res))
 
 # %% [markdown]
-# `E_perm` reaches the level at no $N < L$, at any length and level, so it has no line: $\tilde d$ never looks like
-# the permutation null (the null's aggregate is larger, {doc}`22_distance_vs_length`), and its interval sits at
-# $N \approx L$ (a bootstrap draw that reaches no $N$ counts as $N = L$).
+# `E_perm` reaches the level, if at all, only above $0.9\,L$, where almost every token is selected: $\tilde d$
+# does not look like the permutation null (the null's aggregate is larger, {doc}`22_distance_vs_length`), and its
+# interval sits at $N \approx L$ (a bootstrap draw that reaches no $N$ counts as $N = L$).
 
 # %% [markdown]
 # ## Beside the KS test
@@ -203,9 +207,14 @@ print(f"critical N / L between {fraction.min():.2f} and {fraction.max():.2f}; "
       f"largest change without token 0: {gap.max():.3f}")
 
 # %% tags=["remove-cell"]
-expected = {"fig2c-critical": "not reproduced", "fig2c-proportional": "reproduced"}
+expected = {
+    "fig2c-critical": "not reproduced",
+    "fig2c-proportional": "depends on the reading",
+}
 _ = paper_claims.expect(res, claims, expected)
-_ = paper_claims.expect(no_sink, paper_claims.claims(no_sink, "2c"), expected)
+# without token 0 the run computes the book's reconstruction E alone
+expected_no_sink = {**expected, "fig2c-proportional": "reproduced"}
+_ = paper_claims.expect(no_sink, paper_claims.claims(no_sink, "2c"), expected_no_sink)
 if paper_claims.describes(res):
     assert fraction.min() > 0.5  # far more than 6 % of the tokens
     assert (crit_no_sink.fraction > 0.5).all() and gap.max() < 0.15
@@ -217,15 +226,18 @@ if paper_claims.describes(res):
 #   far outside the rule's band $[0.03, 0.12]$. The reason is the one {doc}`22_distance_vs_length` found: the kept
 #   aggregate $s$ is dominated by a few heavy tokens that a random selection almost never contains, so $\tilde d$
 #   grows like $(\ell - N)\lVert s \rVert$ while $E$ stays bounded, and the two meet only as $N \to \ell$, where
-#   both fall to zero.
-# - **Reproduced, but no evidence of selection by content: the proportionality.** The critical $N$ grows in
-#   proportion to $L$. Untrained controls show the same ({doc}`34_several_models`): with $E$ bounded and $\tilde d$
-#   linear, the meeting point is a fixed fraction of the row for any concentrated weights, so the KS test here
-#   measures how concentrated the weights are, not which tokens they pick.
-# - **What would give the paper's number:** the reading `E_full` (the inner factor $N/(\ell - 1)$ replaced by 1)
-#   puts the critical $N$ at a few per cent of $L$, shrinking as $L$ grows (the table of readings above) — the
-#   paper's "fewer than 6 %" and its sub-linear growth. The book presents this as a hypothesis about the paper's
-#   computation.
+#   both fall to zero. The rule is decided length by length, and every reading fails it somewhere (the table of
+#   readings above), so the verdict does not depend on the reading.
+# - **Depends on the reading: the proportionality.** Under `E` the critical $N$ grows in proportion to $L$
+#   (with or without the sink), but that is no evidence of selection by content: untrained controls show the same
+#   ({doc}`34_several_models`), since with $E$ bounded and $\tilde d$ linear the meeting point is a fixed fraction
+#   of the row for any concentrated weights. Under `E_full` the critical $N$ grows far slower than $L$, and
+#   `E_perm` reaches the level at no $N$. The claims table shows each reading's verdict.
+# - **No reading gives both.** `E_full` puts the critical $N$ at a few per cent of $L$ at short lengths — the
+#   order of the paper's "fewer than 6 %" — but its fraction falls with $L$ and leaves the band at the longest
+#   lengths, so neither its constant nor its proportionality holds; `E` has the proportionality at over 0.8 of
+#   $L$. On this model and text no reading of the expectation reproduces both halves of Figure 2c
+#   ({doc}`22_distance_vs_length` sets out what each reading predicts).
 #
 # The paper's guideline "keep the active set below about 6 % of the context" therefore does not follow from this
 # experiment with the book's reconstruction of $E$; the introduction's claims table marks it accordingly.

@@ -23,8 +23,9 @@
 # # Geometric separability in the model (Algorithm 4)
 #
 # **Data:** the pretrained model and the text named in the banner below (GPT-2 on *War and Peace* when they can
-# be loaded, else the offline fallbacks), the book's `paper` preset: 4 consecutive windows of 1024 tokens, every
-# layer and every head.
+# be loaded, else the offline fallbacks), the book's `paper` preset: 12 windows of 1024 tokens spread evenly over
+# the whole text, every layer and every head, each head's values the means over a stratified sample of its rows
+# (every row below 128, then one in 32).
 #
 # Of the $N$ tokens a head selects, how many can be told apart from the tokens it drops, in the geometry of the
 # weighted embeddings? The paper's Figure 3 {cite}`mudarisov2025limitations` reports that the distinguishable
@@ -123,7 +124,7 @@ if paper_claims.describes(res):
 # On this model the embeddings give a larger distinguishable fraction than the values at every $N > 1$, but it
 # falls over the whole grid as well, below the paper's 0.70 at $N = 64$: neither reading shows the paper's
 # plateau with every token counted. Which tokens the paper normalised does not explain the gap to Figure 3;
-# leaving out token 0 closes it (next section).
+# leaving out token 0 brings the fraction near the paper's band without making it level off (next section).
 #
 # ## Without the attention sink
 #
@@ -149,7 +150,7 @@ by_n.round(3).to_frame("median N_s/N, token 0 left out")
 # ## How many heads cover a token
 #
 # The paper's multi-head corollary: if each of $H$ independent heads separates a token with probability $p$, at
-# least one does with probability $1 - (1 - p)^H$. With $p$ the measured plateau:
+# least one does with probability $1 - (1 - p)^H$. With $p$ the measured level for $N \ge 16$:
 
 # %%
 plateau = float(summary.loc[summary.index >= 16, "ns_frac_median"].mean())
@@ -176,25 +177,27 @@ short = ("paper", "measured", "verdict")
 Markdown(paper_claims.markdown(claims_no_sink, columns=short))
 
 # %% tags=["remove-cell"]
-_ = paper_claims.expect(
-    res, claims, {"fig3-plateau": "not reproduced", "fig3-bounds": "reproduced"}
-)
-_ = paper_claims.expect(
-    no_sink, claims_no_sink, {"fig3-plateau": "reproduced", "fig3-bounds": "reproduced"}
-)
+expected = {"fig3-plateau": "not reproduced", "fig3-bounds": "holds"}
+_ = paper_claims.expect(res, claims, expected)
+_ = paper_claims.expect(no_sink, claims_no_sink, expected)
+tail = by_n.loc[by_n.index >= 16]
 # Theorem 2's lower bound holds in every head
 assert (sep.lower <= sep.ns_frac + 1e-9).all()
 medians = summary.ns_frac_median
 if paper_claims.describes(res):
     assert medians.is_monotonic_decreasing and medians.loc[64] < 0.6
+    # without token 0: still falling from N = 16 on, though near the paper's band
+    assert tail.is_monotonic_decreasing and tail.iloc[-1] < tail.iloc[0]
 
 # %% [markdown]
-# - **Not reproduced with every token, reproduced without the sink:** counting token 0, the distinguishable
-#   fraction does not saturate at 0.70–0.85; it falls over the whole grid, below 0.6 at $N = 64$. The sink's
-#   scaled embedding sits far from the others, so the context vector $s$ lies far from every other selected token
-#   and few of them fit in the ball. With token 0 left out the fraction levels off inside the paper's band, as the
-#   second table shows.
-# - **Reproduced:** Theorem 2's lower bound holds in every head (it holds row by row, chapter 14) and is
-#   conservative — mostly vacuous; the upper bound, as the book reconstructs it, stays above every head's
-#   $N_s/N$ here and follows the largest of them. Chapter 14 shows that this reconstruction is not a valid bound
-#   in general (a counterexample on synthetic data); on this model's heads it is not violated.
+# - **Not reproduced, with every token or without the sink:** counting token 0, the distinguishable fraction does
+#   not saturate at 0.70–0.85; it falls over the whole grid, below 0.6 at $N = 64$. The sink's scaled embedding
+#   sits far from the others, so the context vector $s$ lies far from every other selected token and few of them
+#   fit in the ball. With token 0 left out the fraction comes near the paper's band, but it is still falling from
+#   $N = 16$ to $N = 64$ (the second table), and the rule asks for a level that has stopped moving: a plateau
+#   that is still falling is no plateau, so this too is not reproduced.
+# - **Sanity check, not a reproduction:** Theorem 2's lower bound holds in every head (it holds row by row,
+#   chapter 14, so the data could not refute it) and is conservative — mostly vacuous; the upper bound, as the
+#   book reconstructs it, stays above every head's $N_s/N$ here and follows the largest of them. Chapter 14 shows
+#   that this reconstruction is not a valid bound in general (a counterexample on synthetic data); on this model's
+#   heads it is not violated. Neither is counted among the reproductions.

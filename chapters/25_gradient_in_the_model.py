@@ -23,8 +23,8 @@
 # # Gradient sensitivity in the model (Algorithm 5)
 #
 # **Data:** the pretrained model and the text named in the banner below (GPT-2 on *War and Peace* when they can
-# be loaded, else the offline fallbacks), the book's `paper` preset: 4 consecutive windows, the first 256 tokens
-# of each, every layer and every head.
+# be loaded, else the offline fallbacks), the book's `paper` preset: 12 windows spread evenly over the whole text,
+# the first 256 tokens of each on a stratified sample of the rows, every layer and every head.
 #
 # How much does attention move when its logits move a little, and how does that depend on the temperature? The
 # paper's Figure 4 {cite}`mudarisov2025limitations` perturbs the logits of every head of GPT-2 and reports that
@@ -34,6 +34,7 @@
 
 # %%
 import numpy as np
+import pandas as pd
 from IPython.display import Markdown
 
 import attnlimits as al
@@ -61,6 +62,18 @@ print(res.summary())
 # \frac{\lVert \operatorname{softmax}((l_t + \varepsilon v)/T) - \operatorname{softmax}(l_t / T) \rVert_2}{\varepsilon}.
 # $$
 #
+# This is the paper's statistic, and the book computes it as the paper does: one value per head, its mean over
+# all of its rows $t$ in every window of text, then the largest of those values over the heads
+# (`Results.g_max`). A head that responds strongly on one passage and hardly at all on the others counts with
+# its average, not with its one passage.
+#
+# A maximum over heads has no valid interval. Resampling the windows cannot tell how far the largest head would
+# move on other text: the bootstrap of an extreme is inconsistent (its resampled values are never above it, so
+# the value sits at the end of its own interval). The figure and the table therefore show the paper's maximum
+# without an interval, and Figure 4's claims are decided on a statistic that has one: the 95th percentile over
+# heads of the same per-head values, with its 95 % interval from the cluster bootstrap over windows (BCa). It
+# still reads the most sensitive heads (about one in twenty) while resting on more than a single head.
+#
 # Two choices the paper leaves open, stated here. *Which logits:* the model feeds its softmax
 # $l = q \cdot k / \sqrt{d_{\text{head}}}$, so the model's own temperature is $T = 1$ on these logits; the table
 # keeps both the model-scaled logits (`logit_scaling = "model"`) and the raw dot products $q \cdot k$ (`"none"`).
@@ -75,32 +88,64 @@ print(res.summary())
 # theorem bounds every row's ratio, hence $g$, by $1/(2T)$; and $\lVert \alpha - \alpha' \rVert \le \sqrt 2$ bounds
 # it by $\sqrt 2 / \varepsilon$.
 
-# %% mystnb={"image": {"alt": "Log-log plot of the sensitivity g against the temperature T with the model-scaled logits, one colour per epsilon: the maximum over heads with markers and the 95 % bootstrap interval over windows of that maximum at the smallest epsilon as a band, the median head dashed, the paper's printed min{1/(4T), sqrt 2} as a solid line and the book's 1/(2T) dotted."}}
+# %% mystnb={"image": {"alt": "Log-log plot of the sensitivity g against the temperature T with the model-scaled logits, one colour per epsilon: the paper's g, the maximum over heads of each head's mean over its rows in every window, with markers and no interval; at the smallest epsilon the 95th percentile over heads with small squares and its 95 % bootstrap interval over windows as a band; the paper's printed min{1/(4T), sqrt 2} dashed and the book's 1/(2T) as a thin grey line."}}
 fig = figures.gradient_figure(res, "model")
 plotting.finish(fig, "25_fig4")
 
-# %% mystnb={"image": {"alt": "Log-log plot of the sensitivity g against the temperature T with the raw q.k logits, one colour per epsilon: the maximum over heads with markers and the 95 % bootstrap interval over windows of that maximum at the smallest epsilon as a band, the median head dashed, the paper's printed min{1/(4T), sqrt 2} as a solid line and the book's 1/(2T) dotted."}}
+# %% mystnb={"image": {"alt": "Log-log plot of the sensitivity g against the temperature T with the raw q.k logits, one colour per epsilon: the paper's g, the maximum over heads of each head's mean over its rows in every window, with markers and no interval; at the smallest epsilon the 95th percentile over heads with small squares and its 95 % bootstrap interval over windows as a band; the paper's printed min{1/(4T), sqrt 2} dashed and the book's 1/(2T) as a thin grey line."}}
 fig = figures.gradient_figure(res, "none")
 plotting.finish(fig, "25_fig4_raw")
 
+# %% [markdown]
+# The table gives the curves of the first figure: the paper's $g$ at each step $\varepsilon$ (no interval), the
+# 95th percentile over heads with its 95 % interval over windows, and, as a labelled alternative that is *not*
+# the paper's statistic, the largest mean of one head over a single window (`Results.g_max_per_window`). That
+# alternative lets one passage decide: it is never below the paper's $g$ and grows as more windows are read.
+
 # %%
 g = res.gradient
-top = g.groupby(["logit_scaling", "eps", "T"]).g.max().unstack("eps")
-top.loc["model"].map(lambda v: f"{v:.3g}")
+epsilons = sorted(set(g.eps))
+curves = {
+    (scaling, eps): res.g_max(eps, scaling)
+    for scaling in sorted(set(g.logit_scaling))
+    for eps in epsilons
+}
+q95 = paper_claims.g_quantile(res)  # the smallest eps, the model's logits
+per_window = res.g_max_per_window()
+smallest = f"eps = {epsilons[0]:g}"
+table = pd.DataFrame({f"paper's g, eps = {e:g}": curves["model", e] for e in epsilons})
+table = table.map(lambda v: f"{v:.3g}")
+table[f"95th percentile [95 %], {smallest}"] = [
+    f"{v:.3g} [{lo:.3g}, {hi:.3g}]"
+    for v, lo, hi in q95[["value", "lo", "hi"]].to_numpy()
+]
+table[f"per-window max (alternative), {smallest}"] = per_window.map("{:.3g}".format)
+print(f"95 % intervals: {q95.attrs['stated']}")
+table
 
 # %% [markdown]
 # ## The slope at low temperature
 
 # %%
-slopes = {}
-for (scaling, eps), part in g.groupby(["logit_scaling", "eps"]):
-    curve = part.groupby("T").g.max()
+def trend(curve):
+    """Log-log slopes of a curve in T below T = 0.1 and from T = 1 on, and its drop."""
     low, high = curve[curve.index < 0.1], curve[curve.index >= 1]
-    slopes[(scaling, eps)] = (paper_claims.loglog_slope(low.index, low.values),
-                              paper_claims.loglog_slope(high.index, high.values))
-    low_slope, high_slope = slopes[(scaling, eps)]
-    print(f"{scaling:>5} logits, eps = {eps:<6g}: g ~ T^{low_slope:.2f} for T < 0.1, "
-          f"T^{high_slope:.2f} for T >= 1")
+    return (paper_claims.loglog_slope(low.index, low.values),
+            paper_claims.loglog_slope(high.index, high.values),
+            float(curve.max() / high.iloc[0]))
+
+
+slopes = {key: trend(curve)[:2] for key, curve in curves.items()}
+for (scaling, eps), (low_slope, high_slope) in slopes.items():
+    print(f"{scaling:>5} logits, eps = {eps:<6g}: paper's g ~ T^{low_slope:.2f} "
+          f"for T < 0.1, T^{high_slope:.2f} for T >= 1")
+paper_low, _, paper_drop = trend(curves[("model", epsilons[0])])
+alt_low, _, alt_drop = trend(per_window)
+q_low, _, q_drop = trend(q95["value"])
+print(f"{smallest}, model logits, T < 0.1 and drop to T = 1:")
+print(f"  the paper's g ~ T^{paper_low:.2f}, drop x{paper_drop:.1f}")
+print(f"  the 95th percentile over heads ~ T^{q_low:.2f}, drop x{q_drop:.1f}")
+print(f"  the per-window max (alternative) ~ T^{alt_low:.2f}, drop x{alt_drop:.1f}")
 
 # %% [markdown]
 # ## Paper reports, we measure
@@ -118,25 +163,44 @@ Markdown(paper_claims.markdown(claims))
 # %% tags=["remove-cell"]
 _ = paper_claims.expect(res, claims, {
     "fig4-slope": "not reproduced",
-    "fig4-drop": "inconclusive",
-    "fig4-printed-bound": "not reproduced",
+    "fig4-drop": "not reproduced",
+    "fig4-printed-bound": "reproduced",
 })
-# the book's sharp bound holds for every head
+# the book's sharp bound holds for every head and window
 assert (g.g <= 1 / (2 * g["T"]) * (1 + 1e-9)).all()
 assert (g.g <= np.sqrt(2) / g.eps * (1 + 1e-9)).all()
-if paper_claims.describes(res):
-    assert all(-1.3 <= high <= -0.9 and low > -0.8 for low, high in slopes.values())
+# a head's mean over its windows is never above its largest mean over one window
+assert (per_window >= curves[("model", epsilons[0])] * (1 - 1e-12)).all()
+median_low = trend(res.g_heads().median(axis=1))[0]
+_ = paper_claims.assert_sentences({
+    "the paper's g falls about as 1/T from T = 1 on, every step and logit scale": all(
+        -1.3 <= high <= -0.9 for _, high in slopes.values()
+    ),
+    "below T = 0.1 the paper's g grows far more slowly than 1/T (slope > -0.8)": all(
+        low > -0.8 for low, _ in slopes.values()
+    ),
+    "the median head's g is flat or falls below T = 0.1": bool(median_low > -0.2),
+}, described=paper_claims.describes(res))
 
 # %% [markdown]
-# - **Inconclusive: the drop by two orders of magnitude.** $g$ falls steeply once $T \ge 1$ — like $1/T$ or slightly
-#   faster (the slopes above), since the weights spread and every row responds like the Jacobian
-#   $(\operatorname{diag}\alpha - \alpha\alpha^\top)/T$. But the drop from the largest $g$ to $g$ at $T = 1$
-#   sits at the lower edge of the rule's band ($\times 30$ to $\times 300$), and its 95 % interval over windows
-#   (the table) straddles that edge: the four windows do not decide it.
+# - **Not reproduced: the drop by two orders of magnitude.** $g$ falls steeply once $T \ge 1$ — like $1/T$ or
+#   slightly faster (the slopes above), since the weights spread and every row responds like the Jacobian
+#   $(\operatorname{diag}\alpha - \alpha\alpha^\top)/T$. But at low temperature $g$ levels off instead of
+#   climbing, so there is little to fall from: the paper's $g$ drops from its largest value to its value at
+#   $T = 1$ by the factor printed above, and the 95th percentile over heads, on which the rule decides, by a
+#   factor whose 95 % interval over windows (the table) lies wholly outside the band of $\times 30$ to
+#   $\times 300$.
 # - **Not reproduced:** below $T = 0.1$ the response does not keep growing like $1/T$. At low temperature each row
 #   is nearly one-hot, a small perturbation changes almost nothing, and only rows with two nearly tied top logits
-#   respond — up to the $1/(2T)$ of chapter 15, but such rows are a small part of a head's mean. The largest
-#   head's $g$ grows much more slowly than $1/T$ (slopes above $-0.8$ for every step and both logit scales), and
-#   the median head's is flat or falls.
-# - **The printed curve is crossed by the model's own heads:** the largest $g$ exceeds $\min\{1/(4T), \sqrt 2\}$
-#   (the table's last row gives the factor). The book's bound $1/(2T)$ holds everywhere, as it must.
+#   respond — up to the $1/(2T)$ of chapter 15, but such rows are a small part of a head's mean. The paper's $g$
+#   grows much more slowly than $1/T$ (slopes above $-0.8$ for every step and both logit scales), so does the 95th
+#   percentile over heads (its interval in the table), and the median head's is flat or falls.
+# - **Reproduced, and no support for Corollary 3: the printed curve.** Each head's $g$, averaged over its rows in
+#   every window as the paper averages it, stays under $\min\{1/(4T), \sqrt 2\}$ at every $T$, step and logit
+#   scale (the table's last row gives the largest ratio). The curve is still not a bound (chapter 15 proves it is
+#   crossed), and a single head's mean over one window comes far closer to it than the averages do (the same row
+#   gives that factor too). The book's bound $1/(2T)$ holds everywhere, as it must.
+# - **The largest head decides nothing alone.** The paper's $g$ is shown beside each verdict, without an interval,
+#   because a maximum over heads has none that is valid. The per-window alternative (the table's last column,
+#   its slope and drop printed above) lets one passage of text set the curve; it is not what the paper computes,
+#   and it would keep moving as more windows are read.

@@ -131,11 +131,14 @@ plotting.finish(fig, "35-weights")
 # show it doing what the paper asks of a remedy: $l$ times the largest weight hardly moves on those layers,
 # because $l$ stops at 512. The price is the one the paper's Theorem 1 names from the other side: a token more
 # than 512 positions back is invisible, not merely down-weighted, and the three full-attention layers carry the
-# whole long-range load. On them every trend of this chapter looks like SmolLM2's.
+# whole long-range load. On them every trend of this chapter looks like SmolLM2's. The verdicts below read trends
+# in $L$ on full-attention layers only: on a window layer they hold or fail by construction. (The attention sink
+# is shown in the figures and the main table but is no claim of the paper: the paper never says that the sink
+# vanishes, only that bounded logits make every weight vanish.)
 
 # %%
 verdicts = report.claims_table(results)
-lemma = verdicts[verdicts.key.str.startswith(("lemma1", "sink"))]
+lemma = verdicts[verdicts.key.str.startswith("lemma1")]
 short = ("model", "paper", "measured", "verdict")
 Markdown(paper_claims.markdown(lemma, columns=short))
 
@@ -170,10 +173,11 @@ fig = report.figure_critical(results)
 plotting.finish(fig, "35-critical")
 
 # %% [markdown]
-# Against $E$ the critical fraction stays where chapter 23 found it at 1,024 tokens, high up the grid, at every
-# length; against $E_\text{full}$ the critical $N$ stays at a few dozen tokens, so its fraction falls as $L$ grows.
-# The two readings tell opposite stories about "fewer than 6 % of the tokens", at eight times GPT-2's length as
-# at 1,024. (Gemma's sliding-window layers have no row with more than 512 tokens, so against $E$ they reach no
+# Against $E$ the critical fraction stays where chapter 23 found it, high up the grid, at every length (on
+# SmolLM2 its slope in $L$ is flat, the table at the end of the page). Against $E_\text{full}$ the critical $N$
+# stays at a few dozen tokens, so its fraction falls roughly like $1/L$; but the grid brackets it between points
+# about three times apart, too coarsely for the rule to decide: inconclusive, as are both readings on Gemma's
+# full-attention layers. (Gemma's sliding-window layers have no row with more than 512 tokens, so against $E$ they reach no
 # $N$ of the grid. On Gemma's three full-attention layers the test compares only twelve heads: the decision is
 # fragile there, and the draws, which add the row-sampling error to values that already carry it, can cross the
 # level before the measured values do, so an interval need not contain its point.)
@@ -246,14 +250,9 @@ NOT, OK = paper_claims.NOT, paper_claims.REPRODUCED
 expected = {  # (model, claim): the verdict the sentences of this page state
     (smol, "lemma1-full"): NOT,
     (gemma, "lemma1-full"): NOT,
-    (gemma, "lemma1-sliding"): OK,
-    (smol, "sink-full"): NOT,
-    (gemma, "sink-full"): NOT,
-    (gemma, "sink-sliding"): NOT,
     (smol, "distance-full"): OK,
-    (gemma, "distance-sliding"): NOT,
     (smol, "critical-E-full"): OK,
-    (smol, "critical-E_full-full"): NOT,
+    (smol, "critical-E_full-full"): paper_claims.INCONCLUSIVE,
     (smol, "plateau-full"): NOT,
 }
 sentences = {

@@ -625,8 +625,11 @@ def test_cli_analyze_end_to_end(tiny_dir, tmp_path, capsys):
     claims = pd.read_csv(out / "claims.csv")
     assert {"key", "verdict", "value", "value_lo", "value_hi"} <= set(claims.columns)
     assert claims.key.is_unique and len(claims) == len(paper_claims.claims(res))
-    readings = pd.read_csv(out / "readings.csv")
-    assert set(readings.reading) == set(experiments.READINGS) and {"growth_lo", "growth_hi"} <= set(readings.columns)
+    readings = pd.read_csv(out / "readings.csv")  # every rule on the expectation held to every reading
+    assert set(readings.reading) == set(experiments.READINGS) and {"lo", "hi", "units"} <= set(readings.columns)
+    assert set(readings.key) == set(paper_claims.READING_RULES) and (readings.units <= 1).all()  # one window
+    predictions = pd.read_csv(out / "predictions.csv")
+    assert set(predictions.reading) == set(experiments.READINGS)
 
 
 def test_text_too_short_for_the_windows(tiny_dir):

@@ -88,20 +88,52 @@ def test_bootstrap_counts_a_window_drawn_twice_as_two_windows():
 
     value, lo, hi = statistics.bootstrap_windows(t, windows_seen, resamples=50, seed=0)
     assert value == lo == hi == 3  # every draw has three distinct windows, even with repeats
-    assert all(sizes == [3, 3, 3] for sizes in seen)
-    assert len(seen) > 2  # the original and more than one distinct draw
+    assert seen[-3:] == [[3, 3]] * 3  # BCa's jackknife: the table with one window left out, for each window
+    assert all(sizes == [3, 3, 3] for sizes in seen[:-3])
+    assert len(seen) > 2 + 3  # the original and more than one distinct draw
 
 
-def test_bootstrap_matches_a_plain_loop_over_draws():
-    """Evaluating once per distinct multiset of windows gives the numbers of evaluating every draw."""
-    t = _by_window(windows=4)
+def _textbook_bca(value, draws, jack, level=0.95):
+    """Efron's BCa interval, written out: bias z0 from the share of draws below the value (ties half),
+    acceleration from the jackknife's skew, percentiles of the draws at the moved levels."""
+    from scipy.stats import norm
+
+    draws, jack = np.asarray(draws), np.asarray(jack)
+    z0 = norm.ppf((np.sum(draws < value) + 0.5 * np.sum(draws == value)) / len(draws))
+    d = jack.mean() - jack
+    a = np.sum(d**3) / (6 * np.sum(d**2) ** 1.5)
+    z = norm.ppf([(1 - level) / 2, (1 + level) / 2])
+    return tuple(np.percentile(draws, 100 * norm.cdf(z0 + (z0 + z) / (1 - a * (z0 + z)))))
+
+
+def test_bootstrap_is_the_bca_interval_of_a_plain_loop_over_draws():
+    """Evaluating once per distinct multiset of windows gives the numbers of evaluating every draw, and the
+    interval is BCa: the percentiles of the draws moved by their bias and by the jackknife's skew."""
+    t = _by_window(windows=6).assign(x=lambda s: np.exp(2 * s.x))  # skewed: BCa moves the ends
+
+    def top(s):
+        return float(s.x.quantile(0.8))
+
     rng = np.random.default_rng(7)
-    plain = []
-    for draw in rng.integers(0, 4, size=(300, 4)):
-        plain.append(np.median(np.concatenate([t.x[t.window == w] for w in draw])))
-    want = np.percentile(plain, [2.5, 97.5])
-    _, lo, hi = statistics.bootstrap_windows(t, lambda s: s.x.median(), resamples=300, seed=7)
-    assert (lo, hi) == tuple(want)
+    plain = [top(pd.concat([t[t.window == w] for w in draw])) for draw in rng.integers(0, 6, size=(300, 6))]
+    jack = [top(t[t.window != w]) for w in range(6)]
+    value, lo, hi = statistics.bootstrap_windows(t, top, resamples=300, seed=7)
+    assert value == top(t)
+    assert (lo, hi) == pytest.approx(_textbook_bca(value, plain, jack), rel=1e-12)
+    assert (lo, hi) != pytest.approx(tuple(np.percentile(plain, [2.5, 97.5])), rel=1e-3)  # not the percentiles
+
+
+def test_bootstrap_windows_is_bootstrap_units_on_a_pooled_mean():
+    """The tidy-table bootstrap and the fast one over per-window sums give one interval: same draws, same BCa."""
+    t = _by_window(windows=9).assign(rows=lambda s: 1.0 + s.index % 4, head=0)
+
+    def pooled(s):
+        return float((s.rows * s.x).sum() / s.rows.sum())
+
+    sums = statistics.UnitSums(t, ["x"], by="head")
+    fast = statistics.bootstrap_units(sums.units, lambda c: float(sums.means(c).x.iloc[0]), resamples=400, seed=2)
+    assert statistics.bootstrap_windows(t, pooled, resamples=400, seed=2) == pytest.approx(fast[:3], rel=1e-12)
+    assert fast.units == 9 and fast.method == "bca"
 
 
 def test_bootstrap_with_one_window_collapses_and_checks_its_arguments():
@@ -220,8 +252,10 @@ def test_each_reading_is_tested_against_its_own_d_tilde():
 def test_critical_intervals_bracket_the_critical_n_on_evaluated_n():
     heads = _heads(windows=5)
     t = statistics.critical_intervals(heads, [0.01, 0.05], resamples=300, seed=1)
-    assert list(t.columns) == ["L", "reading", "ks_level", "critical_N_lo", "critical_N_hi"]
+    columns = ["L", "reading", "ks_level", "critical_N_lo", "critical_N_hi", "units", "method"]
+    assert list(t.columns) == columns
     assert len(t) == 2 * 2 * 2
+    assert (t.units == 5).all() and (t.method == "percentile").all()
     for r in t.itertuples():
         n = statistics.critical_from_heads(heads, r.L, r.reading, r.ks_level)
         assert r.critical_N_lo <= n <= r.critical_N_hi
@@ -231,6 +265,7 @@ def test_critical_intervals_bracket_the_critical_n_on_evaluated_n():
     again = statistics.critical_intervals(heads, [0.01, 0.05], resamples=300, seed=1)
     pd.testing.assert_frame_equal(t, again)
     single = statistics.critical_intervals(heads[heads.window == 0], [0.05], resamples=50)
+    assert (single.units == 1).all() and (single.method == "none").all()
     for r in single.itertuples():
         n = statistics.critical_from_heads(heads[heads.window == 0], r.L, r.reading, 0.05)
         assert r.critical_N_lo == r.critical_N_hi == (r.L if n is None else n)
@@ -244,6 +279,26 @@ def test_critical_draws_give_each_draw_the_critical_n_of_its_windows():
     for r in draws[draws.draw.isin([0, 7, 29])].itertuples():
         n = statistics.critical_from_heads(heads, r.L, "E", 0.05, windows=chosen[r.draw].tolist())
         assert r.critical_N == (r.L if n is None else n)
+
+
+def test_bootstrap_units_draws_the_windows_of_critical_draws():
+    """Draw i of bootstrap_units is draw i of critical_draws (same seed): a statistic read per draw lines up."""
+    heads = _heads(windows=5)
+    sums = statistics.UnitSums(heads[(heads.L == 64) & (heads.reading == "E")], ["d_tilde"], by=["N", "layer", "head"])
+    seen = []
+
+    def critical(counts):
+        seen.append(counts)
+        return np.zeros(len(counts))
+
+    statistics.bootstrap_units(sums.units, critical, resamples=40, seed=3, batch=True)
+    draws = statistics.critical_draws(heads, [0.05], resamples=40, seed=3, readings=["E"])
+    at = draws[draws.L == 64].set_index("draw").critical_N
+    for i in (0, 11, 39):
+        windows = np.repeat(sums.units, seen[-1][i].astype(int)).tolist()
+        n = statistics.critical_from_heads(heads, 64, "E", 0.05, windows=windows)
+        assert at[i] == (64 if n is None else n)
+    assert len({tuple(row) for row in seen[-1]}) > 20  # the draws differ
 
 
 def test_critical_intervals_count_no_n_reached_as_l():

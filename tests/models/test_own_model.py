@@ -338,8 +338,9 @@ def test_a_hooked_transformer_gives_the_tables_of_the_same_weights_in_transforme
     ours = experiments.run(loaded, text, PRESET, seed=1)
     theirs = experiments.run(hooked, text, PRESET, seed=1)
     # the same windows; TransformerLens computes q.k in another order: counts, critical N and every N_s/N equal,
-    # values within 2e-6 relative (a Monte Carlo standard error, E_mc_se, within 1e-4)
-    _assert_same(ours, theirs, rtol=2e-6, loose=("E_mc_se",))
+    # values within 5e-6 relative (one rounding of q.k carries up to 2.5e-6 into a head's mean on these windows;
+    # a Monte Carlo standard error, E_mc_se, within 1e-4)
+    _assert_same(ours, theirs, rtol=5e-6, loose=("E_mc_se",))
     p = theirs.provenance["model"]
     assert p["model_id"] == f"tiny-{kind}" and p["source"].startswith("TransformerLens HookedTransformer")
     hooked.cfg.model_name = loaded.provenance.model_id  # the same name: the two caches stay apart
@@ -360,7 +361,7 @@ def test_a_hooked_transformer_captures_the_residual_stream_of_transformers(token
 
 def test_an_activation_cache_through_run_arrays_gives_the_tables_of_run(tokenizer, text):
     _, hooked = _converted("llama", tokenizer)
-    ids = texts.windows(tokenizer, text, length=LENGTH, count=2, bos=False)
+    ids = texts.windows(tokenizer, text, length=LENGTH, count=2, total=2, bos=False)  # run's: spread over the text
     with torch.inference_mode():
         _, cache = hooked.run_with_cache(ids)
     given = lens.arrays(cache, hooked)

@@ -86,9 +86,10 @@ def test_rows_name_registered_checks_and_known_claims():
 def test_verdict_rules(fake):
     state, table = fake
     t = table()
-    assert t.loc["Lemma 1", "verdict"] == "reproduced"
-    assert t.loc[r"Theorem 1: $d_{\max}$", "verdict"] == "reproduced (the book's reconstruction)"
-    assert t.loc["Corollary 2 (ii)", "verdict"] == "reproduced"  # computed: E = d~ = 0 at N = L
+    assert t.loc["Figure 2c", "verdict"] == "reproduced"
+    assert t.loc["Lemma 1", "verdict"] == "holds"  # a bound the book proves: a sanity check
+    assert t.loc[r"Theorem 1: $d_{\max}$", "verdict"] == "holds (the book's reconstruction)"
+    assert t.loc["Corollary 2 (ii)", "verdict"] == "holds"  # computed: E = d~ = 0 at N = L
     assert t.loc["Guideline: normalisers", "verdict"] == "not testable here"
     assert "some/model on some-text, preset paper, 2 windows" in t.loc["Figure 2c", "source"]
     assert t.loc["Lemma 1", "source"].startswith("synthetic, 10 seeded trials")
@@ -101,7 +102,7 @@ def test_verdict_rules(fake):
     state["violated"] |= {"cor3-spectral"}
     assert table().loc["Corollary 3", "verdict"] == "not reproduced"
     state["violated"] = {"lem1"}
-    assert table().loc["Lemma 1", "verdict"] == "not reproduced"
+    assert table().loc["Lemma 1", "verdict"] == "violated"
     # experimental rows take reproduction's verdict; a guideline follows its figure
     state["experiments"]["fig2c-critical"] = paper_claims.INCONCLUSIVE
     t = table()
@@ -129,6 +130,94 @@ def test_temperature_guideline_follows_the_model_below_T_one_tenth(fake):
     t = table()
     assert t.loc["Guideline: temperature", "verdict"] == "not reproduced"
     assert t.loc["Guideline: temperature", "where"] == "25_gradient_in_the_model"
+
+
+SANITY = {"Lemma 1", "Corollary 1", r"Theorem 1: $d_{\max}$", "Theorem 1: expectation $E$", "Corollary 2 (ii)",
+          "Theorem 2: lower bound", "Multi-head coverage", r"Figure 2a: $d_{\max}$", "Figure 3: bounds"}  # fmt: skip
+
+
+def test_sanity_checks_are_shown_as_such_and_never_as_reproductions(fake):
+    state, table = fake
+    t = table()
+    assert set(t.index[t.kind == book_claims.SANITY_CHECK]) == SANITY
+    assert set(t.verdict[t.kind == book_claims.SANITY_CHECK].str.removesuffix(book_claims.RECONSTRUCTION)) == {"holds"}
+    assert not t.verdict[t.kind == book_claims.REPRODUCTION].isin(["holds", "violated"]).any()
+    # a proved bound applied to the model: the experiments' old words read as holds / violated
+    state["experiments"]["fig3-bounds"] = paper_claims.NOT
+    assert table().loc["Figure 3: bounds", "verdict"] == "violated"
+    assert table().loc["Corollary 2 (ii)", "kind"] == book_claims.SANITY_CHECK
+
+
+def test_the_experiments_kind_wins(fake, monkeypatch):
+    state, table = fake
+    base = paper_claims.claims
+
+    def with_kind(res):
+        out = base(res)
+        out["kind"] = [
+            book_claims.REPRODUCTION if k == "fig3-bounds" else book_claims.SANITY_CHECK if k == "fig2c-critical"
+            else book_claims.REPRODUCTION for k in out.key
+        ]  # fmt: skip
+        return out
+
+    monkeypatch.setattr(paper_claims, "claims", with_kind)
+    t = table()
+    assert t.loc["Figure 3: bounds", "kind"] == book_claims.REPRODUCTION
+    assert t.loc["Figure 3: bounds", "verdict"] == "reproduced"
+    assert t.loc["Figure 2c", "kind"] == book_claims.SANITY_CHECK and t.loc["Figure 2c", "verdict"] == "holds"
+    # a row that reads claims of both kinds keeps its own
+    assert t.loc["Guideline: active set", "kind"] == book_claims.SANITY_CHECK  # its one claim is fig2c-critical
+
+
+def test_sanity_kinds_follow_what_the_book_proves(check_verdicts):
+    """A row decided by checks alone is a sanity check exactly when the book proves every statement it checks
+    (their expected verdict is "holds"); one whose statement the book refutes can fail, so it is a reproduction."""
+    expected = {v.id: v.expected for v in check_verdicts}
+    for row in book_claims.ROWS:
+        if row.checks and not row.experiments:
+            proved = all(expected[i] == "holds" for i in row.checks)
+            assert (row.kind == book_claims.SANITY_CHECK) == proved, row.claim
+
+
+def test_depends_on_the_reading(fake, monkeypatch):
+    state, table = fake
+    depends = book_claims.DEPENDS_ON_READING
+    state["experiments"]["fig2a-expectation-linear"] = depends
+    assert table().loc["Figure 2a: $E$", "verdict"] == depends
+    assert depends in book_claims.VERDICTS
+    row = book_claims.Row(
+        "Mixed", "x", "22_distance_vs_length", experiments=("fig2a-expectation-linear", "fig2c-critical")
+    )
+    monkeypatch.setattr(book_claims, "ROWS", (row,))
+    assert table().loc["Mixed", "verdict"] == depends  # with a reproduction: the reading decides
+    for other in (paper_claims.INCONCLUSIVE, paper_claims.NOT):
+        state["experiments"]["fig2c-critical"] = other
+        assert table().loc["Mixed", "verdict"] == other  # an undecided or failed measurement outweighs it
+
+
+def test_lemma_2_is_not_tested_by_the_books_own_bound(fake):
+    """The check lem2 tests the book's Lemma 2, not the paper's: the row says so and counts as nothing."""
+    state, table = fake
+    t = table()
+    assert t.loc["Lemma 2", "verdict"] == "not testable here" and t.loc["Lemma 2", "value"] == ""
+    assert "`lem2`" in t.loc["Lemma 2", "ours"] and "no check tests the paper's bound" in t.loc["Lemma 2", "ours"]
+    state["violated"] = {"lem2"}
+    assert table().loc["Lemma 2", "verdict"] == "not testable here"
+
+
+def test_counts_leave_out_sanity_checks_and_untestable_claims(fake):
+    state, table = fake
+    state["experiments"]["fig4-drop"] = paper_claims.NOT
+    t = table().reset_index()
+    c = book_claims.counts(t)
+    reproductions = len(book_claims.ROWS) - len(SANITY) - 2  # Lemma 2 and the normalisers' guideline
+    assert sum(c[book_claims.REPRODUCTION].values()) == reproductions
+    assert c[book_claims.REPRODUCTION] == {"reproduced": reproductions - 1, "not reproduced": 1}
+    assert c[book_claims.SANITY_CHECK] == {"holds": len(SANITY)}
+    assert c["not testable here"] == {"not testable here": 2}
+    lead = book_claims.markdown(t).split("````")[0]
+    assert f"**{reproductions} claims tested**" in lead and f"**{len(SANITY)} sanity checks**" in lead
+    assert f"*reproduced* {reproductions - 1}, *not reproduced* 1" in lead
 
 
 def test_an_inconclusive_experiment_makes_its_rows_inconclusive(fake):
@@ -234,20 +323,48 @@ def test_the_table_prints_formulas_typeset(fake, check_verdicts):
     assert all(f"`{v.id}` {v.statement}" in " ".join(t.ours) for v in check_verdicts if v.id in shown)
 
 
+def _table_lines(md: str) -> list[str]:
+    return [line for line in md.splitlines() if line.startswith("|")]
+
+
 def test_vocabulary_and_markdown(fake):
     _, table = fake
     t = table().reset_index()
     for v in t.verdict:
         assert v.removesuffix(book_claims.RECONSTRUCTION) in book_claims.VERDICTS
     md = book_claims.markdown(t)
-    lines = md.strip().splitlines()
+    lines = _table_lines(md)
     assert len(lines) == 2 + len(book_claims.ROWS)
-    assert lines[0] == "| Claim of the paper | The paper | Measured on | Measured | Verdict | Where |"
-    assert all(line.count(" | ") == 5 for line in lines[2:])
-    assert "{doc}`15_gradient_sensitivity`" in md
+    assert lines[0] == "| Claim of the paper | Verdict | The paper | Measured | Chapter |"  # the verdict second
+    assert all(line.count(" | ") == 4 for line in lines[2:])
+    assert "| Lemma 1 | **holds** (sanity check) |" in md
+    assert "| **not testable here** |" in md
+    assert "**holds** (sanity check, the book's reconstruction)" in md
+    assert "| *synthetic:* worst ratio 1 |" in md
+    assert "{doc}`15 <15_gradient_sensitivity>`" in md
     assert r"$\lVert \nabla_l \alpha \rVert_2 \le \min\{1/(4T), \sqrt 2\}$" in md
+    # the table carries the class the book's stylesheet lets wrap inside the page
+    assert f"````{{table}}\n:class: {book_claims.TABLE_CLASS}\n" in md and md.rstrip().endswith("````")
+    css = (ROOT / "_static" / "claims.css").read_text()
+    assert f"table.{book_claims.TABLE_CLASS}" in css and "white-space: normal" in css
+    plain = book_claims.markdown(t, columns=("claim", "paper", "ours", "source", "value", "verdict", "where"))
+    assert "````" not in plain and plain.rstrip().endswith(" |")  # the report's table: plain, for the notebook too
     piped = t.assign(paper="a | b")  # pipes inside cells are escaped
-    assert all(line.count(" | ") == 5 for line in book_claims.markdown(piped).splitlines()[2:])
+    assert all(line.count(" | ") == 4 for line in _table_lines(book_claims.markdown(piped))[2:])
+
+
+def test_what_the_experiments_ran_on_is_said_once(fake):
+    state, table = fake
+    state["values"] = {"fig2c-critical": {"value": 0.09, "value_lo": 0.05, "value_hi": 0.12}}
+    t = table().reset_index()
+    run = "some/model on some-text, preset paper, 2 windows"
+    md = book_claims.markdown(t)
+    assert md.count(run) == 1 and run not in "\n".join(_table_lines(md))
+    assert md.index(run) < md.index("| Claim of the paper")
+    assert "| *model:* 0.09 [0.05, 0.12] |" in md  # each row says in a word what it was measured on
+    # the report's table, which shows where each row was measured, says it in its rows instead
+    full = book_claims.markdown(t, columns=("claim", "source", "verdict"))
+    assert full.count(run) == len(t[t.on.str.contains("model")]) and "Measured on —" not in full
 
 
 def test_collapse_is_computed_not_typed():

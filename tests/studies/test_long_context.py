@@ -218,7 +218,7 @@ def test_run_refuses_lengths_beyond_the_context_and_bad_options(tiny_llama):
 
 def test_a_text_too_short_is_refused_before_anything_is_captured():
     model = models.load("fallback")
-    with pytest.raises(ValueError, match="needs"):
+    with pytest.raises(ValueError, match="windows: the text has only .* tokens"):
         long_context.capture_long(model, "only a few words", length=64)
     with pytest.raises(ValueError, match="windows: the text holds 0 windows of 64 tokens for this model, not 1"):
         long_context.run(model, "only a few words", "quick", lengths=[32, 64])
@@ -342,20 +342,122 @@ def test_groups_split_a_model_with_sliding_layers():
     assert report.slope(both, "d_tilde", N=5, group="sliding")[0] == pytest.approx(1.0)
 
 
-def test_the_critical_fraction_verdict_reads_the_overlap_of_the_two_intervals():
+def test_flat_means_an_interval_around_zero_inside_the_band():
     from attnlimits.studies.long_context import report
 
-    def verdict(first, last):
-        rows = [(1024, "E", "full", 0.05, first[0], first[0] / 1024, first[1], first[2], 10),
-                (8192, "E", "full", 0.05, last[0], last[0] / 8192, last[1], last[2], 10)]  # fmt: skip
-        columns = ["L", "reading", "layer_type", "level", "critical_N", "critical_frac", "critical_N_lo"]
-        crit = pd.DataFrame(rows, columns=[*columns, "critical_N_hi", "heads"])
-        res = long_context.LongResults(pd.DataFrame(), crit, pd.DataFrame(), {})
-        return report._fraction_overlap(res, "full", "E").verdict
+    assert report.FLAT == (-0.25, 0.25)
+    assert report.flat(-0.1, 0.2) == report.flat(-0.25, 0.25) == "reproduced"
+    assert report.flat(0.05, 0.2) == "not reproduced"  # inside the band, but a measured rise: not flat
+    assert report.flat(-0.2, -0.01) == report.flat(0.84, 0.9) == "not reproduced"
+    assert report.flat(-0.1, 0.4) == report.flat(-3.0, 3.0) == "inconclusive"  # too wide to tell
+    assert report.flat(math.nan, 0.1) == "inconclusive"
+    assert "contains 0" in report.FLAT_RULE and "[-0.25, 0.25]" in report.FLAT_RULE
 
-    assert verdict((512, 400, 600), (4096, 3000, 5000)) == "reproduced"  # 0.39-0.59 overlaps 0.37-0.61
-    assert verdict((512, 400, 600), (32, 16, 64)) == "not reproduced"
-    assert verdict((512, 400, math.nan), (4096, 3000, 5000)) == "inconclusive"
+
+def _critical(first, last, grid=()):
+    """A run whose critical table has (N, lo, hi) at L = 1024 and 8192 (reading E, full layers) and, when given,
+    the study's N grid (the same fractions of L at both lengths)."""
+    rows = [(1024, "E", "full", 0.05, first[0], first[0] / 1024, first[1], first[2], 10),
+            (8192, "E", "full", 0.05, last[0], last[0] / 8192, last[1], last[2], 10)]  # fmt: skip
+    columns = ["L", "reading", "layer_type", "level", "critical_N", "critical_frac", "critical_N_lo"]
+    crit = pd.DataFrame(rows, columns=[*columns, "critical_N_hi", "heads"])
+    stats = pd.DataFrame(
+        [
+            ("0", 0, "full", 0, L, "softmax", "E", round(f * L), math.nan, 1.0, 0.0, 32, L)
+            for L in (1024, 8192)
+            for f in grid
+        ],  # fmt: skip
+        columns=long_context.COLUMNS,
+    )
+    return long_context.LongResults(stats, crit, pd.DataFrame(), {})
+
+
+def test_the_critical_fraction_stays_put_by_its_slope_with_an_interval():
+    from attnlimits.studies.long_context import report
+
+    def claim(first, last, grid=()):
+        return report._fraction_slope(_critical(first, last, grid), "full", "E")
+
+    same = claim((512, 500, 520), (4096, 4000, 4160))
+    assert same.verdict == "reproduced" and same.value == pytest.approx(0.0)
+    assert same.value_lo < 0 < same.value_hi and "contains 0" in same.rule
+    # wide intervals that overlap decide nothing (an overlap of the two would have called this reproduced)
+    assert claim((512, 40, 1000), (4096, 320, 8000)).verdict == "inconclusive"
+    # a fraction that falls like 1/L is not flat, however its intervals are placed
+    falls = claim((512, 480, 540), (512, 480, 540))
+    assert falls.verdict == "not reproduced" and falls.value == pytest.approx(-1.0)
+    # a small but measured drift is not flat either: the interval must contain 0
+    assert claim((500, 495, 505), (4400, 4380, 4420)).verdict == "not reproduced"
+    assert claim((512, 400, math.nan), (4096, 3000, 5000)).verdict == "inconclusive"  # an open end
+    assert claim((math.nan, 400, 600), (4096, 3000, 5000)).verdict == "inconclusive"
+
+
+def test_the_critical_fraction_is_bracketed_by_the_grid():
+    """The first N the test accepts lies between the grid point below it and itself: a coarse grid widens the
+    interval until it cannot decide."""
+    from attnlimits.studies.long_context import report
+
+    fine = report._fraction_slope(_critical((922, 922, 922), (7373, 7373, 7373), grid=(0.89, 0.9)), "full", "E")
+    assert fine.verdict == "reproduced"
+    coarse = report._fraction_slope(_critical((922, 922, 922), (7373, 7373, 7373), grid=(0.125, 0.9)), "full", "E")
+    assert coarse.verdict == "inconclusive"
+    assert coarse.value_lo == pytest.approx(math.log((1024 / 8192) / (922 / 1024)) / math.log(8))  # from L/8
+
+
+def _model(kinds=("full", "sliding"), drift=0.0):
+    """A run of every quantity the claims read: l x the largest weight flat, d~ growing like L, N_s/N at 0.75 and g
+    like 1/T, on each kind of layer, every value with a 2 % standard error; ``drift``: l x the largest weight grows
+    like L**drift instead."""
+    rows, crit = [], []
+    lengths = (1024, 2048, 4096, 8192)
+    for k, kind in enumerate(kinds):
+        for L in lengths:
+            for h in range(12):
+                scale = 1 + h / 12
+                for quantity, N, T, value in (
+                    ("rest_max_x_len", math.nan, math.nan, 3.0 * scale * L**drift),
+                    ("d_tilde", 5, math.nan, scale * L),
+                    ("ns_frac", 64, math.nan, 0.75 + 0.001 * h),
+                    ("g", math.nan, 1e-3, scale * 1e3),
+                    ("g", math.nan, 1e-2, scale * 1e2),
+                ):
+                    rows.append(("0", k, kind, h, L, "softmax", quantity, N, T, value, 0.02 * value, 32, L))
+    for group in ["all", *kinds] if len(kinds) > 1 else kinds:
+        for L in lengths:
+            for reading in study.READINGS:
+                crit.append((L, reading, group, 0.05, 0.9 * L, 0.9, 0.9 * L, 0.9 * L, 12))
+    columns = ["L", "reading", "layer_type", "level", "critical_N", "critical_frac", "critical_N_lo"]
+    prov = {"model": {"model_id": "org/tiny"}, "preset": {"N": 5}}
+    return long_context.LongResults(
+        pd.DataFrame(rows, columns=long_context.COLUMNS),
+        pd.DataFrame(crit, columns=[*columns, "critical_N_hi", "heads"]),
+        pd.DataFrame(),
+        prov,
+    )
+
+
+def test_trends_in_L_are_decided_on_full_attention_layers_only():
+    """A sliding-window layer sees at most its window: Lemma 1, d~'s growth and the critical fraction are not read
+    on it (nor on all layers pooled), and no claim sets the sink's weight up as the paper's."""
+    from attnlimits.studies.long_context import report
+
+    both = {c.key: c for c in report.claims(_model())}
+    assert set(both) == {
+        "lemma1-full", "distance-full", "critical-E-full", "critical-E_full-full",
+        "plateau-all", "plateau-full", "plateau-sliding", "gradient",
+    }  # fmt: skip
+    assert report.length_groups(_model()) == ["full"]
+    alone = {c.key: c.verdict for c in report.claims(_model(kinds=("full",)))}
+    assert alone == {
+        "lemma1-full": "reproduced", "distance-full": "reproduced", "critical-E-full": "reproduced",
+        "critical-E_full-full": "reproduced", "plateau-full": "reproduced", "gradient": "reproduced",
+    }  # fmt: skip
+    assert "contains 0" in both["lemma1-full"].rule
+    drifting = {c.key: c for c in report.claims(_model(kinds=("full",), drift=0.1))}["lemma1-full"]
+    assert drifting.value_lo > 0 and drifting.value_hi < 0.25 and drifting.verdict == "not reproduced"
+    table = report.claims_table([_model()])
+    assert not table.key.str.startswith("sink").any()
+    assert set(table.key[table.key.str.endswith(("sliding", "all"))]) == {"plateau-sliding", "plateau-all"}
 
 
 def test_book_results_reads_a_current_entry_without_loading_the_model(tmp_path, monkeypatch):

@@ -39,6 +39,7 @@ __all__ = [
     "ROW_BLOCK",
     "distances",
     "expectation",
+    "farthest_tokens",
     "finite_difference_g",
     "output_norms",
     "permuted_distance",
@@ -162,6 +163,7 @@ def distances(
     positions=None,
     counting: str = "visible",
     kept: bool = False,
+    farthest=None,
 ):
     """Cumulative distance d~ per row for every n in ``ns`` (Theorem 1), and with ``bound=True`` also the
     reconstructed d_max.
@@ -171,7 +173,9 @@ def distances(
     Values of rows with at most n tokens are meaningless (nothing is dropped) and left as computed; callers skip
     them. One top-k per block serves every n (the top n are its first n); the token distances that d_max needs
     are computed once for every n. ``counting="row"``: every position of the row is a token, a masked one with
-    weight 0 (each then adds ||s|| to d~); d_max is only defined for the visible tokens.
+    weight 0 (each then adds ||s|| to d~); d_max is only defined for the visible tokens. ``farthest``: what
+    d_max reads of the tokens, :func:`farthest_tokens` of ``x`` or of a longer x that begins with it (computed
+    here when None; several calls on rows of one window can share it).
     """
     positions = _check_positions(alpha, x, positions)
     if _check_counting(counting) == "row" and bound:
@@ -182,8 +186,9 @@ def distances(
     d_tilde = x.new_zeros(len(ns), H, R)
     d_max = x.new_zeros(len(ns), H, R) if bound else None
     s_norm = x.new_zeros(len(ns), H, R) if kept else None
-    pair = torch.cdist(x, x) if bound else None
-    farthest = _farthest(pair, _WALK) if bound else None
+    if bound and farthest is None:
+        farthest = farthest_tokens(x)
+    pair, farthest = farthest if bound else (None, None)
     columns = alpha.shape[-1] if counting == "row" else None
     for r0, r1, t, c in _blocks(R, positions, x.device, columns):
         a, xb = alpha[:, r0:r1, :c], x[:, :c]
@@ -278,6 +283,13 @@ def _dmax_block(pair, farthest, norms, top_val, top_idx, rank, visible, rows, ns
         out_mass = (1 - mass[..., k - 1]).clamp_min(0)
         out[q] = out_mass * d1 + (out_mass + (length - n).to(pair.dtype) * (1 - out_mass)) * norm_max[..., k - 1]
     return out
+
+
+def farthest_tokens(x: torch.Tensor):
+    """What :func:`distances` reads of the tokens ``x`` ``(H, L, d)`` for d_max: their distances ``(H, L, L)`` and
+    the tables of :func:`_farthest`. The tables of a longer x serve every prefix of it."""
+    pair = torch.cdist(x, x)
+    return pair, _farthest(pair, _WALK)
 
 
 def _farthest(pair: torch.Tensor, walk: int):
@@ -497,14 +509,18 @@ def _logit_blocks(mask: torch.Tensor):
         yield slice(r0, r1), int(last[r0:r1].max()) + 1
 
 
-def finite_difference_g(logits, *, T, eps, seed: int = 0, normalizer=None, reduce: bool = True) -> torch.Tensor:
+def finite_difference_g(
+    logits, *, T, eps, seed: int = 0, normalizer=None, reduce: bool = True, weights=None
+) -> torch.Tensor:
     """Algorithm 5's sensitivity g(T, eps) = max over heads of mean over rows of
     ||normalizer((l + eps v)/T) - normalizer(l/T)||_2 / eps, v a random unit vector per row.
 
     ``logits`` (..., rows, L): every leading dim counts as a head (layers x heads for a model); -inf entries are
     masked and v is drawn on the unmasked entries only (Gaussian, normalised there), the same v for every T and
     eps (common random numbers: smooth curves). ``T`` and ``eps`` are 1-d grids (or scalars). Returns (nT, neps);
-    with ``reduce=False`` the per-head means (..., nT, neps). Seeded: same seed, same v, same result.
+    with ``reduce=False`` the per-head means (..., nT, neps). Seeded: same seed, same v, same result. ``weights``
+    (rows,): the mean over rows weighted by them (a stratified sample of rows, each standing for ``weights`` rows);
+    None is the plain mean.
     The default normaliser is softmax; any ``(logits, dim, T=...)`` normaliser of :mod:`attnlimits.core.normalizers`
     works.
     """
@@ -523,6 +539,12 @@ def finite_difference_g(logits, *, T, eps, seed: int = 0, normalizer=None, reduc
         raise ValueError("logits: some row is entirely -inf (fully masked)")
     T = validation.positive("T", T).reshape(-1)
     eps = validation.positive("eps", eps).reshape(-1)
+    if weights is not None:
+        weights = torch.as_tensor(weights, dtype=x.dtype, device=x.device)
+        if weights.shape != (x.shape[-2],) or not bool(torch.isfinite(weights).all() and (weights >= 0).all()):
+            raise ValueError(f"weights: expected {x.shape[-2]} finite numbers >= 0 (one per row), got {weights}")
+        if not float(weights.sum()) > 0:
+            raise ValueError("weights: must not all be 0")
     gen = torch.Generator().manual_seed(int(seed))
     v = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device).masked_fill(mask, 0.0)  # CPU draws
     v = (v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)).to(x.dtype)
@@ -533,8 +555,9 @@ def finite_difference_g(logits, *, T, eps, seed: int = 0, normalizer=None, reduc
             base = normalizer(xb, dim=-1, T=t)
             for j, e in enumerate(eps.tolist()):
                 moved = normalizer(xb + e * vb, dim=-1, T=t)  # -inf + finite stays -inf: masks are kept
-                total[..., i, j] += torch.linalg.vector_norm(moved - base, dim=-1).sum(dim=-1)
-    out = total / (eps.to(total) * x.shape[-2])
+                change = torch.linalg.vector_norm(moved - base, dim=-1)
+                total[..., i, j] += change.sum(dim=-1) if weights is None else (change * weights[rows]).sum(dim=-1)
+    out = total / (eps.to(total) * (x.shape[-2] if weights is None else weights.sum()))
     if not reduce:
         return out
     return out.reshape(-1, len(T), len(eps)).amax(dim=0)

@@ -27,7 +27,9 @@ def capture_windows(model, text, **options) -> list[Capture]:
     """The windows of ``text`` captured from ``model``: a Hugging Face model by
     :func:`attnlimits.models.windows.capture_windows`, a TransformerLens ``HookedTransformer`` by
     :func:`attnlimits.models.lens.capture_windows` (the same ``options``: ``length``, ``count``, ``first_window``,
-    ``tokens``, ``layers``, ``progress``, ``bos``)."""
+    ``total``, ``tokens``, ``layers``, ``progress``, ``bos``). The windows are ``first_window..first_window +
+    count - 1`` of ``total`` windows spread evenly over the whole text (None: ``first_window + count``), each
+    capture recording its window's number (``index``) and first token's offset in the text (``start``)."""
     if options.get("tokens", "value") not in TOKENS:
         raise ValueError(f"tokens: must be one of {TOKENS}, got {options['tokens']!r}")
     first = options.get("first_window", 0)
@@ -67,6 +69,14 @@ def run(
 ) -> Results:
     """Algorithms 1-5 (and the sink weights) on ``windows`` windows of ``text`` (the preset's count by default).
 
+    The windows are passages spread evenly over the whole text: a preset of W windows reads window i at text token
+    ``i * (n - L) // (W - 1)`` (:func:`attnlimits.models.texts.windows`), and ``first_window`` with ``windows``
+    reads the windows ``first_window..first_window + windows - 1`` of that same layout (of ``first_window +
+    windows`` windows where that is more than the preset's), so that runs over disjoint ranges merge
+    (:func:`attnlimits.experiments.merge`) into what one run over all of them gives. The provenance lists the
+    windows' numbers and their offsets in the text (``window_starts``). With the preset's ``row_stride`` every
+    algorithm reads a stratified sample of each window's rows (:class:`attnlimits.experiments.Preset`).
+
     ``model``: a :class:`attnlimits.models.LoadedModel`, a transformers model, or a TransformerLens
     ``HookedTransformer`` (captured by :func:`attnlimits.models.lens.capture_windows`); attention computed elsewhere
     goes
@@ -92,11 +102,11 @@ def run(
     (:func:`attnlimits.infra.progress.map_layers`: threads by default, or the backend that
     ``joblib.parallel_config`` sets, e.g. a Dask cluster); the results do not depend on it. ``captures``: the
     windows already captured by :func:`capture_windows` (the same model and text, ``length`` at least the preset's
-    longest L, the windows ``first_window..first_window+windows-1``, the same ``tokens``), so that several runs
-    (both sink modes, say) share one capture; ``seconds["capture"]`` is then the captures' own time. ``shared``: a
-    run of the same model, text, preset, windows and seed (the other sink mode, say) whose tables that do not
-    depend on the sink mode, tokens or precision (Algorithm 5's ``gradient`` and the ``sink`` weights) are taken
-    as they are instead of computed again (their ``seconds`` are then 0).
+    longest L, the windows ``first_window..first_window+windows-1`` of the same layout, the same ``tokens``), so
+    that several runs (both sink modes, say) share one capture; ``seconds["capture"]`` is then the captures' own
+    time. ``shared``: a run of the same model, text, preset, windows and seed (the other sink mode, say) whose
+    tables that do not depend on the sink mode, tokens or precision (Algorithm 5's ``gradient`` and the ``sink``
+    weights) are taken as they are instead of computed again (their ``seconds`` are then 0).
     """
     dtype_of(precision)
     check_jobs(n_jobs)
@@ -112,7 +122,14 @@ def run(
     started = time.perf_counter()
     if captures is None:
         caps = capture_windows(
-            model, text, length=p.max_length, count=count, first_window=first_window, tokens=tokens, progress=progress
+            model,
+            text,
+            length=p.max_length,
+            count=count,
+            first_window=first_window,
+            total=max(p.windows, first_window + count),
+            tokens=tokens,
+            progress=progress,
         )
         capture_seconds = time.perf_counter() - started
     else:

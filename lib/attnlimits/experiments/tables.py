@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from attnlimits.experiments.algorithms import (
+    COARSER,
     CRITICAL_READINGS,
     GRADIENT_COLUMNS,
     SAMPLE_STRIDE,
@@ -101,15 +102,37 @@ class Results:
             why = self.provenance.get("absent", {}).get("gradient", "its table is empty")
             raise ValueError(f"gradient: this run has no Algorithm 5 table: {why}")
         eps = float(t.eps.min()) if eps is None else eps
-        if scaling not in set(t.logit_scaling):
+        if scaling not in set(t.logit_scaling.unique()):
             raise ValueError(f"scaling: must be one of {sorted(set(t.logit_scaling))}, got {scaling!r}")
         if not (t.eps == eps).any():
             raise ValueError(f"eps: must be one of {sorted(set(t.eps))}, got {eps!r}")
         return t[(t.logit_scaling == scaling) & (t.eps == eps)]
 
+    def g_heads(self, eps: float | None = None, scaling: str = "model") -> pd.DataFrame:
+        """Each head's g pooled over the run's windows, at ``eps`` and ``scaling`` (as :meth:`g`): one row per T,
+        one column per (layer, head). A head's pooled g is the mean of g over all its rows t in every window, as
+        the paper averages a head over its rows: the mean of its per-window means weighted by their ``rows`` where
+        the table has that column, else the plain mean (every window averages the same rows)."""
+        t = self.g(eps, scaling)
+        w = t["rows"].to_numpy(float) if "rows" in t.columns else np.ones(len(t))
+        keys = {"T": t["T"].to_numpy(), "layer": t["layer"].to_numpy(), "head": t["head"].to_numpy()}
+        sums = pd.DataFrame({**keys, "w": w, "wg": np.where(w > 0, w * t["g"].to_numpy(float), 0.0)})
+        sums = sums.groupby(["T", "layer", "head"])[["w", "wg"]].sum()
+        return (sums.wg / sums.w.where(sums.w > 0)).rename("g").unstack(["layer", "head"])
+
     def g_max(self, eps: float | None = None, scaling: str = "model") -> pd.Series:
-        """Figure 4's curve: per T, the largest g over every head and window, at ``eps`` and ``scaling`` (as
-        :meth:`g`)."""
+        """Figure 4's curve as the paper computes it (Algorithm 5): per T, the largest over heads of each head's
+        g pooled over all its rows and windows (:meth:`g_heads`), at ``eps`` and ``scaling`` (as :meth:`g`).
+
+        A maximum over heads has no valid bootstrap interval (the bootstrap of an extreme is inconsistent), so the
+        book decides Figure 4's claims on a high quantile over heads instead
+        (:mod:`attnlimits.experiments.paper_claims`)."""
+        return self.g_heads(eps, scaling).max(axis=1).rename("g")
+
+    def g_max_per_window(self, eps: float | None = None, scaling: str = "model") -> pd.Series:
+        """An alternative to :meth:`g_max`, not the paper's statistic: per T, the largest g over every (head,
+        window) pair, each a mean over one window's rows only. It is never smaller than :meth:`g_max` (a head
+        that responds strongly on one passage counts at full height) and grows with the number of windows."""
         return self.g(eps, scaling).groupby("T").g.max()
 
     def save(self, folder) -> Path:
@@ -227,7 +250,8 @@ def compute(
 
     What :func:`run` and :func:`attnlimits.experiments.run_arrays` share: ``embedding`` adds Algorithm 4 on the
     input token embeddings; captures without logits (:class:`attnlimits.models.arrays.ArrayCapture` of
-    weights alone) give an empty ``gradient`` table.
+    weights alone) give an empty ``gradient`` table. The preset's ``row_stride`` (None: every row) has every
+    algorithm read a stratified sample of each window's rows (:func:`attnlimits.experiments.algorithms.sample_rows`).
     """
     opts = {
         "exclude_sink": exclude_sink,
@@ -240,10 +264,11 @@ def compute(
     # every reading of the expectation and both countings in the paper's setting; the book's variant without token 0
     # keeps the book's reconstruction E on the visible tokens (each further reading costs about as much as E)
     variant = {"readings": ("E",), "countings": ("visible",)} if exclude_sink else {}
-    distance = _timed(seconds, "alg1_2", distance_table, caps, p.distance_grid(), seed=seed, **variant, **opts)
+    sampled = {"seed": seed, "row_stride": p.row_stride}
+    distance = _timed(seconds, "alg1_2", distance_table, caps, p.distance_grid(), **sampled, **variant, **opts)
     readings = ("E",) if exclude_sink else CRITICAL_READINGS
     scan, critical, heads = _timed(
-        seconds, "alg3", critical_n, caps, p.alg1_L, p.ks_levels, readings=readings, seed=seed, **opts
+        seconds, "alg3", critical_n, caps, p.alg1_L, p.ks_levels, readings=readings, **sampled, **opts
     )
     critical = _with_intervals(critical, heads, p, seed)
     window_range = f"{caps[0].index}-{caps[-1].index}"
@@ -278,13 +303,16 @@ def _timed(seconds: dict, name: str, fn, *args, **kwargs):
 
 
 def _gradient_and_sink(caps, p: Preset, seconds: dict, *, seed: int, progress, n_jobs: int) -> tuple:
-    """Algorithm 5's table (empty for captures without logits) and the attention sink's, timed into ``seconds``."""
+    """Algorithm 5's table (empty for captures without logits) and the attention sink's, timed into ``seconds``. The
+    sink reads the preset's row sample (``row_stride``); Algorithm 5 reads every row of its shorter window: at low T
+    a row's g is nearly 0 unless the perturbation swaps a near-tie, when it is huge, so a sampled row standing for
+    its block would multiply such a spike and the largest head's mean would follow the sample, not the model."""
     if all(getattr(c, "has_logits", True) for c in caps):
-        alg5 = {"seed": seed, "progress": progress, "n_jobs": n_jobs}
+        alg5 = {"seed": seed, "stride": None, "progress": progress, "n_jobs": n_jobs}
         gradient = _timed(seconds, "alg5", gradient_table, caps, p.alg5_L, p.alg5_T, p.alg5_eps, **alg5)
     else:
         gradient, seconds["alg5"] = pd.DataFrame(columns=GRADIENT_COLUMNS), 0.0
-    return gradient, _timed(seconds, "sink", sink_table, caps, p.max_length)
+    return gradient, _timed(seconds, "sink", sink_table, caps, p.max_length, stride=p.row_stride, seed=seed)
 
 
 def _with_intervals(critical: pd.DataFrame, heads: pd.DataFrame, p: Preset, seed: int) -> pd.DataFrame:
@@ -294,11 +322,16 @@ def _with_intervals(critical: pd.DataFrame, heads: pd.DataFrame, p: Preset, seed
 
 
 def _separability(caps: Sequence[Capture], p: Preset, kinds: Sequence[str], opts: dict) -> pd.DataFrame:
-    """Algorithm 4 on each kind of tokens, window by window (so runs over disjoint windows concatenate)."""
+    """Algorithm 4 on each kind of tokens, window by window (so runs over disjoint windows concatenate): on the
+    preset's row sample (``row_stride``; every row when None), the input embeddings on a coarser one (blocks of
+    :data:`SAMPLE_STRIDE` rows, or :data:`COARSER` times the preset's ``row_stride``)."""
 
     def on(kind):
-        stride = SAMPLE_STRIDE if kind == "embedding" else None
-        return separability_table(caps, p.alg4_L, p.alg4_N, **{**opts, "tokens": kind}, stride=stride)
+        stride = p.row_stride
+        if kind == "embedding":
+            stride = max(SAMPLE_STRIDE, COARSER * (p.row_stride or 0))
+        sample = {"stride": stride, "bins": p.row_stride is not None}
+        return separability_table(caps, p.alg4_L, p.alg4_N, **{**opts, "tokens": kind}, **sample)
 
     return (
         pd.concat([on(kind) for kind in kinds])
@@ -308,13 +341,15 @@ def _separability(caps: Sequence[Capture], p: Preset, kinds: Sequence[str], opts
 
 
 def provenance_of(caps, p: Preset, options: dict, seconds: dict, *, model: dict, text: dict, **more) -> dict:
-    """A run's ``provenance``: the ``model`` and ``text`` records, the preset, windows and ``options`` (sink mode,
-    tokens, precision, seed), versions, the code's hash and ``seconds``; ``more`` adds entries."""
+    """A run's ``provenance``: the ``model`` and ``text`` records, the preset, windows (their numbers, and their
+    first tokens' offsets in the text as ``window_starts``: None for attention given as arrays) and ``options`` (sink
+    mode, tokens, precision, seed), versions, the code's hash and ``seconds``; ``more`` adds entries."""
     return {
         "model": model,
         "text": text,
         "preset": p.as_dict(),
         "windows": [c.index for c in caps],
+        "window_starts": [getattr(c, "start", None) for c in caps],
         "seed": options["seed"],
         "exclude_sink": options["exclude_sink"],
         "tokens": options["tokens"],

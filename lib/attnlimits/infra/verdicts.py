@@ -22,6 +22,9 @@ word                                                  what it means
                                                       its logits has no Algorithm 5 table)
 :data:`NOT_TESTABLE` "not testable here"              nothing this book computes decides the claim (advice, or results
                                                       computed before the claim existed)
+:data:`DEPENDS_ON_READING` "depends on the reading"   the paper's formula has several readings (Eq. (10)'s expectation:
+                                                      E, E_mc, E_full, E_perm) and the claim's rule, applied to each,
+                                                      gives different verdicts; each reading's verdict is shown
 :data:`RECONSTRUCTION` "(the book's reconstruction)"  follows the verdict on a formula the paper does not print in full:
                                                       what was checked is the book's reading of it
 :data:`HOLDS` "holds"                                 a bound: no trial (random or adversarial) exceeds it; also what
@@ -32,6 +35,11 @@ word                                                  what it means
                                                       run
 ====================================================  ==================================================================
 
+A claim of the paper's experiments also has a kind (:data:`CLAIM_KINDS`): :data:`REPRODUCTION` "reproduction", a
+rule that can fail on the data (its verdict among :data:`CLAIM_VERDICTS`), or :data:`SANITY_CHECK` "sanity check", a
+statement that holds by proof or by construction (a proved bound), whose verdict is :data:`HOLDS` or
+:data:`VIOLATED` and which is never counted as a reproduction.
+
 :func:`decide` is the rule of every claim decided on an interval. The resampling behind those intervals (how many
 draws, which seed) is :data:`attnlimits.infra.statistics.RESAMPLES` and :data:`attnlimits.infra.statistics.SEED`.
 """
@@ -39,8 +47,10 @@ draws, which seed) is :data:`attnlimits.infra.statistics.RESAMPLES` and :data:`a
 from __future__ import annotations
 
 __all__ = [
+    "CLAIM_KINDS",
     "CLAIM_VERDICTS",
     "CORRECTED",
+    "DEPENDS_ON_READING",
     "EXPECTATIONS",
     "HOLDS",
     "INCONCLUSIVE",
@@ -50,6 +60,8 @@ __all__ = [
     "NO_VIOLATION",
     "RECONSTRUCTION",
     "REPRODUCED",
+    "REPRODUCTION",
+    "SANITY_CHECK",
     "VIOLATED",
     "WORDS",
     "decide",
@@ -61,6 +73,7 @@ INCONCLUSIVE = "inconclusive"
 CORRECTED = "corrected"
 NOT_MEASURED = "not measured"
 NOT_TESTABLE = "not testable here"
+DEPENDS_ON_READING = "depends on the reading"
 #: Appended to the verdict of a claim whose formula the paper does not print in full.
 RECONSTRUCTION = " (the book's reconstruction)"
 HOLDS = "holds"
@@ -68,9 +81,14 @@ VIOLATED = "violated"
 NO_VIOLATION = "no violation found"
 
 #: The verdicts of a claim of the paper (an experiment's, a study's, a row of the book's claims table).
-CLAIM_VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, CORRECTED, NOT_MEASURED, NOT_TESTABLE)
+CLAIM_VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, CORRECTED, NOT_MEASURED, NOT_TESTABLE, DEPENDS_ON_READING)
 #: What the book expects of a bound it checks (:attr:`attnlimits.theory.checks.Verdict.expected`).
 EXPECTATIONS = (HOLDS, VIOLATED)
+#: The kinds of a claim: a rule that can fail on the data, or a statement true by proof or construction (its verdict
+#: :data:`HOLDS` or :data:`VIOLATED`, never counted as a reproduction).
+REPRODUCTION = "reproduction"
+SANITY_CHECK = "sanity check"
+CLAIM_KINDS = (REPRODUCTION, SANITY_CHECK)
 #: Every word of the vocabulary.
 WORDS = (*CLAIM_VERDICTS, RECONSTRUCTION, *EXPECTATIONS, NO_VIOLATION)
 

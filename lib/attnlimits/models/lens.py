@@ -103,18 +103,21 @@ def capture_windows(
     length: int,
     count: int,
     first_window: int = 0,
+    total: int | None = None,
     tokens: str = "value",
     layers=None,
     progress=None,
     bos: bool | None = None,
 ) -> list:
     """:func:`attnlimits.experiments.capture_windows` for a ``HookedTransformer``: ``count`` windows of ``length``
-    tokens of ``text`` from window ``first_window`` on, one ``run_with_cache`` each, as
-    :class:`attnlimits.models.arrays.ArrayCapture` records (the one :class:`attnlimits.models.Capture` type; the
-    logits kept, the weights their softmax).
+    tokens of ``text``, windows ``first_window..first_window + count - 1`` of ``total`` spread evenly over the text
+    (None: ``first_window + count``), one ``run_with_cache`` each, as :class:`attnlimits.models.arrays.ArrayCapture`
+    records (the one :class:`attnlimits.models.Capture` type; the logits kept, the weights their softmax), each
+    with its window's number (``index``) and first token's offset in the text (``start``).
 
     ``bos``: None follows ``model.cfg.default_prepend_bos``. The windows are those of
-    :func:`attnlimits.models.texts.windows` with the model's tokenizer.
+    :func:`attnlimits.models.texts.windows` with the model's tokenizer, laid out as
+    :func:`attnlimits.models.windows.capture_windows` lays them out.
     """
     from attnlimits.infra.progress import progress_bar
     from attnlimits.models import arrays as given
@@ -128,7 +131,10 @@ def capture_windows(
         )
     chosen = _layers(model, layers)
     bos = bool(model.cfg.default_prepend_bos) if bos is None else bos
-    ids = texts.windows(model.tokenizer, text, length=length, count=first_window + count, bos=bos)[first_window:]
+    total = first_window + count if total is None else total
+    ids, starts = texts.windows(
+        model.tokenizer, text, length=length, count=count, first=first_window, total=total, bos=bos, return_starts=True
+    )
     with_bos = texts.window_bos(model.tokenizer, bos) is not None
     hooks = {"hook_embed"}
     for layer in chosen:
@@ -144,7 +150,7 @@ def capture_windows(
         kw = arrays(cache, model, layers=chosen)
         del kw["bos"]
         (cap,) = given.captures(**kw, bos=with_bos)
-        cap.index = first_window + i
+        cap.index, cap.start = first_window + i, starts[i]
         cap.input_ids = row.unsqueeze(0)
         if tokens == "residual":
             cap.residual = {layer: cache[f"blocks.{layer}.hook_resid_pre"] for layer in chosen}

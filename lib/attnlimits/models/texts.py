@@ -8,6 +8,15 @@ than pinned here (Gutenberg revises its files; pin one with ``sha256=`` or ``ATT
 
 Offline, ``load`` falls back, loudly, to a long English text every Python has: the standard library's
 ``pydoc_data.topics`` (the reference manual's topic pages). ``load(path)`` reads a local UTF-8 file.
+
+``load("kjv")`` reads a second book of narrative English that needs no network: the King James Version of the
+Bible from Debian's package ``bible-kjv`` (``apt-get install bible-kjv``; public domain). Its program ``bible``
+prints every verse, Genesis 1:1 to Revelation 22:21, one per line (``Ge1:1 In the beginning ...``, in 0.2 s and
+with a timeout); the verse references are removed and each chapter becomes one paragraph, under a plain heading
+line per book. The same package gives the same text byte for byte (about 4.1 million characters; its SHA-256
+is recorded). Without the program ``load("kjv")`` falls back, loudly, to ``pydoc_data.topics``, or raises
+:class:`TextUnavailableError` when ``allow_fallback=False``.
+
 ``windows(tokenizer, text, length, count)`` cuts consecutive, non-overlapping token windows from the first chapter,
 each starting with the tokenizer's BOS token when the tokenizer adds one by default (Gemma 3; not GPT-2 or SmolLM2).
 """
@@ -18,6 +27,9 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -33,14 +45,17 @@ __all__ = [
     "sha256_of",
     "token_count",
     "FALLBACK_NAME",
+    "KJV",
     "WAR_AND_PEACE",
     "WAR_AND_PEACE_URL",
     "Text",
     "TextDownloadError",
     "TextProvenance",
+    "TextUnavailableError",
     "TextValidationError",
     "download_war_and_peace",
     "first_chapter_start",
+    "kjv_prose",
     "load",
     "strip_gutenberg",
     "window_bos",
@@ -49,6 +64,31 @@ __all__ = [
 
 WAR_AND_PEACE = "war-and-peace"
 FALLBACK_NAME = "pydoc-topics"
+KJV = "kjv"
+KJV_TITLE = "The King James Version of the Bible (Debian package bible-kjv-text)"
+#: The program of Debian's package bible-kjv (a name looked up on PATH, or a path) and the data file it reads.
+KJV_PROGRAM = "bible"
+KJV_DATA = "/usr/lib/bible.data"
+#: Every verse of the Bible, as the program names the range.
+KJV_RANGE = "Genesis 1:1-Revelation 22:21"
+#: The whole Bible as prose is about 4.14 million characters; anything much shorter is not all of it.
+KJV_MIN_CHARS = 4_000_000
+#: The program's abbreviations of the 66 books, and the names it prints them under (in its formatted output).
+_KJV_BOOKS = {
+    "Ge": "Genesis", "Exo": "Exodus", "Lev": "Leviticus", "Num": "Numbers", "Deu": "Deuteronomy", "Josh": "Joshua",
+    "Jdgs": "Judges", "Ruth": "Ruth", "1Sm": "1 Samuel", "2Sm": "2 Samuel", "1Ki": "1 Kings", "2Ki": "2 Kings",
+    "1Chr": "1 Chronicles", "2Chr": "2 Chronicles", "Ezra": "Ezra", "Neh": "Nehemiah", "Est": "Esther", "Job": "Job",
+    "Psa": "Psalms", "Prv": "Proverbs", "Eccl": "Ecclesiastes", "SSol": "Song of Solomon", "Isa": "Isaiah",
+    "Jer": "Jeremiah", "Lam": "Lamentations", "Eze": "Ezekiel", "Dan": "Daniel", "Hos": "Hosea", "Joel": "Joel",
+    "Amos": "Amos", "Obad": "Obadiah", "Jonah": "Jonah", "Mic": "Micah", "Nahum": "Nahum", "Hab": "Habakkuk",
+    "Zep": "Zephaniah", "Hag": "Haggai", "Zec": "Zechariah", "Mal": "Malachi", "Mat": "Matthew", "Mark": "Mark",
+    "Luke": "Luke", "John": "John", "Acts": "Acts", "Rom": "Romans", "1Cor": "1 Corinthians", "2Cor": "2 Corinthians",
+    "Gal": "Galatians", "Eph": "Ephesians", "Phi": "Philippians", "Col": "Colossians", "1Th": "1 Thessalonians",
+    "2Th": "2 Thessalonians", "1Tim": "1 Timothy", "2Tim": "2 Timothy", "Titus": "Titus", "Phmn": "Philemon",
+    "Heb": "Hebrews", "Jas": "James", "1Pet": "1 Peter", "2Pet": "2 Peter", "1Jn": "1 John", "2Jn": "2 John",
+    "3Jn": "3 John", "Jude": "Jude", "Rev": "Revelation",
+}  # fmt: skip
+_VERSE = re.compile(r"(?P<book>[1-3]?[A-Za-z]+)(?P<chapter>\d+):(?P<verse>\d+)(?: (?P<text>.*))?")
 #: Project Gutenberg's plain-text UTF-8 file of ebook #2600 (override with ATTNLIMITS_WAR_AND_PEACE_URL).
 WAR_AND_PEACE_URL = "https://www.gutenberg.org/cache/epub/2600/pg2600.txt"
 #: The book is about 3.2 million characters; anything much shorter is not the book.
@@ -71,13 +111,17 @@ class TextValidationError(ValueError):
     """What was downloaded (or cached) is not the expected book."""
 
 
+class TextUnavailableError(OSError):
+    """A text read from a program on this machine (the KJV's ``bible``) is not installed, failed or timed out."""
+
+
 @dataclass(frozen=True)
 class TextProvenance:
     """Where a text came from (printed in every experiment chapter's banner)."""
 
     name: str
     title: str
-    source: str  # "download", "cache", "local" or "fallback"
+    source: str  # "download", "cache", "local", "package" (a Debian package's program) or "fallback"
     reason: str
     location: str
     sha256: str
@@ -300,6 +344,123 @@ def _load_fallback(reason: str) -> Text:
     return loaded
 
 
+def kjv_prose(output: str) -> str:
+    """The verse lines of the ``bible`` program (``Ge1:1 In the beginning ...``) as prose: a heading line per book
+    (its name), then each chapter as one paragraph of its verses without their references, paragraphs separated by
+    a blank line. Raises :class:`TextValidationError` on a line that is not a verse, on a chapter that does not
+    start at verse 1 or skips a verse, and on output without verses."""
+    paragraphs: list[str] = []
+    verses: list[str] = []
+    book = chapter = None
+    expected = 1
+    for number, line in enumerate(output.splitlines(), 1):
+        if not line.strip():
+            continue
+        match = _VERSE.fullmatch(line.rstrip())
+        if match is None:
+            raise TextValidationError(
+                f"line {number} of the KJV program's output is not a verse like 'Ge1:1 In the beginning ...': "
+                f"{line[:80]!r}"
+            )
+        name, ch, verse = match["book"], int(match["chapter"]), int(match["verse"])
+        if (name, ch) != (book, chapter):
+            if verses:
+                paragraphs.append(" ".join(verses))
+                verses = []
+            if name != book:
+                paragraphs.append(_KJV_BOOKS.get(name, name))
+            book, chapter, expected = name, ch, 1
+        if verse != expected:
+            raise TextValidationError(
+                f"line {number} of the KJV program's output is {name}{ch}:{verse}, expected {name}{ch}:{expected}"
+            )
+        expected += 1
+        words = (match["text"] or "").split()
+        if words:
+            verses.append(" ".join(words))
+    if verses:
+        paragraphs.append(" ".join(verses))
+    if not paragraphs:
+        raise TextValidationError("the KJV program printed no verses")
+    return "\n\n".join(paragraphs) + "\n"
+
+
+def _run_kjv(timeout: float) -> tuple[str, str]:
+    """Run the ``bible`` program once for every verse; return its standard output and what it read (the data file,
+    else the program). Raises :class:`TextUnavailableError` when it is missing, fails or outlives ``timeout``."""
+    program = shutil.which(KJV_PROGRAM)
+    if program is None:
+        raise TextUnavailableError(
+            f"the King James Version needs the program {KJV_PROGRAM!r} of Debian's package bible-kjv, which is not "
+            "installed (apt-get install bible-kjv)"
+        )
+    args = [program, "-f"]  # -f: one verse per line, with its reference, never wrapped
+    data = Path(KJV_DATA)
+    if data.is_file():
+        args += ["-p", str(data.parent), "-d", data.name]
+    args.append(KJV_RANGE)
+    try:
+        with subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd="/",
+            start_new_session=True,
+        ) as process:
+            try:
+                out, err = process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired as e:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except OSError:
+                    process.kill()
+                process.wait()
+                raise TextUnavailableError(f"{program} printed no whole Bible within {timeout:g} s") from e
+    except OSError as e:
+        if isinstance(e, TextUnavailableError):
+            raise
+        raise TextUnavailableError(f"{program} could not be run ({e})") from e
+    if process.returncode != 0:
+        detail = err.decode("utf-8", "replace").strip()[:200]
+        detail = f": {detail}" if detail else ""
+        raise TextUnavailableError(f"{program} exited with status {process.returncode}{detail}")
+    if len(out) > MAX_BYTES:
+        raise TextValidationError(f"{program} printed more than {MAX_BYTES:,} bytes: not the KJV")
+    try:
+        return out.decode("utf-8"), str(data if data.is_file() else program)
+    except UnicodeDecodeError as e:
+        raise TextValidationError(f"{program} did not print UTF-8 text ({e})") from e
+
+
+def _load_kjv(allow_fallback: bool, timeout: float) -> Text:
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+    try:
+        output, location = _run_kjv(timeout)
+        text = kjv_prose(output)
+        first = _KJV_BOOKS["Ge"] + "\n\n"
+        if not text.startswith(first):
+            raise TextValidationError(f"the KJV program's output does not start with Genesis 1:1: {output[:80]!r}")
+        if len(text) < KJV_MIN_CHARS:
+            raise TextValidationError(
+                f"the KJV program printed {len(text):,} characters of prose; the whole Bible has over "
+                f"{KJV_MIN_CHARS:,}: it is incomplete"
+            )
+    except (TextUnavailableError, TextValidationError) as e:
+        if not allow_fallback:
+            raise type(e)(f"the King James Version could not be read: {e}") from e
+        return _load_fallback(
+            f"the King James Version could not be read ({e}); install Debian's package bible-kjv "
+            "(apt-get install bible-kjv) to read it; OFFLINE FALLBACK"
+        )
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    reason = f"every verse ({KJV_RANGE}) printed by bible -f from {location}; references removed, a chapter a paragraph"
+    provenance = TextProvenance(KJV, KJV_TITLE, "package", reason, location, sha, len(text), len(first))
+    say(f"text {KJV_TITLE} [package, {len(text):,} characters]: {reason}")
+    return Text(text=text, start=len(first), provenance=provenance)
+
+
 def load(
     name_or_path: str | os.PathLike | None = None,
     *,
@@ -309,20 +470,24 @@ def load(
     timeout: float = 10.0,
 ) -> Text:
     """Load War and Peace (``"war-and-peace"``, the default or ``$ATTNLIMITS_TEXT``), the offline fallback
-    (``"pydoc-topics"``), or a local UTF-8 file; print one line saying what was loaded and why.
+    (``"pydoc-topics"``), the King James Version (``"kjv"``) or a local UTF-8 file; print one line saying what was
+    loaded and why.
 
     War and Peace comes from the cache after its first download; a cache whose hash no longer matches is
-    re-downloaded. When neither works, ``allow_fallback`` decides between the fallback text and an error.
+    re-downloaded. The King James Version is printed by the program of Debian's package bible-kjv (``timeout``
+    bounds it too). When the text cannot be had, ``allow_fallback`` decides between the fallback text and an error.
     """
     if name_or_path is None:
         name_or_path = os.environ.get("ATTNLIMITS_TEXT") or WAR_AND_PEACE
     requested = os.fspath(name_or_path)
     if not isinstance(requested, str) or not requested.strip():
         raise ValueError(
-            f"name_or_path must be {WAR_AND_PEACE!r}, {FALLBACK_NAME!r} or a file path, got {name_or_path!r}"
+            f"name_or_path must be {WAR_AND_PEACE!r}, {FALLBACK_NAME!r}, {KJV!r} or a file path, got {name_or_path!r}"
         )
     if requested == FALLBACK_NAME:
         return _load_fallback(f"{FALLBACK_NAME!r} was requested")
+    if requested == KJV:
+        return _load_kjv(allow_fallback, timeout)
     if requested != WAR_AND_PEACE:
         return _load_local(Path(requested).expanduser())
 
@@ -361,7 +526,7 @@ def load(
 def _load_local(path: Path) -> Text:
     if not path.exists():
         raise FileNotFoundError(
-            f"name_or_path={str(path)!r}: no such file (known texts: {WAR_AND_PEACE!r}, {FALLBACK_NAME!r})"
+            f"name_or_path={str(path)!r}: no such file (known texts: {WAR_AND_PEACE!r}, {FALLBACK_NAME!r}, {KJV!r})"
         )
     if not path.is_file():
         raise ValueError(f"name_or_path={str(path)!r} is not a file")
@@ -429,26 +594,55 @@ def window_bos(tokenizer, bos: bool | None = None) -> int | None:
     return int(tokenizer.bos_token_id) if bos else None
 
 
-def windows(tokenizer, text: Text | str, length: int, count: int = 1, *, bos: bool | None = None) -> torch.Tensor:
-    """``count`` consecutive, non-overlapping windows of ``length`` tokens from the start of the first chapter.
+def windows(
+    tokenizer,
+    text: Text | str,
+    length: int,
+    count: int = 1,
+    *,
+    first: int = 0,
+    total: int | None = None,
+    bos: bool | None = None,
+    return_starts: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, list[int]]:
+    """``count`` non-overlapping windows of ``length`` tokens of the text from its first chapter on: the windows
+    ``first..first + count - 1`` of a layout.
+
+    ``total=None``: the windows tile the start of the text one after another (window i starts at text token
+    ``i * length``), and only as much text is tokenised as they need (a prefix cut at a line break, minus a safety
+    margin of tokens at the cut, so the windows equal those of tokenising the whole text). ``total`` an integer:
+    the layout is ``total`` windows spread evenly over the whole text, window i at text token
+    ``i * (n - length) // (total - 1)`` (n the text's tokens; window 0 at its start and window ``total - 1`` its
+    last full window; one window starts at 0), so that the windows are passages from every part of the text and
+    any ``first`` and ``count`` with ``first + count <= total`` cut a piece of the same layout (runs over disjoint
+    pieces read together what one run over all would). Refused (ValueError naming ``windows``) when the text
+    cannot hold the layout's windows without overlap.
 
     ``tokenizer``: a Hugging Face tokenizer (or a ``LoadedModel``, whose tokenizer is used). ``text``: a
     :class:`Text` (its ``body``) or a string (from its first "CHAPTER I", or its beginning). Returns a
-    ``(count, length)`` LongTensor. Only as much text is tokenised as the windows need (a prefix cut at a line
-    break, minus a safety margin of tokens at the cut, so the windows equal those of tokenising the whole text).
+    ``(count, length)`` LongTensor; with ``return_starts=True`` also the windows' token offsets in the text (a list
+    of ``count`` integers: the first text token of each window).
 
     ``bos``: whether each window starts with the tokenizer's BOS token; None (the default) does what the tokenizer
     does by default (:func:`attnlimits.models.describing.default_bos`), so a model trained on sequences that start with
     BOS (Gemma 3) reads its windows that way, and GPT-2 (the paper's setting) and SmolLM2 read bare text. A window
-    keeps its ``length``: with BOS it is ``[BOS]`` and the next ``length - 1`` text tokens, so window i holds text
-    tokens ``i (length - 1)`` to ``(i + 1)(length - 1) - 1``: the windows still tile the text without gaps or
-    overlap, ``length - 1`` tokens at a time (position 0 of a window is the BOS, position t its text token t - 1).
+    keeps its ``length``: with BOS it is ``[BOS]`` and the next ``length - 1`` text tokens, and every offset above
+    counts ``length - 1`` text tokens per window instead (the consecutive windows still tile the text without gaps
+    or overlap, ``length - 1`` tokens at a time; position 0 of a window is the BOS, position t its text token
+    t - 1).
     """
     tokenizer = _tokenizer_of(tokenizer)
     bos_id = window_bos(tokenizer, bos)
     for name, value in (("length", length), ("count", count)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
+    if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+        raise ValueError(f"first must be an integer ≥ 0, got {first!r}")
+    if total is not None:
+        if isinstance(total, bool) or not isinstance(total, int) or total < 1:
+            raise ValueError(f"total must be None (consecutive windows) or an integer ≥ 1, got {total!r}")
+        if first + count > total:
+            raise ValueError(f"total: windows {first}..{first + count - 1} lie beyond a layout of {total} windows")
     if isinstance(text, Text):
         body = text.body
     elif isinstance(text, str):
@@ -459,25 +653,36 @@ def windows(tokenizer, text: Text | str, length: int, count: int = 1, *, bos: bo
     if not body.strip():
         raise ValueError("text is empty")
     per_window = length - (bos_id is not None)
-    need = per_window * count
+    spread = total is not None and total > 1
+    need = per_window * (total if spread else first + count)
+    tokens = _encode(tokenizer, body) if spread else _prefix_tokens(tokenizer, body, need)
+    if len(tokens) < need:
+        held = total if spread else first + count
+        raise ValueError(
+            f"windows: the text has only {len(tokens):,} tokens from the start of its first chapter; "
+            f"{held} windows of {length} tokens need {need:,}"
+        )
+    if spread:
+        starts = [i * (len(tokens) - per_window) // (total - 1) for i in range(first, first + count)]
+    else:
+        starts = [i * per_window for i in range(first, first + count)]
+    out = torch.tensor([tokens[s : s + per_window] for s in starts], dtype=torch.long).reshape(count, per_window)
+    if bos_id is not None:
+        out = torch.cat([torch.full((count, 1), bos_id, dtype=torch.long), out], dim=1)
+    return (out, starts) if return_starts else out
+
+
+def _prefix_tokens(tokenizer, body: str, need: int) -> list[int]:
+    """The first tokens of ``body`` (at least ``need`` when it has them) as tokenising all of it gives them: a
+    prefix cut at a line break is tokenised, less a margin of tokens at the cut, doubling the prefix until enough."""
     margin = 16
     chars = need * 8 + 1024
     while True:
         if chars >= len(body):
-            tokens = _encode(tokenizer, body)
-            break
+            return _encode(tokenizer, body)
         cut = body.rfind("\n", 0, chars)
         cut = chars if cut <= 0 else cut
         tokens = _encode(tokenizer, body[:cut])[:-margin]
         if len(tokens) >= need:
-            break
+            return tokens
         chars *= 2
-    if len(tokens) < need:
-        raise ValueError(
-            f"the text has only {len(tokens):,} tokens from the start of its first chapter; "
-            f"windows(length={length}, count={count}) needs {need:,}"
-        )
-    out = torch.tensor(tokens[:need], dtype=torch.long).reshape(count, per_window)
-    if bos_id is None:
-        return out
-    return torch.cat([torch.full((count, 1), bos_id, dtype=torch.long), out], dim=1)

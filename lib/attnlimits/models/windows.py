@@ -35,16 +35,21 @@ def capture_windows(
     length: int,
     count: int,
     first_window: int = 0,
+    total: int | None = None,
     tokens: str = "value",
     layers=None,
     progress: bool | str | None = None,
     bos: bool | None = None,
 ) -> list[Capture]:
-    """Capture ``count`` consecutive windows of ``length`` tokens (from window ``first_window`` on), one pass each;
+    """Capture ``count`` windows of ``length`` tokens, windows ``first_window..first_window + count - 1`` of
+    ``total`` windows spread evenly over the whole text (None: ``first_window + count``), one pass each;
     ``layers``: the layer numbers to keep (all by default). Each :class:`attnlimits.models.Capture` keeps q, k and v
-    and drops the weights (its ``weights``/``inputs`` recompute them from the logits, layer by layer).
+    and drops the weights (its ``weights``/``inputs`` recompute them from the logits, layer by layer), and records
+    its window's number (``index``) and first token's offset in the text (``start``).
 
-    The windows are :func:`attnlimits.models.texts.windows`: with ``bos=None`` (the default) each starts with the
+    The windows are :func:`attnlimits.models.texts.windows` (``total``: its layout of windows spread over the text,
+    window i at text token ``i * (n - length) // (total - 1)``, so that runs over disjoint pieces of one layout
+    read together what one run over all of it would): with ``bos=None`` (the default) each starts with the
     tokenizer's BOS token exactly when the tokenizer adds one by default (Gemma 3 does; GPT-2 and SmolLM2 do not),
     keeping its ``length`` (``[BOS]`` and ``length - 1`` text tokens); each capture records it in ``bos``.
     Every capture keeps the input token embeddings (``length * d_model`` floats per window: the tokens of
@@ -60,7 +65,10 @@ def capture_windows(
         raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
     if isinstance(first_window, bool) or not isinstance(first_window, int) or first_window < 0:
         raise ValueError(f"first_window: must be an integer >= 0, got {first_window!r}")
-    ids = texts.windows(model, text, length=length, count=first_window + count, bos=bos)[first_window:]
+    total = first_window + count if total is None else total
+    ids, starts = texts.windows(
+        model, text, length=length, count=count, first=first_window, total=total, bos=bos, return_starts=True
+    )
     with_bos = texts.window_bos(model, bos) is not None
     out = []
     for i, row in enumerate(progress_bar(ids, "capture", progress)):
@@ -70,9 +78,11 @@ def capture_windows(
         residual = _residual_stream(model, row, cap.layer_ids) if tokens == "residual" else None
         embedding = _input_embedding(model, row)
         seconds = time.perf_counter() - started
-        out.append(
-            dataclasses.replace(cap, layers=kept, residual=residual, seconds=seconds, embedding=embedding, bos=with_bos)
+        one = dataclasses.replace(
+            cap, layers=kept, residual=residual, seconds=seconds, embedding=embedding, bos=with_bos
         )
+        one.start = starts[i]  # the window's first text token (the run's provenance lists them as window_starts)
+        out.append(one)
     return out
 
 

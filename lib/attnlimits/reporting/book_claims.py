@@ -2,8 +2,16 @@
 
 Each row is a claim of the paper (Lemma 1, Corollaries 1-3, Theorems 1-2, Lemma 2, multi-head coverage, Figures
 2a-4 and the guidelines): the paper's number, ours with what it was measured on (the model and text of the
-experiments, or the seeded synthetic trials of a check) and the number the verdict reads, a verdict and the chapter
-that shows it. Verdicts are decided here by fixed rules from the registry's verdict records
+experiments, or the seeded synthetic trials of a check) and the number the verdict reads, its kind, a verdict and
+the chapter that shows it.
+
+A row's kind (:data:`attnlimits.infra.verdicts.CLAIM_KINDS`) is "reproduction" when a measurement could refute it,
+or "sanity check" when it holds by proof or by construction: a bound the book proves (Lemma 1, Corollary 1, the
+book's reconstructions of Theorem 1 and of Theorem 2's lower bound, multi-head coverage), a statement true by
+definition (Corollary 2 (ii): nothing is left at N = L) or a proved bound applied to the model (Figures 2a and 3).
+A sanity check's verdict is "holds" or "violated" and it is never counted among the reproductions
+(:func:`counts`); an experiment's kind is the one :mod:`attnlimits.experiments.paper_claims` gives it, where it
+gives one. Verdicts are decided here by fixed rules from the registry's verdict records
 (:mod:`attnlimits.theory.checks`) and from :mod:`attnlimits.experiments.paper_claims`'s experimental verdicts; nothing
 in the table is
 typed in by hand except the paper's side. ``make results`` writes the introduction's copy (:func:`write_include`,
@@ -13,11 +21,17 @@ shows it, and fails when the introduction's copy (:func:`read_include`) differs 
 
 Verdicts (the book's words, :mod:`attnlimits.infra.verdicts`): "reproduced", "not reproduced", "corrected" (the
 paper's statement fails and the book proves a replacement), "inconclusive" (the experiments' interval over windows
-does not decide), "not testable here"; "(the book's reconstruction)" marks a claim whose formula the paper does not
-print in full, so what is checked is the book's reading of it. A row read from several measurements is "not reproduced"
-when one of them is, else "inconclusive" when one is, else their common verdict ("not reproduced" when they differ).
+does not decide), "depends on the reading" (the rule gives different verdicts under the readings of a formula the
+paper does not print, Eq. (10)), "not testable here"; a sanity check's "holds" or "violated"; "(the book's
+reconstruction)" marks a claim whose formula the paper does not print in full, so what is checked is the book's
+reading of it. A row read from several measurements is "not reproduced" ("violated") when one of them is, else
+"inconclusive" when one is, else "depends on the reading" when one does, else their common verdict ("not reproduced"
+when they differ).
 
-The table is markdown for the book: formulas are MyST math (``$\\tilde d$``), never ASCII.
+The table is markdown for the book: formulas are MyST math (``$\\tilde d$``), never ASCII. The introduction's copy
+(:func:`markdown` with its default columns) puts the verdict second, says once above the table what the experiments
+ran on and how many claims were tested, and carries the class :data:`TABLE_CLASS` that ``_static/claims.css``
+styles so that long cells wrap inside the page.
 """
 
 from __future__ import annotations
@@ -33,12 +47,16 @@ from attnlimits.experiments import paper_claims
 from attnlimits.infra import cache, provenance
 from attnlimits.infra.verdicts import (
     CORRECTED,
+    DEPENDS_ON_READING,
     HOLDS,
     INCONCLUSIVE,
     NOT_REPRODUCED,
     NOT_TESTABLE,
     RECONSTRUCTION,
     REPRODUCED,
+    REPRODUCTION,
+    SANITY_CHECK,
+    VIOLATED,
 )
 
 __all__ = [
@@ -47,23 +65,37 @@ __all__ = [
     "COLLAPSE_LENGTHS",
     "COLLAPSE_ROWS",
     "CORRECTED",
+    "DEPENDS_ON_READING",
     "INCLUDE",
     "INCONCLUSIVE",
+    "INTRO_COLUMNS",
     "NOT_TESTABLE",
+    "REPRODUCTION",
     "ROWS",
+    "SANITY_CHECK",
+    "TABLE_CLASS",
     "VERDICTS",
     "Row",
     "bounds_table",
     "claims",
     "code_hash",
     "collapse_at_full_selection",
+    "counts",
     "markdown",
     "read_include",
     "write_include",
 ]
 
-#: The verdicts a row can get (a reconstructed claim's verdict is followed by :data:`RECONSTRUCTION`).
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, CORRECTED, INCONCLUSIVE, NOT_TESTABLE)
+#: The verdicts a row can get (a reconstructed claim's verdict is followed by :data:`RECONSTRUCTION`): a
+#: reproduction's, then a sanity check's "holds" and "violated".
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, CORRECTED, INCONCLUSIVE, DEPENDS_ON_READING, NOT_TESTABLE, HOLDS, VIOLATED)
+#: A sanity check's verdict for the verdict a rule of the experiments gives it (until they speak its words).
+_SANITY_WORDS = {REPRODUCED: HOLDS, NOT_REPRODUCED: VIOLATED}
+#: The introduction's columns: the verdict second, so that a reader sees it first; ``measured`` is the number the
+#: verdict reads after what it was measured on in a word (``on``: "model" or "synthetic").
+INTRO_COLUMNS = ("claim", "verdict", "paper", "measured", "where")
+#: The class of the introduction's table (``_static/claims.css`` lets its long cells wrap inside the page).
+TABLE_CLASS = "claims-table"
 
 
 #: The introduction's claims table, written by ``make results`` and included by ``chapters/intro.md``.
@@ -83,10 +115,11 @@ class Row:
     """One claim: what the paper says and which measurements decide it.
 
     ``checks``: registry ids testing the paper's statement; ``book``: ids of the book's replacement (used when
-    the paper's fails); ``experiments``: :mod:`attnlimits.experiments.paper_claims` claim keys; ``synthetic``: the name
-    of a
-    computation of this module. ``reconstructed``: the paper does not print the formula in full. ``note``: what
-    the row says when nothing decides it (the verdict is then "not testable here").
+    the paper's fails, or shown beside a "not testable here" when no check tests the paper's statement);
+    ``experiments``: :mod:`attnlimits.experiments.paper_claims` claim keys; ``synthetic``: the name of a computation
+    of this module. ``reconstructed``: the paper does not print the formula in full. ``kind``: "reproduction" or
+    "sanity check" (a statement true by proof or construction; the experiments' own kind wins where they give one).
+    ``note``: what the row says when nothing decides it (the verdict is then "not testable here").
     """
 
     claim: str
@@ -97,6 +130,7 @@ class Row:
     experiments: tuple[str, ...] = ()
     synthetic: str = ""
     reconstructed: bool = False
+    kind: str = REPRODUCTION
     note: str = "not measured by this book"
 
 
@@ -106,12 +140,14 @@ ROWS = (
         r"$C_1/L \le \alpha_i \le C_2/L$, constants independent of $L$",
         "12_vanishing_attention",
         ("lem1",),
+        kind=SANITY_CHECK,
     ),
     Row(
         "Corollary 1",
         r"$\tfrac1L e^{-2\Delta/T} \le \alpha_i \le \tfrac1L e^{2\Delta/T}$",
         "12_vanishing_attention",
         ("cor1",),
+        kind=SANITY_CHECK,
     ),
     Row(
         r"Theorem 1: $d_{\max}$",
@@ -119,6 +155,7 @@ ROWS = (
         "13_distance_collapse",
         ("thm1-dmax-reconstructed",),
         reconstructed=True,
+        kind=SANITY_CHECK,
     ),
     Row(
         "Theorem 1: expectation $E$",
@@ -126,6 +163,7 @@ ROWS = (
         "13_distance_collapse",
         ("thm1-residual-sign",),
         reconstructed=True,
+        kind=SANITY_CHECK,
     ),
     Row(
         "Corollary 2 (i): $E$",
@@ -145,6 +183,7 @@ ROWS = (
         r"$L$ fixed, $N \to L$: $E \to 0$ (distance collapse)",
         "13_distance_collapse",
         synthetic="collapse_at_full_selection",
+        kind=SANITY_CHECK,
     ),
     Row(
         "Theorem 2: lower bound",
@@ -152,6 +191,7 @@ ROWS = (
         "14_geometric_separability",
         ("thm2-lower",),
         reconstructed=True,
+        kind=SANITY_CHECK,
     ),
     Row(
         "Theorem 2: upper bound",
@@ -166,13 +206,15 @@ ROWS = (
         r"$1 - (1 - p)^H$; $p = 0.8$ needs $H = 3$ for 99 %",
         "14_geometric_separability",
         ("multihead",),
+        kind=SANITY_CHECK,
     ),
     Row(
         "Lemma 2",
         r"the Jacobian of a general normaliser, large when $\min F \to 0$",
         "15_gradient_sensitivity",
-        ("lem2",),
-        reconstructed=True,
+        book=("lem2",),
+        note=r"no check tests the paper's bound (its exact form is not available, and its growth as $\min F \to 0$ "
+        "is never measured); the book proves a bound of its own instead, which says nothing about the paper's",
     ),
     Row(
         "Corollary 3",
@@ -198,6 +240,7 @@ ROWS = (
         "the bound is valid and conservative",
         "22_distance_vs_length",
         experiments=("fig2a-bound",),
+        kind=SANITY_CHECK,
     ),
     Row(
         "Figure 2b: plateau",
@@ -234,6 +277,7 @@ ROWS = (
         "lower bound conservative, upper tracks the maxima",
         "24_separability",
         experiments=("fig3-bounds",),
+        kind=SANITY_CHECK,
     ),
     Row(
         "Figure 4: $1/T$",
@@ -327,19 +371,26 @@ def _with_interval(value: float, lo: float, hi: float) -> str:
 
 
 def _combine(verdicts: list[str]) -> str:
-    """One verdict from several measurements of a claim: "not reproduced" when one of them is, else "inconclusive"
-    when one is, else the common verdict; measurements that differ otherwise never add up to a reproduction."""
+    """One verdict from several measurements of a claim: "not reproduced" ("violated") when one of them is, else
+    "inconclusive" when one is, else "depends on the reading" when one does, else the common verdict; measurements
+    that differ otherwise never add up to a reproduction."""
     found = set(verdicts)
     if len(found) == 1:
         return found.pop()
-    if NOT_REPRODUCED in found:
-        return NOT_REPRODUCED
-    if INCONCLUSIVE in found:
-        return INCONCLUSIVE
+    for word in (NOT_REPRODUCED, VIOLATED, INCONCLUSIVE, DEPENDS_ON_READING):
+        if word in found:
+            return word
     return NOT_REPRODUCED
 
 
-def _check_row(row: Row, by_id: dict) -> tuple[str, str, str, str]:
+def _held(ok: bool, kind: str) -> str:
+    """A rule's outcome in the words of the row's kind: reproduced / not reproduced, or holds / violated."""
+    if kind == SANITY_CHECK:
+        return HOLDS if ok else VIOLATED
+    return REPRODUCED if ok else NOT_REPRODUCED
+
+
+def _check_row(row: Row, by_id: dict, kind: str) -> tuple[str, str, str, str]:
     missing = [i for i in (*row.checks, *row.book) if i not in by_id]
     if missing:
         raise KeyError(f"checks {missing} were not run: pass every registered check's verdict")
@@ -355,8 +406,10 @@ def _check_row(row: Row, by_id: dict) -> tuple[str, str, str, str]:
     source = f"synthetic, {trials:,} seeded trials and adversarial cases"
     ratios = ", ".join(_number(v.worst_ratio) for v in paper + book)
     value = f"worst ratio{'s' if len(paper + book) > 1 else ''} {ratios}"
-    if all(v.violations == 0 for v in paper):
-        verdict = REPRODUCED
+    if not paper:  # only the book's own statement is checked: it decides nothing about the paper's
+        return f"{row.note}; the book's: {ours}", source, "", NOT_TESTABLE
+    if kind == SANITY_CHECK or all(v.violations == 0 for v in paper):
+        verdict = _held(all(v.violations == 0 for v in paper), kind)
     elif book and all(v.violations == 0 for v in book):
         verdict = NOT_REPRODUCED if row.reconstructed else CORRECTED
     else:
@@ -364,7 +417,7 @@ def _check_row(row: Row, by_id: dict) -> tuple[str, str, str, str]:
     return ours, source, value, verdict
 
 
-def _experiment_row(row: Row, by_key: dict, where_from: str) -> tuple[str, str, str, str]:
+def _experiment_row(row: Row, by_key: dict, where_from: str, kind: str) -> tuple[str, str, str, str]:
     missing = [k for k in row.experiments if k not in by_key]
     if len(missing) == len(row.experiments):  # results computed before the claim existed
         return "the experiments' results do not measure it (computed before the claim existed)", "", "", NOT_TESTABLE
@@ -375,13 +428,27 @@ def _experiment_row(row: Row, by_key: dict, where_from: str) -> tuple[str, str, 
     found = [by_key[k] for k in row.experiments]
     values = [_with_interval(*(_float(c.get(f)) for f in ("value", "value_lo", "value_hi"))) for c in found]
     value = "; ".join(v for v in values if v)
-    return "; ".join(c["measured"] for c in found), where_from, value, _combine([c["verdict"] for c in found])
+    verdicts = [c["verdict"] for c in found]
+    if kind == SANITY_CHECK:
+        verdicts = [_SANITY_WORDS.get(v, v) for v in verdicts]
+    return "; ".join(c["measured"] for c in found), where_from, value, _combine(verdicts)
+
+
+def _kind(row: Row, by_key: dict) -> str:
+    """The row's kind: the one the experiments give all of its claims (where they give one), else the row's."""
+    given = {by_key[k].get("kind") for k in row.experiments if k in by_key}
+    given = {k for k in given if isinstance(k, str) and k}
+    if row.experiments and len(given) == 1:
+        return given.pop()
+    return row.kind
 
 
 def claims(verdicts, results) -> pd.DataFrame:
-    """The claims table: columns ``claim, paper, source, value, ours, verdict, where`` (``where``: the chapter's file
-    name; ``source``: what the verdict was measured on; ``value``: the number it reads, with its 95 % interval over
-    windows where the experiments give one).
+    """The claims table: columns ``claim, kind, paper, source, on, run, value, ours, verdict, where`` (``where``:
+    the chapter's file name; ``kind``: "reproduction" or "sanity check"; ``source``: what the verdict was measured
+    on; ``on``: the same in a word ("synthetic", "model" or both); ``run``: the experiments' model, text, preset and
+    windows where the row reads them, else ""; ``value``: the number it reads, with its 95 % interval over windows
+    where the experiments give one).
 
     ``verdicts``: the registry's verdict records (:func:`attnlimits.theory.checks.run_all`); ``results``: the
     experiments' :class:`attnlimits.experiments.Results` the Experiments part reads.
@@ -395,49 +462,111 @@ def claims(verdicts, results) -> pd.DataFrame:
     )
     rows = []
     for row in ROWS:
-        parts = []
-        if row.checks:
-            parts.append(_check_row(row, by_id))
+        kind = _kind(row, by_key)
+        parts, on = [], []
+        if row.checks or row.book:
+            parts.append(_check_row(row, by_id, kind))
+            on.append("synthetic")
         if row.experiments:
-            parts.append(_experiment_row(row, by_key, where_from))
+            parts.append(_experiment_row(row, by_key, where_from, kind))
+            on.append("model" if parts[-1][1] else "")
         if row.synthetic:
             value, sentence = globals()[row.synthetic]()
             source = f"synthetic, {COLLAPSE_ROWS} seeded rows at each of $L$ = {', '.join(map(str, COLLAPSE_LENGTHS))}"
-            parts.append((sentence, source, _number(value), REPRODUCED if value <= 1e-12 else NOT_REPRODUCED))
+            parts.append((sentence, source, _number(value), _held(value <= 1e-12, kind)))
+            on.append("synthetic")
         if not parts:
             parts.append((row.note, "", "", NOT_TESTABLE))
         ours, source, value = ("; ".join(x[i] for x in parts if x[i]) for i in range(3))
         verdict = _combine([x[3] for x in parts])
-        if row.reconstructed and verdict in (REPRODUCED, NOT_REPRODUCED):
+        if row.reconstructed and verdict in (REPRODUCED, NOT_REPRODUCED, HOLDS, VIOLATED):
             verdict += RECONSTRUCTION
         rows.append(
-            {"claim": row.claim, "paper": row.paper, "source": source, "value": value, "ours": ours,
-             "verdict": verdict, "where": row.where}
+            {"claim": row.claim, "kind": kind, "paper": row.paper, "source": source,
+             "on": ", ".join(dict.fromkeys(o for o in on if o)), "run": where_from if "model" in on else "",
+             "value": value, "ours": ours, "verdict": verdict, "where": row.where}
         )  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def counts(table: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """How many rows of each verdict, apart for the reproductions (claims a measurement could refute), the sanity
+    checks (never counted as reproductions) and the claims nothing here tests: ``{"reproduction": {verdict: n},
+    "sanity check": {verdict: n}, "not testable here": {verdict: n}}``, verdicts without the reconstruction mark, in
+    the order of :data:`VERDICTS`."""
+    out: dict[str, dict[str, int]] = {REPRODUCTION: {}, SANITY_CHECK: {}, NOT_TESTABLE: {}}
+    for r in table.to_dict("records"):
+        verdict = r["verdict"].removesuffix(RECONSTRUCTION)
+        group = NOT_TESTABLE if verdict == NOT_TESTABLE else r.get("kind", REPRODUCTION)
+        out[group][verdict] = out[group].get(verdict, 0) + 1
+    order = {v: i for i, v in enumerate(VERDICTS)}
+    return {g: dict(sorted(c.items(), key=lambda kv: order.get(kv[0], len(order)))) for g, c in out.items()}
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _lead(table: pd.DataFrame, columns) -> str:
+    """The lines above the table: how many claims were tested and with which verdicts, and (when the table has no
+    ``source`` column) once, what the experiments and the checks ran on."""
+    c = counts(table)
+    tested = ", ".join(f"*{v}* {n}" for v, n in c[REPRODUCTION].items())
+    sanity = ", ".join(f"*{v}* {n}" for v, n in c[SANITY_CHECK].items())
+    lines = [
+        f"**{_plural(sum(c[REPRODUCTION].values()), 'claim')} tested** (a measurement could refute each): {tested}. "
+        f"**{_plural(sum(c[SANITY_CHECK].values()), 'sanity check')}**, not counted among them (proved bounds and "
+        f"statements true by construction): {sanity or 'none'}. "
+        f"**{sum(c[NOT_TESTABLE].values())} not testable here.**"
+    ]
+    if "source" not in columns:
+        runs = [r for r in dict.fromkeys(table.get("run", pd.Series(dtype=str))) if r]
+        lines.append(
+            "Measured on — *model:* the Experiments part's runs on "
+            + ("; ".join(runs) or "no model")
+            + "; *synthetic:* the Theory part's seeded random trials and adversarial searches (the "
+            "{doc}`reproducibility report <31_reproducibility_report>` gives their counts)."
+        )
+    return "\n\n".join(lines)
 
 
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(table: pd.DataFrame, *, columns=("claim", "paper", "source", "value", "verdict", "where")) -> str:
-    """The table as MyST markdown, ``where`` as a ``{doc}`` link (relative to chapters/); the default columns are
-    the introduction's."""
-    names = {"claim": "Claim of the paper", "paper": "The paper", "ours": "This book measures",
-             "source": "Measured on", "value": "Measured", "verdict": "Verdict", "where": "Where"}  # fmt: skip
+def _verdict_cell(verdict: str, kind: str) -> str:
+    """The verdict in bold, then what kind of row it is and whether it reads the book's reconstruction."""
+    base = verdict.removesuffix(RECONSTRUCTION)
+    notes = [SANITY_CHECK] * (kind == SANITY_CHECK) + ["the book's reconstruction"] * (base != verdict)
+    return f"**{_cell(base)}**" + (f" ({', '.join(notes)})" if notes else "")
+
+
+def markdown(table: pd.DataFrame, *, columns=INTRO_COLUMNS) -> str:
+    """The table as MyST markdown: the lines of :func:`_lead`, then the table, ``where`` as a ``{doc}`` link named by
+    the chapter's number (relative to chapters/), ``measured`` as ``value`` after ``on`` ("*model:* 1.04 [1.03,
+    1.05]"). The default columns are the introduction's, whose table sits in a ``{table}`` directive with the class
+    :data:`TABLE_CLASS` (the book's stylesheet wraps its cells); other columns give a plain markdown table, which a
+    notebook shows as a table too."""
+    names = {"claim": "Claim of the paper", "kind": "Kind", "paper": "The paper", "ours": "This book measures",
+             "source": "Measured on", "on": "On", "run": "Run", "value": "Measured", "measured": "Measured",
+             "verdict": "Verdict", "where": "Chapter"}  # fmt: skip
     lines = ["| " + " | ".join(names[c] for c in columns) + " |", "|" + "---|" * len(columns)]
     for r in table.to_dict("records"):
         cells = []
         for c in columns:
             if c == "where":
-                cells.append(f"{{doc}}`{r[c]}`")
+                cells.append(f"{{doc}}`{r[c].split('_')[0]} <{r[c]}>`")
             elif c == "verdict":
-                cells.append(f"**{_cell(r[c])}**")
+                cells.append(_verdict_cell(r[c], r.get("kind", REPRODUCTION)))
+            elif c == "measured":
+                cells.append(f"*{r['on']}:* {_cell(r['value'])}" if r["value"] and r["on"] else _cell(r["value"]))
             else:
                 cells.append(_cell(r[c]))
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    body = "\n".join(lines) + "\n"
+    if tuple(columns) == INTRO_COLUMNS:
+        body = f"````{{table}}\n:class: {TABLE_CLASS}\n\n{body}````\n"
+    return f"{_lead(table, columns)}\n\n{body}"
 
 
 def code_hash() -> str:

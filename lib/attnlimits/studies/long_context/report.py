@@ -7,7 +7,9 @@ of one). With one window the variation between passages of the text is not in it
 - :func:`trend`     per layer group and L, the median over heads of a quantity, with its interval.
 - :func:`slope`     the log-log slope of that median against L (or g's against T), with its interval.
 - :func:`claims`    the chapter's claims as :class:`attnlimits.experiments.paper_claims.Claim` rows, each decided on an
-  interval in the book's words (:mod:`attnlimits.infra.verdicts`).
+  interval in the book's words (:mod:`attnlimits.infra.verdicts`) by a rule that can fail: a trend in L is read on
+  the full-attention layers only (a sliding-window layer sees at most its window whatever L, so any trend of its
+  own would hold or fail by construction), and "stays put" is :func:`flat`.
 - :func:`figure_weights`, :func:`figure_distance`, :func:`figure_critical`, :func:`figure_plateau_g`,
   :func:`figure_normalizers`: the chapter's figures, one line per model and layer group.
 """
@@ -21,12 +23,13 @@ import pandas as pd
 
 from attnlimits.experiments.paper_claims import INVERSE_T, LINEAR, SATURATION, Claim
 from attnlimits.infra.statistics import SEED
-from attnlimits.infra.verdicts import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, decide
+from attnlimits.infra.verdicts import INCONCLUSIVE, NOT_REPRODUCED, decide
 from attnlimits.studies.long_context.study import READINGS, LongResults, in_group, layer_groups, pooled
 
 __all__ = [
     "DRAWS",
     "FLAT",
+    "FLAT_RULE",
     "claims",
     "claims_table",
     "cost_table",
@@ -36,7 +39,9 @@ __all__ = [
     "figure_normalizers",
     "figure_plateau_g",
     "figure_weights",
+    "flat",
     "groups",
+    "length_groups",
     "main_table",
     "slope",
     "slope_table",
@@ -46,8 +51,26 @@ __all__ = [
 
 #: Parametric draws behind every interval (each head's value from its mean and row-sampling standard error).
 DRAWS = 1000
-#: A log-log slope of about 0: the quantity stays put as L grows.
+#: The band of a log-log slope of about 0: the quantity stays put as L grows (:func:`flat`).
 FLAT = (-0.25, 0.25)
+#: :func:`flat`'s rule in words, as the claims state it.
+FLAT_RULE = (
+    "reproduced (it stays put) when the 95 % interval of the log-log slope against L contains 0 and lies in "
+    "[-0.25, 0.25], not reproduced when it excludes 0 (the quantity moves with L), inconclusive otherwise"
+)
+
+
+def flat(lo: float, hi: float) -> str:
+    """The verdict of "stays put as L grows" on the 95 % interval ``[lo, hi]`` of a log-log slope: "reproduced" when
+    it contains 0 and lies within :data:`FLAT` (:func:`attnlimits.infra.verdicts.decide`), "not reproduced" when it
+    excludes 0, "inconclusive" otherwise (it contains 0 but reaches beyond the band, or an end is NaN). An interval
+    inside the band that excludes 0 is a measured trend, not a flat line; one too wide for the band decides
+    nothing."""
+    if math.isnan(lo) or math.isnan(hi):
+        return INCONCLUSIVE
+    if lo > 0 or hi < 0:
+        return NOT_REPRODUCED
+    return decide(lo, hi, FLAT)
 
 
 def groups(res: LongResults) -> list[str]:
@@ -134,7 +157,9 @@ def slope_table(results: list[LongResults], quantity: str, *, normalizers=("soft
 
 
 def _claim(key, figure, paper, measured_fmt, value, lo, hi, band, rule) -> Claim:
-    verdict = decide(lo, hi, band)
+    """A claim decided on ``[lo, hi]``: by :func:`flat` when ``band`` is :data:`FLAT` (it must also contain 0), else
+    by :func:`attnlimits.infra.verdicts.decide`."""
+    verdict = flat(lo, hi) if band == FLAT else decide(lo, hi, band)
     return Claim(key, figure, paper, measured_fmt.format(v=value, lo=lo, hi=hi), verdict, rule, value, lo, hi)
 
 
@@ -143,72 +168,102 @@ def _critical_of(res: LongResults, group: str, reading: str) -> pd.DataFrame:
     return c[(c.layer_type == group) & (c.reading == reading)].sort_values("L")
 
 
-def _fraction_overlap(res: LongResults, group: str, reading: str) -> Claim:
-    """The critical fraction N/L at the shortest and the longest length: "reproduced" (it stays put) when their
-    intervals overlap, "not reproduced" when they are disjoint, "inconclusive" when an end is open (NaN)."""
+def _grid_below(res: LongResults, L: int, reading: str, n: float) -> float:
+    """The largest N of the study's grid at length L below ``n`` (where the KS test still told d~ from the reading),
+    or ``n`` itself when the grid has none below it (or the run's table does not give the grid)."""
+    t = res.stats
+    if t.empty:
+        return n
+    grid = t[(t.quantity == reading) & (t.L == L)].N.dropna()
+    below = grid[grid < n]
+    return float(below.max()) if len(below) else n
+
+
+def _fraction_range(res: LongResults, row, reading: str) -> tuple[float, float]:
+    """Where the critical N/L can lie at one length: from the grid point below the lower end of its 95 % interval
+    (the grid brackets the first N the test accepts between two of its points) to the upper end, widened to take in
+    the measured N (the interval of the draws need not contain it); NaN where an end is open."""
+    ends = (row.critical_N, row.critical_N_lo, row.critical_N_hi)
+    if any(math.isnan(v) for v in ends):
+        return math.nan, math.nan
+    return _grid_below(res, int(row.L), reading, min(ends)) / row.L, max(ends) / row.L
+
+
+def _fraction_slope(res: LongResults, group: str, reading: str) -> Claim:
+    """Does the critical fraction N/L stay put as L grows? Its log-log slope against L between the shortest and the
+    longest length, with the interval the two lengths' ranges allow (:func:`_fraction_range`: each length's 95 %
+    interval, bracketed by the grid), decided by :func:`flat`."""
     c = _critical_of(res, group, reading)
     first, last = c.iloc[0], c.iloc[-1]
-    a = (first.critical_N_lo / first.L, first.critical_N_hi / first.L)
-    b = (last.critical_N_lo / last.L, last.critical_N_hi / last.L)
-    if any(math.isnan(v) for v in (*a, *b)):
-        verdict = INCONCLUSIVE
-    else:
-        verdict = REPRODUCED if a[0] <= b[1] and b[0] <= a[1] else NOT_REPRODUCED
+    span = math.log(last.L / first.L)
+    a, b = _fraction_range(res, first, reading), _fraction_range(res, last, reading)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = float(np.log(last.critical_frac / first.critical_frac) / span)
+        lo, hi = float(np.log(b[0] / a[1]) / span), float(np.log(b[1] / a[0]) / span)
     measured = (
         f"N/L = {first.critical_frac:.3g} [{a[0]:.3g}, {a[1]:.3g}] at L = {first.L}, "
-        f"{last.critical_frac:.3g} [{b[0]:.3g}, {b[1]:.3g}] at L = {last.L}"
+        f"{last.critical_frac:.3g} [{b[0]:.3g}, {b[1]:.3g}] at L = {last.L}: log-log slope {value:.2f} "
+        f"[{lo:.2f}, {hi:.2f}]"
     )
     rule = (
-        "reproduced when the 95 % intervals of the critical N/L at the shortest and the longest length overlap, "
-        "not reproduced when they are disjoint, inconclusive when an interval is open"
+        "the log-log slope of the critical N/L between the shortest and the longest length, its interval from the "
+        "ends of the two lengths' ranges (each the 95 % interval of the row sample, from the grid point below its "
+        "lower end, which brackets the first N the test accepts, to its upper end); "
+        + FLAT_RULE
+        + " (an open end: inconclusive)"
     )
-    value = last.critical_frac
     paper = f"the critical N/L stays put as L grows (d~ against {reading})"
-    return Claim(f"critical-{reading}-{group}", "35c", paper, measured, verdict, rule, value, *b)
+    return Claim(f"critical-{reading}-{group}", "35c", paper, measured, flat(lo, hi), rule, value, lo, hi)
+
+
+def length_groups(res: LongResults) -> list[str]:
+    """The layer groups whose trends in L the claims decide: the full-attention layers only. A sliding-window
+    layer's row sees at most its window however long the context, so a trend of its own (or of ``all``, which pools
+    it in) holds or fails by construction; the figures and tables still show it."""
+    return [g for g in groups(res) if g == "full"]
 
 
 def claims(res: LongResults) -> list[Claim]:
-    """Chapter 35's claims on one model, per layer group: Lemma 1's 1/L on the tokens other than the sink, the
-    sink's weight, d~'s growth, the critical fraction, the N_s/N plateau and g's 1/T, each decided on the
-    interval of :func:`slope` or :func:`trend`."""
+    """Chapter 35's claims on one model: on the full-attention layers (:func:`length_groups`), Lemma 1's 1/L on the
+    tokens other than the sink, d~'s growth and the critical fraction under each reading; per layer group, the
+    N_s/N plateau at the longest length; and g's 1/T. Each is decided on the interval of :func:`slope`,
+    :func:`trend` or the critical table by a rule that can fail (a flat trend by :func:`flat`)."""
     out = []
     top = int(res.stats.L.max())
     n_alg4 = int(res.stats[res.stats.quantity == "ns_frac"].N.max())
     N = res.provenance["preset"]["N"]
     for group in groups(res):
         tag = f"{res.label}, {group} layers"
-        lemma = slope(res, "rest_max_x_len", group=group)
-        out.append(_claim(
-            f"lemma1-{group}", "35a", "weights vanish like 1/L (Lemma 1): l x the largest weight stays put",
-            "slope of the median l x largest non-sink weight: {v:.2f} [{lo:.2f}, {hi:.2f}] (" + tag + ")",
-            *lemma, FLAT, "reproduced when the 95 % interval of the log-log slope against L lies in [-0.25, 0.25]",
-        ))  # fmt: skip
-        sink = slope(res, "sink_weight", group=group)
-        out.append(_claim(
-            f"sink-{group}", "35a", "bounded logits: the sink's weight vanishes like 1/L as well (Lemma 1)",
-            "slope of the median sink weight: {v:.2f} [{lo:.2f}, {hi:.2f}] (" + tag + ")", *sink, (-1.25, -0.75),
-            "reproduced when the 95 % interval of the log-log slope against L lies in [-1.25, -0.75]",
-        ))  # fmt: skip
-        grow = slope(res, "d_tilde", N=N, group=group)
-        out.append(_claim(
-            f"distance-{group}", "35b", f"d~ at N = {N} grows like L (Figure 2a)",
-            "slope of the median d~: {v:.2f} [{lo:.2f}, {hi:.2f}] (" + tag + ")", *grow, LINEAR,
-            "reproduced when the 95 % interval of the log-log slope against L lies in [0.8, 1.2]",
-        ))  # fmt: skip
-        out += [_fraction_overlap(res, group, reading) for reading in READINGS]
+        if group in length_groups(res):
+            lemma = slope(res, "rest_max_x_len", group=group)
+            out.append(_claim(
+                f"lemma1-{group}", "35a", "weights vanish like 1/L (Lemma 1): l x the largest weight stays put",
+                "slope of the median l x largest non-sink weight: {v:.2f} [{lo:.2f}, {hi:.2f}] (" + tag + ")",
+                *lemma, FLAT, FLAT_RULE,
+            ))  # fmt: skip
+            grow = slope(res, "d_tilde", N=N, group=group)
+            out.append(_claim(
+                f"distance-{group}", "35b", f"d~ at N = {N} grows like L (Figure 2a)",
+                "slope of the median d~: {v:.2f} [{lo:.2f}, {hi:.2f}] (" + tag + ")", *grow, LINEAR,
+                "reproduced when the 95 % interval of the log-log slope against L lies in [0.8, 1.2], not reproduced "
+                "when it lies outside, else inconclusive",
+            ))  # fmt: skip
+            out += [_fraction_slope(res, group, reading) for reading in READINGS]
         plateau = trend(res, "ns_frac", N=n_alg4, group=group)
         last = plateau[plateau.L == top].iloc[0]
         out.append(_claim(
             f"plateau-{group}", "35d", "about 70-85 % of the selected tokens are separable (Figure 3)",
             f"median N_s/N at N = {n_alg4}, L = {top}: " + "{v:.2f} [{lo:.2f}, {hi:.2f}] (" + tag + ")",
             last.value, last.lo, last.hi, SATURATION,
-            "reproduced when the 95 % interval lies in [0.70, 0.85]",
+            "reproduced when the 95 % interval lies in [0.70, 0.85], not reproduced when it lies outside, else "
+            "inconclusive",
         ))  # fmt: skip
     g = slope(res, "g", along="T")
     out.append(_claim(
         "gradient", "35e", "g grows like 1/T at low temperature (Figure 4)",
         f"slope of the largest g against T <= 0.01 at L = {top}: " + "{v:.2f} [{lo:.2f}, {hi:.2f}]", *g, INVERSE_T,
-        "reproduced when the 95 % interval of the log-log slope lies in [-1.2, -0.8]",
+        "reproduced when the 95 % interval of the log-log slope lies in [-1.2, -0.8], not reproduced when it lies "
+        "outside, else inconclusive",
     ))  # fmt: skip
     return out
 

@@ -1,0 +1,185 @@
+"""The paper's experimental claims, each set beside what a run of :mod:`attnlimits.experiments` measures.
+
+One function per claim turns a :class:`attnlimits.experiments.Results` into a :class:`Claim`: what the paper
+reports, what we measure (a sentence with the numbers), and a verdict decided by a fixed rule stated in the
+claim's ``rule``. A rule reads one number (``value``) and its 95 % interval over the run's windows (``lo``, ``hi``)
+and compares the interval with a band (:func:`attnlimits.infra.verdicts.decide`), so a verdict never claims more
+than the windows support. The number is a statistic of per-head values, each head pooled over its rows and windows
+as the paper takes one value per head (e.g. the median over heads); its interval resamples the windows
+(:class:`attnlimits.infra.statistics.UnitSums`, :func:`attnlimits.infra.statistics.bootstrap_units`, the jackknife t
+of :data:`.rules.METHOD`: the method that covers at the book's sizes), and every claim says how many windows it rests on
+(``units``). Trends are decided per length or by their slope, never by a median over a grid of lengths.
+
+Verdicts (the book's words, :mod:`attnlimits.infra.verdicts`): "reproduced" (the interval lies inside the band),
+"not reproduced" (wholly outside it, or the claim's shape fails), "inconclusive" (the interval straddles an edge),
+"not measured" (the run has no number for the claim), "depends on the reading" (a claim on Eq. (10)'s expectation
+whose rule gives different verdicts under its readings E, E_mc, E_full, E_perm: :func:`readings_claims` has each,
+:func:`reading_predictions` what would tell them apart). A claim's ``kind`` says whether it is a reproduction (a
+rule that can fail) or a sanity check (a proved bound: "holds" or "violated", never counted as a reproduction). The
+Experiments chapters show the rows and assert the verdicts their prose states; the reproducibility report shows them
+all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from attnlimits.experiments.paper_claims.figure2 import (
+    COUNTINGS,
+    READING_RULES,
+    READINGS,
+    READINGS_COLUMNS,
+    critical_sensitivity,
+    fig2a_bound,
+    fig2a_distance,
+    fig2a_expectation,
+    fig2b_convergence,
+    fig2b_plateau,
+    fig2c_critical,
+    fig2c_proportional,
+    figure2_readings,
+    reading_predictions,
+    readings_claims,
+)
+from attnlimits.experiments.paper_claims.figure3 import FLAT, fig3_bounds, fig3_plateau
+from attnlimits.experiments.paper_claims.figure4 import (
+    G_QUANTILE,
+    fig4_drop,
+    fig4_printed_bound,
+    fig4_slope,
+    g_quantile,
+)
+from attnlimits.experiments.paper_claims.rules import (
+    CONVERGED,
+    DROP,
+    FRACTION,
+    INVERSE_T,
+    KS_LEVEL,
+    LINEAR,
+    PLATEAU,
+    SATURATION,
+    SINK_VARIANT,
+    Claim,
+    loglog_slope,
+)
+from attnlimits.experiments.paper_claims.sentences import DESCRIBED, assert_sentences, describes, expect
+from attnlimits.infra.statistics import RESAMPLES, SEED
+from attnlimits.infra.verdicts import (
+    DEPENDS_ON_READING,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_MEASURED,
+    REPRODUCED,
+    REPRODUCTION,
+    SANITY_CHECK,
+    VIOLATED,
+    decide,
+)
+from attnlimits.infra.verdicts import NOT_REPRODUCED as NOT
+
+__all__ = [
+    "CLAIMS",
+    "CONVERGED",
+    "COUNTINGS",
+    "DEPENDS_ON_READING",
+    "DESCRIBED",
+    "DROP",
+    "FLAT",
+    "FRACTION",
+    "G_QUANTILE",
+    "HOLDS",
+    "INCONCLUSIVE",
+    "INVERSE_T",
+    "KS_LEVEL",
+    "LINEAR",
+    "NOT",
+    "NOT_MEASURED",
+    "PLATEAU",
+    "READINGS",
+    "READINGS_COLUMNS",
+    "READING_RULES",
+    "REPRODUCED",
+    "REPRODUCTION",
+    "RESAMPLES",
+    "SANITY_CHECK",
+    "SATURATION",
+    "SEED",
+    "SINK_VARIANT",
+    "TABLES",
+    "VIOLATED",
+    "Claim",
+    "assert_sentences",
+    "claims",
+    "critical_sensitivity",
+    "decide",
+    "describes",
+    "expect",
+    "figure2_readings",
+    "g_quantile",
+    "loglog_slope",
+    "markdown",
+    "reading_predictions",
+    "readings_claims",
+    "save_tables",
+]
+
+
+CLAIMS = (
+    fig2a_distance,
+    fig2a_expectation,
+    fig2a_bound,
+    fig2b_plateau,
+    fig2b_convergence,
+    fig2c_critical,
+    fig2c_proportional,
+    fig3_plateau,
+    fig3_bounds,
+    fig4_slope,
+    fig4_drop,
+    fig4_printed_bound,
+)
+
+
+def claims(res, figure: str | None = None) -> pd.DataFrame:
+    """Every claim (or those of one ``figure``: "2a", "2b", "2c", "3", "4") as a table, one row per claim, with its
+    ``units`` (windows) and ``kind`` (a sanity check never counts as a reproduction).
+
+    Only the asked figure's claims are computed (a claim function's name starts with ``fig<figure>_``). The claims
+    on the expectation (:data:`READING_RULES`) are held to every reading; :func:`readings_claims` has each.
+    """
+    figures = {c.__name__.split("_")[0].removeprefix("fig") for c in CLAIMS}
+    if figure is not None and figure not in figures:
+        raise ValueError(f"figure: must be one of {sorted(figures)} or None, got {figure!r}")
+    chosen = [c for c in CLAIMS if figure is None or c.__name__.startswith(f"fig{figure}_")]
+    return pd.DataFrame([c(res).as_dict() for c in chosen])
+
+
+#: The tables :func:`save_tables` writes beside a run's own.
+TABLES = ("claims", "readings", "predictions")
+
+
+def save_tables(res, folder) -> Path:
+    """Write ``claims.csv`` (:func:`claims`: every claim decided on the run, its number beside its 95 % interval
+    over windows, ``value_lo`` and ``value_hi``, its ``units`` and ``kind``), ``readings.csv``
+    (:func:`readings_claims` on every counting the run holds) and ``predictions.csv`` (:func:`reading_predictions`)
+    into ``folder``; returns it."""
+    folder = Path(folder)
+    claims(res).to_csv(folder / "claims.csv", index=False, float_format="%.17g")
+    readings_claims(res, COUNTINGS).to_csv(folder / "readings.csv", index=False, float_format="%.17g")
+    reading_predictions(res).to_csv(folder / "predictions.csv", index=False, float_format="%.17g")
+    return folder
+
+
+def markdown(table: pd.DataFrame, columns=("paper", "measured", "verdict", "rule")) -> str:
+    """A table of :func:`claims` as MyST markdown: a chapter shows it with ``IPython.display.Markdown``, so that the
+    book typesets the formulas in its cells (an HTML table from pandas would show them as raw TeX)."""
+    unknown = [c for c in columns if c not in table.columns]
+    if unknown:
+        raise ValueError(f"columns: {unknown} are not columns of the table; it has {list(table.columns)}")
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in table[list(columns)].itertuples(index=False):
+        cells = [str(v).replace("|", "\\|").replace("\n", " ") for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,185 @@
+"""What every claim shares: the bands of the rules, :class:`Claim`, and per-head values pooled over windows with
+their interval (the cluster bootstrap over windows)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from attnlimits.infra import statistics
+from attnlimits.infra.statistics import RESAMPLES, SEED
+from attnlimits.infra.verdicts import (
+    INCONCLUSIVE,
+    REPRODUCED,
+    REPRODUCTION,
+)
+from attnlimits.infra.verdicts import NOT_REPRODUCED as NOT
+
+#: Added to the paper's side of a claim measured with token 0 removed (``exclude_sink=True``).
+SINK_VARIANT = " (book's variant: token 0 removed; the paper never removes it)"
+
+#: The bands the rules compare intervals with.
+LINEAR = (0.8, 1.2)  # a log-log slope of about 1
+CONVERGED = (2 / 3, 3 / 2)  # a ratio of about 1
+FRACTION = (0.03, 0.12)  # "fewer than 6 % of the tokens", within a factor of 2
+PLATEAU = (0.8, 1.25)  # a change by at most a quarter
+SATURATION = (0.70, 0.85)  # Figure 3's level
+INVERSE_T = (-1.2, -0.8)  # g ~ 1/T
+DROP = (30, 300)  # about two orders of magnitude
+#: The KS level of Figure 2c's claims (Algorithm 3's; the paper's text says 0.01).
+KS_LEVEL = 0.05
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper and our measurement of it: the number the verdict reads (``value``) and its 95 %
+    interval over windows (``value_lo``, ``value_hi``; NaN where the rule reads no number), how many windows it
+    rests on (``units``; None where not stated), and its ``kind``: :data:`REPRODUCTION`, a rule that can fail on the
+    data, or :data:`SANITY_CHECK`, a statement true by proof or by construction (verdict "holds" or "violated"),
+    never counted as a reproduction."""
+
+    key: str
+    figure: str
+    paper: str
+    measured: str
+    verdict: str
+    rule: str
+    value: float = math.nan
+    value_lo: float = math.nan
+    value_hi: float = math.nan
+    units: int | None = None
+    kind: str = REPRODUCTION
+
+    def as_dict(self) -> dict:
+        """The claim as a plain dict (a table row)."""
+        return asdict(self)
+
+
+def loglog_slope(x, y) -> float:
+    """Least-squares slope of log y against log x (the exponent of a power law)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+def log_slopes(x, y) -> np.ndarray:
+    """:func:`loglog_slope` of each row of ``y`` (..., len(x)) against ``x``, in one product."""
+    lx = np.log(np.asarray(x, float))
+    lx = lx - lx.mean()
+    ly = np.log(np.asarray(y, float))
+    return ((ly - ly.mean(axis=-1, keepdims=True)) @ lx) / (lx @ lx)
+
+
+#: The interval of every claim read from per-head pooled means: the jackknife t over windows
+#: (:func:`attnlimits.infra.statistics.bootstrap_units`), the method whose coverage a simulation at the book's sizes
+#: finds near 95 % (BCa and the percentile bootstrap over windows cover about 86 % at 8 windows and 91-93 % at 32:
+#: tests/infra/test_interval_coverage.py).
+METHOD = "t"
+#: How the claims' texts name an interval's method (:attr:`attnlimits.infra.statistics.Interval.method`).
+METHOD_WORDS = {"bca": "BCa", "percentile": "percentile", "t": "jackknife t", "none": "no interval"}
+
+
+def windows_text(n) -> str:
+    """How many windows, in words (e.g. 4 windows, 1 window)."""
+    return f"{n} window{'s' * (n != 1)}"
+
+
+def stated(iv: statistics.Interval) -> str:
+    """How an interval was made: "jackknife t over 32 windows" ("1 window, no interval")."""
+    if iv.units <= 1:
+        return f"{windows_text(iv.units)}, no interval"
+    return f"{METHOD_WORDS.get(iv.method, iv.method)} over {windows_text(iv.units)}"
+
+
+class Pooled:
+    """A table's value columns pooled per head over any multiset of windows, at each level of ``at`` (L or N): each
+    head's mean over all its rows in the windows drawn, as the paper takes one value per head
+    (:class:`attnlimits.infra.statistics.UnitSums` grouped by (``at``, layer, head), weighted by ``rows``)."""
+
+    def __init__(self, table: pd.DataFrame, values, at: str):
+        self.values = list(values)
+        weight = "rows" if "rows" in table.columns else None
+        self.sums = statistics.UnitSums(table, self.values, by=(at, "layer", "head"), weight=weight)
+        levels = self.sums.groups.get_level_values(at).to_numpy()
+        self.levels = np.array(sorted(set(levels.tolist())))
+        self._members = [np.flatnonzero(levels == v) for v in self.levels]
+
+    @property
+    def units(self) -> list:
+        """The windows, what the bootstrap resamples."""
+        return self.sums.units
+
+    def heads(self, counts, column: str) -> np.ndarray:
+        """Each head's pooled ``column`` (..., groups); ``counts``: window multiplicities (None: each once)."""
+        return self.sums.pooled(counts)[..., self.values.index(column)]
+
+    def median(self, q: np.ndarray, level) -> np.ndarray:
+        """The median over heads of a per-head quantity ``q`` (..., groups) at one level of ``at``."""
+        members = self._members[int(np.flatnonzero(self.levels == level)[0])]
+        return np.nanmedian(q[..., members], axis=-1)
+
+    def medians(self, q: np.ndarray) -> np.ndarray:
+        """:meth:`median` at every level (..., levels)."""
+        return np.stack([np.nanmedian(q[..., m], axis=-1) for m in self._members], axis=-1)
+
+    def interval(self, statistic: Callable[[np.ndarray], np.ndarray]) -> statistics.Interval:
+        """``statistic(counts)`` (one value per row of window multiplicities) and its 95 % interval from the
+        cluster bootstrap over windows (:data:`METHOD`, the book's draws and seed)."""
+        return statistics.bootstrap_units(
+            self.units, statistic, method=METHOD, resamples=RESAMPLES, seed=SEED, batch=True
+        )
+
+    def value(self, statistic: Callable[[np.ndarray], np.ndarray]) -> float:
+        """``statistic`` on every window once."""
+        return float(np.asarray(statistic(np.ones((1, len(self.units))))).reshape(-1)[0])
+
+
+def show_interval(value: float, lo: float, hi: float, digits: int = 2) -> str:
+    """``value [lo, hi]``."""
+    return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def run_windows(res) -> int | None:
+    """How many windows the run measured (its provenance), None where it does not say."""
+    windows = res.provenance.get("windows")
+    return len(windows) if isinstance(windows, list | tuple) else None
+
+
+def make_claim(
+    res,
+    key,
+    figure,
+    paper,
+    measured,
+    verdict,
+    rule,
+    value=math.nan,
+    lo=math.nan,
+    hi=math.nan,
+    *,
+    units: int | None = None,
+    kind: str = REPRODUCTION,
+) -> Claim:
+    """A :class:`Claim`, its paper side marked when the run removed token 0; ``units`` (default: the run's windows;
+    0 for a claim resting on none) is named in the measured text when the text does not name its windows."""
+    if res.provenance.get("exclude_sink"):
+        paper += SINK_VARIANT
+    units = run_windows(res) if units is None else int(units)
+    if units and "window" not in measured:
+        measured += f"; {windows_text(units)}"
+    return Claim(key, figure, paper, measured, verdict, rule, float(value), float(lo), float(hi), units, kind)
+
+
+def all_of(*verdicts: str) -> str:
+    """One verdict from the parts of a rule that must all hold: "not reproduced" when one part is, "reproduced" when
+    every part is, else "inconclusive"."""
+    if NOT in verdicts:
+        return NOT
+    return REPRODUCED if all(v == REPRODUCED for v in verdicts) else INCONCLUSIVE
+
+
+#: How the claims name the tokens Algorithm 4 measured on (its table's ``tokens`` column).
+TOKEN_NAMES = {"value": "value vectors", "embedding": "input token embeddings", "residual": "residual stream"}
