@@ -30,10 +30,15 @@ $(MODEL_WHEELS): $(STAMP) lib/attnlimits/models/registry.py
 test: setup
 	$(BIN)/ruff check lib tests chapters
 	$(BIN)/ruff format --check lib tests
+	@date +"[test] %T library tests"
 	$(BIN)/python -m pytest
+	@date +"[test] %T a fresh chapter"
 	$(MAKE) test-fresh-chapter
+	@date +"[test] %T results"
 	$(MAKE) results
+	@date +"[test] %T chapters"
 	$(BIN)/python -m pytest --nbmake chapters --fill-book-cache --durations=0
+	@date +"[test] %T done"
 
 ## An Experiments chapter as a reader would first run it: from an empty results cache, under nbmake, with the quick
 ## preset chosen by its environment variable (it computes its own results in seconds).

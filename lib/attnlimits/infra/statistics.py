@@ -202,12 +202,12 @@ def bootstrap_units(
 ) -> Interval:
     """``statistic`` and its interval from the cluster bootstrap over independent units (windows).
 
-    ``units``: how many units, or their labels (e.g. :attr:`UnitSums.units`). ``statistic(counts)`` gives the
-    number on the units with multiplicities ``counts`` (a float array, ``counts[i]`` for unit i; ``np.ones(n)`` is
-    the data); with ``batch=True`` it takes a 2-D array, one multiset per row, and returns one value per row (all
-    draws at once, e.g. from :meth:`UnitSums.pooled`). Each draw takes n units with replacement; the draws are
-    :func:`critical_draws`' for the same seed, so the same call repeats exactly and intervals read per draw line
-    up. Without ``batch`` the statistic is evaluated once per distinct multiset.
+    ``units``: how many units, or their labels (e.g. the ``units`` of a :class:`UnitSums`). ``statistic(counts)`` gives
+    the number on the units with multiplicities ``counts`` (a float array, ``counts[i]`` for unit i; ``np.ones(n)`` is
+    the data); with ``batch=True`` it takes a 2-D array, one multiset per row, and returns one value per row (all draws
+    at once, e.g. from :meth:`UnitSums.pooled`). Each draw takes n units with replacement; the draws are
+    :func:`critical_draws`' for the same seed, so the same call repeats exactly and intervals read per draw line up.
+    Without ``batch`` the statistic is evaluated once per distinct multiset.
 
     ``method``: "bca" (default) moves the percentiles of the draws by the bias z0 (the share of draws below the
     value) and the acceleration (from the leave-one-unit-out jackknife: counts with one unit set to 0), which
