@@ -385,3 +385,21 @@ def test_claim_tables_render_as_markdown_with_their_formulas():
     assert rp.markdown(table, columns=("verdict",)).splitlines()[2] == "| reproduced |"
     with pytest.raises(ValueError, match="columns: \\['figure'\\]"):
         rp.markdown(table, columns=("figure", "paper"))
+
+
+def test_a_ratio_interval_is_taken_on_the_log_scale():
+    """A skewed ratio over a few windows: the plain t interval reaches below 0, the log-scale one stays positive,
+    keeps the same point and is symmetric in the factor (lo * hi = value^2 for the jackknife t)."""
+    per_window = np.array([3.0, 5.0, 40.0, 300.0, 4.0, 90.0])
+
+    def ratio(counts):
+        counts = np.atleast_2d(counts)
+        return (counts * per_window).sum(-1) / (counts * np.ones(6)).sum(-1) / 2.0
+
+    units = [str(i) for i in range(6)]
+    plain = rp.rules.interval_over_windows(units, ratio)
+    logged = rp.rules.interval_over_windows(units, ratio, ratio=True)
+    assert plain.lo < 0 < logged.lo
+    assert logged.value == pytest.approx(plain.value, rel=1e-12)
+    assert logged.lo * logged.hi == pytest.approx(logged.value**2, rel=1e-9)
+    assert (logged.units, logged.method) == (6, rp.rules.METHOD)

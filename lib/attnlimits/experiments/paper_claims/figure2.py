@@ -140,7 +140,7 @@ def fig2b_plateau(res) -> Claim:
         q = pooled.heads(counts, "d_tilde")
         return pooled.median(q, ns[-1]) / pooled.median(q, ns[0])
 
-    iv = pooled.interval(statistic)
+    iv = pooled.interval(statistic, ratio=True)
     return make_claim(
         res,
         "fig2b-plateau",
@@ -149,8 +149,8 @@ def fig2b_plateau(res) -> Claim:
         rf"median over heads of $\tilde d$ changes by ×{show_interval(iv.value, iv.lo, iv.hi)} from $N = {ns[0]}$ to "
         rf"$N = {ns[-1]}$ ({stated(iv)})",
         decide(iv.lo, iv.hi, PLATEAU),
-        "reproduced when the 95 % interval (jackknife t over windows) of the factor by which the median "
-        "over heads of each head's pooled d~ changes from N = 20 to the largest N lies in [0.8, 1.25], not "
+        "reproduced when the 95 % interval (jackknife t over windows, on the log scale) of the factor by which the "
+        "median over heads of each head's pooled d~ changes from N = 20 to the largest N lies in [0.8, 1.25], not "
         "reproduced when it lies outside, else inconclusive",
         iv.value,
         iv.lo,
@@ -172,7 +172,7 @@ def _convergence(res, reading: str, counting: str = "visible") -> tuple[Claim, s
         return statistic
 
     start = pooled.value(ratio_at(first))
-    iv = pooled.interval(ratio_at(last))
+    iv = pooled.interval(ratio_at(last), ratio=True)
     closer = abs(np.log(iv.value)) < abs(np.log(start))
     claim = make_claim(
         res,
@@ -183,7 +183,7 @@ def _convergence(res, reading: str, counting: str = "visible") -> tuple[Claim, s
         rf"{show_interval(iv.value, iv.lo, iv.hi, 3)} at $N = {last}$ ({stated(iv)})",
         decide(iv.lo, iv.hi, CONVERGED) if closer else NOT,
         f"not reproduced when reading/d~ at N = {last} is no closer to 1 than at N = {first}; else decided on the "
-        f"95 % interval (jackknife t over windows) of the median over heads of each head's pooled "
+        f"95 % interval (jackknife t over windows, on the log scale) of the median over heads of each head's pooled "
         f"reading / pooled d~ at N = {last}: reproduced inside [2/3, 3/2], not reproduced outside, else inconclusive",
         iv.value,
         iv.lo,
@@ -475,13 +475,15 @@ def reading_predictions(res) -> pd.DataFrame:
     rows = []
     for reading in held:
         e = at.interval(median_of(reading))
-        ratio = at.interval(lambda counts, r=reading: at.median(at.heads(counts, r) / at.heads(counts, "d_tilde"), top))
+        ratio = at.interval(
+            lambda counts, r=reading: at.median(at.heads(counts, r) / at.heads(counts, "d_tilde"), top), ratio=True
+        )
 
         def change(counts, r=reading):
             q = by_n.heads(counts, r)
             return by_n.median(q, last) / by_n.median(q, first)
 
-        moved = by_n.interval(change)
+        moved = by_n.interval(change, ratio=True)
         growth = _expectation_growth(res, reading)[0]
         critical = _proportional(res, reading)[0]
         numbers = {

@@ -49,7 +49,7 @@ def fig3_plateau(res, tokens: str = "value") -> Claim:
         q = pooled.heads(counts, "ns_frac")
         return np.mean([pooled.median(q, n) for n in tail], axis=0)
 
-    flat, lvl = pooled.interval(change), pooled.interval(level)
+    flat, lvl = pooled.interval(change, ratio=True), pooled.interval(level)
     series = ", ".join(f"{int(n)}: {v:.3f}" for n, v in zip(ns, med, strict=True))
     return make_claim(
         res,
@@ -63,7 +63,8 @@ def fig3_plateau(res, tokens: str = "value") -> Claim:
         all_of(decide(flat.lo, flat.hi, FLAT), decide(lvl.lo, lvl.hi, SATURATION)) if falls else NOT,
         "not reproduced unless the median over heads falls from the smallest N to N = 16; then both parts decided "
         "on their 95 % intervals (jackknife t over windows, of the median over heads of each head's "
-        "pooled N_s/N): flat, the ratio of the median at the largest N to that at N = 16 in [0.95, 1.05]; level, "
+        "pooled N_s/N): flat, the ratio of the median at the largest N to that at N = 16 (its interval on the log "
+        "scale) in [0.95, 1.05]; level, "
         "the mean over N >= 16 of the median in [0.70, 0.85]; reproduced when both lie inside, not reproduced when "
         "either lies wholly outside, else inconclusive",
         lvl.value,

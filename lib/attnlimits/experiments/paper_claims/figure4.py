@@ -14,6 +14,7 @@ from attnlimits.experiments.paper_claims.rules import (
     METHOD,
     METHOD_WORDS,
     Claim,
+    interval_over_windows,
     log_slopes,
     make_claim,
     stated,
@@ -91,16 +92,14 @@ def _g_drop(T: np.ndarray, curve: np.ndarray) -> np.ndarray:
     return curve.max(axis=-1) / curve[..., np.flatnonzero(T >= 1)[0]]
 
 
-def _g_interval(pooled: _PooledG, number: Callable) -> statistics.Interval:
+def _g_interval(pooled: _PooledG, number: Callable, ratio: bool) -> statistics.Interval:
     """``number(T, curve)`` on the :data:`G_QUANTILE` curve and its 95 % interval from the cluster bootstrap over
-    windows (:func:`attnlimits.infra.statistics.bootstrap_units`: :data:`METHOD`, the book's draws and seed)."""
+    windows (:func:`interval_over_windows`; ``ratio``: on the log scale)."""
 
     def statistic(counts: np.ndarray) -> np.ndarray:
         return number(pooled.T, pooled.curve(counts))
 
-    return statistics.bootstrap_units(
-        pooled.units, statistic, method=METHOD, resamples=RESAMPLES, seed=SEED, batch=True
-    )
+    return interval_over_windows(pooled.units, statistic, ratio=ratio)
 
 
 def g_quantile(res, eps: float | None = None, scaling: str = "model", q: float = G_QUANTILE) -> pd.DataFrame:
@@ -149,17 +148,19 @@ def _quantile_name() -> str:
     return f"{100 * G_QUANTILE:g}th percentile"
 
 
-def _fig4_trend(res, key: str, paper: str, number: Callable, band: tuple, lead: str, what: str, fmt) -> Claim:
+def _fig4_trend(
+    res, key: str, paper: str, number: Callable, band: tuple, lead: str, what: str, fmt, *, ratio: bool = False
+) -> Claim:
     """A trend of Figure 4's curve (``number(T, curve)``, named by ``lead`` in the measured text and by ``what``
-    in the rule, shown by ``fmt``), decided on the interval of the :data:`G_QUANTILE` curve's; the paper's maximum
-    over heads beside it, without one."""
+    in the rule, shown by ``fmt``), decided on the interval of the :data:`G_QUANTILE` curve's (``ratio``: a
+    positive ratio, its interval on the log scale); the paper's maximum over heads beside it, without one."""
     if missing := _unmeasured(res, key, paper):
         return missing
     t = res.g()
     eps = t.eps.min()
     pooled = _PooledG(t)
     paper_g = float(number(pooled.T, pooled.curve(q=None)))
-    iv = _g_interval(pooled, number)
+    iv = _g_interval(pooled, number, ratio)
     measured = (
         f"{lead}: the paper's $g$ (the largest head's, each head pooled over its rows in all "
         f"{windows_text(iv.units)}; a maximum has no valid interval) {fmt(paper_g)}; the {_quantile_name()} over heads "
@@ -170,7 +171,8 @@ def _fig4_trend(res, key: str, paper: str, number: Callable, band: tuple, lead: 
         f"decided on the {_quantile_name()} over heads of each head's g pooled over its rows in every window "
         f"(epsilon = {eps:g}, the model's logits; the paper's maximum over heads has no valid interval): "
         f"reproduced when the 95 % interval ({METHOD_WORDS.get(iv.method, iv.method)} over windows"
-        f") of {what} lies in [{band[0]:g}, {band[1]:g}], not reproduced when it lies outside, else inconclusive"
+        f"{', on the log scale' if ratio else ''}) of {what} lies in [{band[0]:g}, {band[1]:g}], not reproduced "
+        "when it lies outside, else inconclusive"
     )
     verdict = decide(iv.lo, iv.hi, band)
     return make_claim(res, key, "4", paper, measured, verdict, rule, iv.value, iv.lo, iv.hi, units=iv.units)
@@ -203,6 +205,7 @@ def fig4_drop(res) -> Claim:
         f"the drop from the largest value over $T$ to the value at the first $T \\ge 1$ ($T = {first:.3g}$)",
         "its drop, the largest value over T divided by the value at the first T >= 1",
         lambda v: f"×{v:.3g}",
+        ratio=True,
     )
 
 
