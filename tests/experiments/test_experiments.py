@@ -54,6 +54,23 @@ def _drop_sink(alpha):
 
 
 @pytest.mark.parametrize("first", [0, 1])
+def test_separability_on_tokens_every_head_shares_equals_the_per_head_batch(monkeypatch, first):
+    """Tokens expanded over heads (the embeddings) take one matrix product for all heads: the same numbers as the
+    same tokens copied into every head."""
+    monkeypatch.setattr(rowstats, "ROW_BLOCK", 7)
+    alpha, x = _causal(3, 30, 6, 2.0, seed=5 + first)
+    shared = x[:1].expand(3, -1, -1)
+    assert shared.stride(0) == 0
+    ns = [1, 3, 8]
+    for got, want in zip(
+        rowstats.separability(alpha, shared, ns, first=first),
+        rowstats.separability(alpha, shared.contiguous(), ns, first=first),
+        strict=True,
+    ):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("first", [0, 1])
 @pytest.mark.parametrize("scale", [0.5, 6.0])
 @pytest.mark.parametrize("walk", [32, 1])  # walk = 1 sends most pairs of d_max to the exact masked maximum
 def test_rowstats_equal_the_per_row_definitions(monkeypatch, first, scale, walk):

@@ -468,19 +468,22 @@ def separability(
     positions = _check_positions(alpha, x, positions)
     H, R = alpha.shape[0], alpha.shape[1]
     ns = [int(n) for n in ns]
-    xx = (x * x).sum(-1)
+    # tokens every head shares (the embeddings, the residual stream: x expanded over heads) in one matrix product
+    # for all heads, instead of a batch that copies them once per head
+    shared = x.shape[0] > 1 and x.stride(0) == 0
+    xx = (x[:1] * x[:1]).sum(-1).expand(H, -1) if shared else (x * x).sum(-1)
     frac, radius = x.new_zeros(len(ns), H, R), x.new_zeros(len(ns), H, R)
     weights = x.new_zeros(H, R, max(ns))
     for r0, r1, t, c in _blocks(R, positions, x.device):
-        a, xb = alpha[:, r0:r1, :c], x[:, :c]
+        a, xb = alpha[:, r0:r1, :c], x[0, :c] if shared else x[:, :c]
         visible = _visible(t, c, first, window)
         val, idx = _top(a, visible, max(ns))
         rank = _ranks(idx, c)
         weights[:, r0:r1, : val.shape[-1]] = val.clamp_min(0)
         for j, n in enumerate(ns):
             selected = (rank < n) & visible
-            s = torch.bmm(torch.where(selected, a, 0.0), xb)
-            g = torch.bmm(s, xb.transpose(1, 2))
+            s = torch.matmul(torch.where(selected, a, 0.0), xb)
+            g = torch.matmul(s, xb.transpose(-2, -1))
             # ||alpha_i x_i - s||^2 - ||s||^2: the same order of the tokens without adding ||s||^2 (much larger than
             # the differences between tokens), so the comparison with the radius loses no digits to cancellation
             q = (a * xx[:, :c].unsqueeze(1)).sub_(g, alpha=2).mul_(a)

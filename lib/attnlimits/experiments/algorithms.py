@@ -745,8 +745,9 @@ def separability_table(
         alpha, x = w.inputs(
             layer, L, exclude_sink=exclude_sink, tokens=tokens, precision=precision, normalizer=normalizer, rows=at
         )
-        x = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
         shared = x[:1] if tokens != "value" else x  # the residual stream and the embeddings: the same for every head
+        shared = shared / torch.linalg.vector_norm(shared, dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+        x = shared.expand_as(x)  # still one copy for every head (rowstats.separability reads it once)
         pair = torch.cdist(shared[:, first:], shared[:, first:])
         pair.diagonal(dim1=-2, dim2=-1).fill_(math.inf)
         delta = pair.flatten(1).amin(-1).expand(x.shape[0])  # (H,)
