@@ -140,8 +140,8 @@ def interval_over_windows(units, statistic: Callable[[np.ndarray], np.ndarray], 
     """``statistic(counts)`` (batch: one value per row of window multiplicities) and its 95 % interval over
     ``units`` (:data:`METHOD`, the book's draws and seed). ``ratio=True`` for a positive ratio: the interval of its
     logarithm, mapped back by exp. A ratio's sampling distribution is skewed, and a t interval on the ratio itself
-    is symmetric, so over a few windows its lower end can fall below 0, a value no ratio takes (Figure 4's drop did:
-    ×44.8 [−41, 131]); on the log scale the interval is symmetric in the factor and stays positive."""
+    is symmetric, so over a few windows its lower end can fall below 0, a value no ratio takes (Figure 4's drop did
+    on 12 windows); on the log scale the interval is symmetric in the factor and stays positive."""
     options = {"method": METHOD, "resamples": RESAMPLES, "seed": SEED, "batch": True}
     if not ratio:
         return statistics.bootstrap_units(units, statistic, **options)
