@@ -25,7 +25,7 @@
 # **Data:** the pretrained model and the text named in the banner below (GPT-2 on *War and Peace* when they can
 # be loaded, else the offline fallbacks), the book's `paper` preset: 12 windows of 1024 tokens spread evenly over
 # the whole text, every layer and every head, each head's values the means over a stratified sample of its rows
-# (every row below 128, then one in 32).
+# (every row below 128, then one in 64).
 #
 # The paper's Figures 2a and 2b {cite}`mudarisov2025limitations` measure, in every head of GPT-2, how far the
 # tokens attention drops lie from what it keeps: the cumulative distance $\tilde d$ of Theorem 1, its
@@ -145,7 +145,9 @@ slopes = {"all tokens": growth(res), "token 0 left out": growth(no_sink)}
 print({label: f"d~ ~ L^{slope:.2f}" for label, slope in slopes.items()})
 
 # %% tags=["remove-cell"]
+rows = paper_claims.rows_read(res)
 _ = paper_claims.assert_sentences({
+    "every row below 128, then one in 64": rows["from"] == 128 and rows["rows"] == 64,
     "without token 0 the true distance still grows about linearly": bool(
         slopes["token 0 left out"] > 0.9
     ),
@@ -176,7 +178,7 @@ alg2.groupby("N")[["rows", "d_tilde", "E", "d_max"]].median().round(3)
 #
 # - **`E`**, the book's reconstruction (above): the norm of the conditional mean of $y_n - s$, summed.
 # - **`E_mc`**, the expectation itself, $\mathbb E_{I_N}[\tilde d]$ over uniformly random $N$-subsets of the row's
-#   tokens, by Monte Carlo (2 subsets per row on a stratified quarter of the rows; `E_mc_se` is the standard error
+#   tokens, by Monte Carlo (2 subsets per row, on the same row sample; `E_mc_se` is the standard error
 #   of each head's mean). By Jensen's inequality it lies above `E`.
 # - **`E_full`**, Eq. (10) with the inner factor $N/(\ell - 1)$ replaced by 1:
 #   $E_{\mathrm{full}} = \frac{\ell - N}{\ell} \sum_{n} \lVert y_n - \sum_{j \ne n} y_j \rVert

@@ -25,7 +25,7 @@
 # **Data:** the pretrained model and the text named in the banner below (GPT-2 on *War and Peace* when they can
 # be loaded, else the offline fallbacks), the book's `paper` preset: 12 windows of 1024 tokens spread evenly over
 # the whole text, every layer and every head, each head's values the means over a stratified sample of its rows
-# (every row below 128, then one in 32).
+# (every row below 128, then one in 64).
 #
 # How many tokens can a head select before what it keeps looks no different from a random selection? The paper's
 # Figure 2c {cite}`mudarisov2025limitations` answers with a statistical test: for each length $L$, the *critical*
@@ -126,8 +126,8 @@ both.pivot_table(index="L", columns=["tokens", "ks_level"], values="fraction").r
 # {doc}`22_distance_vs_length` computes four readings of the paper's expected distance. The search runs for the
 # book's reconstruction `E` (above), for `E_full` (the inner factor $N/(\ell - 1)$ replaced by 1) and for `E_perm`
 # (the row's weights permuted over its tokens), each against $\tilde d$; `E_full` and `E_perm` are evaluated on a
-# stratified sample of the rows (every row below 128, then one in 16), with $\tilde d$ on the same rows. The shaded
-# band is the book's rule for the paper's constant, $0.03 \le N/L \le 0.12$.
+# coarser stratified sample of the rows (every row below 128, then one in 128), with $\tilde d$ on the same rows.
+# The shaded band is the book's rule for the paper's constant, $0.03 \le N/L \le 0.12$.
 
 # %% mystnb={"image": {"alt": "Critical N divided by L against the sequence length L at KS level 0.05, one line per reading of the expectation with the 95 % bootstrap interval over windows as error bars, the paper's 0.06 as a dashed line and the band 0.03 to 0.12 shaded."}}
 fig = figures.critical_readings_figure(res)
@@ -140,7 +140,10 @@ by_reading = crit[crit.ks_level == 0.05].pivot(
 by_reading.round(3)
 
 # %% tags=["remove-cell"]
+rows = paper_claims.rows_read(res)
 _ = paper_claims.assert_sentences({
+    "every row below 128, then one in 64": rows["from"] == 128 and rows["rows"] == 64,
+    "E_full and E_perm: every row below 128, then one in 128": rows["critical"] == 128,
     "E_perm reaches the level, if at all, only above 0.9 L": bool(
         (crit[crit.reading == "E_perm"].fraction.fillna(1) > 0.9).all()
     ),

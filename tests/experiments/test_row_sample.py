@@ -138,9 +138,27 @@ def test_row_stride_is_validated_and_recorded():
         with pytest.raises(ValueError, match="row_stride: must be None"):
             experiments.validate_grid(experiments.get_preset("quick").replace(row_stride=stride))
     paper = experiments.get_preset("paper")
-    assert paper.windows >= 8 and paper.row_stride in (16, 32)  # the jackknife t covers from 8 windows on
+    assert paper.windows >= 8 and paper.row_stride is not None  # the jackknife t covers from 8 windows on
     assert experiments.get_preset("reduced").row_stride is None and experiments.get_preset("quick").row_stride is None
     assert paper.as_dict()["row_stride"] == paper.row_stride
+
+
+def test_row_samples_name_the_blocks_each_reading_reads():
+    """Every row with no stride (the exact readings; the costly ones on their own fixed samples), else the
+    preset's stride and, for the costly readings, a coarser one; Algorithm 5 always reads every row."""
+    from attnlimits.experiments import algorithms
+
+    exact = algorithms.row_samples(None)
+    assert exact == {"rows": None, "critical": algorithms.CRITICAL_STRIDE, "embedding": 4, "gradient": None}
+    strided = algorithms.row_samples(64)
+    assert strided == {
+        "rows": 64,
+        "critical": 64 * algorithms.COARSER,
+        "embedding": 64 * algorithms.COARSER,
+        "gradient": None,
+    }
+    with pytest.raises(ValueError, match="row_stride"):
+        algorithms.row_samples(0)
 
 
 TINY = experiments.Preset(

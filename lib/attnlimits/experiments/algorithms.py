@@ -41,6 +41,7 @@ __all__ = [
     "SAMPLE_STRIDE",
     "check_stride",
     "critical_n",
+    "row_samples",
     "critical_search",
     "distance_table",
     "gradient_table",
@@ -76,7 +77,7 @@ CRITICAL_STRIDE = 16
 #: ``E_full`` and ``E_perm`` searches and Algorithm 4 on the input embeddings (d_model dimensions, nine times a
 #: SmolLM2 head's). Every window reads its own sample, so the noise a coarse sample adds to a head's mean over
 #: the run's windows shrinks with their number.
-COARSER = 4
+COARSER = 2
 #: Algorithm 5's row sample when a preset samples rows (its window is short, L = 256, and a row's cost grows with
 #: t there as everywhere): every row t < GRADIENT_FROM, then one row per block of GRADIENT_STRIDE rows (or of the
 #: preset's ``row_stride`` where that is finer), about an eighth of the rows.
@@ -97,6 +98,20 @@ def sample_rows(
     sizes = (top - starts).clamp_max(stride)
     picks = starts + (torch.rand(len(starts), generator=gen) * sizes).long()
     return torch.cat([head, picks]), torch.cat([torch.ones(len(head)), sizes.double()]).double()
+
+
+def row_samples(row_stride: int | None) -> dict[str, int | None]:
+    """The block length of each row sample a run with a preset's ``row_stride`` reads (None: every row): ``rows``
+    (Algorithms 1-2, Algorithm 3's ``E``, Algorithm 4 on the values, the sink), ``critical`` (Algorithm 3's
+    ``E_full`` and ``E_perm``), ``embedding`` (Algorithm 4 on the input embeddings) and ``gradient`` (Algorithm 5,
+    always every row). Every sample holds every row below :data:`SAMPLE_FROM` (:func:`sample_rows`)."""
+    stride = check_stride("row_stride", row_stride)
+    return {
+        "rows": stride,
+        "critical": max(CRITICAL_STRIDE, COARSER * (stride or 0)),
+        "embedding": max(SAMPLE_STRIDE, COARSER * (stride or 0)),
+        "gradient": None,
+    }
 
 
 def position_bins(positions: torch.Tensor) -> list[slice]:
@@ -615,7 +630,7 @@ def _ks_layer(w, layer: int, todo, *, first: int, opts: dict, seed: int, row_str
     lengths = rowstats.row_lengths(top, first, device="cpu", window=window)
     heads = w.heads(layer)
     layer_seed = seed + 1_000_003 * w.index + 7919 * layer
-    samples = {"sampled": sample_rows(top, layer_seed, max(CRITICAL_STRIDE, COARSER * (row_stride or 0)))}
+    samples = {"sampled": sample_rows(top, layer_seed, row_samples(row_stride)["critical"])}
     if row_stride is not None:
         samples["E"] = sample_rows(top, layer_seed, row_stride)
     for kind, pairs in (("E", exact), ("sampled", sampled)):

@@ -19,13 +19,12 @@ import pandas as pd
 import torch
 
 from attnlimits.experiments.algorithms import (
-    COARSER,
     CRITICAL_READINGS,
     GRADIENT_COLUMNS,
-    SAMPLE_STRIDE,
     critical_n,
     distance_table,
     gradient_table,
+    row_samples,
     separability_table,
     sink_table,
 )
@@ -323,13 +322,13 @@ def _with_intervals(critical: pd.DataFrame, heads: pd.DataFrame, p: Preset, seed
 
 def _separability(caps: Sequence[Capture], p: Preset, kinds: Sequence[str], opts: dict) -> pd.DataFrame:
     """Algorithm 4 on each kind of tokens, window by window (so runs over disjoint windows concatenate): on the
-    preset's row sample (``row_stride``; every row when None), the input embeddings on a coarser one (blocks of
-    :data:`SAMPLE_STRIDE` rows, or :data:`COARSER` times the preset's ``row_stride``)."""
+    preset's row sample (``row_stride``; every row when None), the input embeddings on a coarser one
+    (:func:`attnlimits.experiments.algorithms.row_samples`)."""
 
     def on(kind):
         stride = p.row_stride
         if kind == "embedding":
-            stride = max(SAMPLE_STRIDE, COARSER * (p.row_stride or 0))
+            stride = row_samples(p.row_stride)["embedding"]
         sample = {"stride": stride, "bins": p.row_stride is not None}
         return separability_table(caps, p.alg4_L, p.alg4_N, **{**opts, "tokens": kind}, **sample)
 

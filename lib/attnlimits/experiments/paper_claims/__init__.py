@@ -64,7 +64,7 @@ from attnlimits.experiments.paper_claims.rules import (
     Claim,
     loglog_slope,
 )
-from attnlimits.experiments.paper_claims.sentences import DESCRIBED, assert_sentences, describes, expect
+from attnlimits.experiments.paper_claims.sentences import DESCRIBED, assert_sentences, describes, expect, rows_read
 from attnlimits.infra.statistics import RESAMPLES, SEED
 from attnlimits.infra.verdicts import (
     DEPENDS_ON_READING,
@@ -122,6 +122,7 @@ __all__ = [
     "markdown",
     "reading_predictions",
     "readings_claims",
+    "rows_read",
     "save_tables",
 ]
 

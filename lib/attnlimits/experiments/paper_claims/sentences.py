@@ -17,6 +17,15 @@ from attnlimits.infra.verdicts import (
 DESCRIBED = {"model": "HuggingFaceTB/SmolLM2-135M-Instruct", "text": "pydoc-topics", "preset": "paper"}
 
 
+def rows_read(res) -> dict:
+    """The block length of each row sample the run read (:func:`attnlimits.experiments.algorithms.row_samples`:
+    ``rows``, ``critical``, ``embedding``, ``gradient``; None: every row) and ``from``, the position below which
+    every sample reads every row: what a chapter's sentence on its rows states."""
+    from attnlimits.experiments.algorithms import SAMPLE_FROM, row_samples
+
+    return {**row_samples(res.preset.row_stride), "from": SAMPLE_FROM}
+
+
 def describes(run, described: Mapping | None = None) -> bool:
     """Whether ``run`` is the run a page's prose was written from.
 
