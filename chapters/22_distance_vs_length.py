@@ -25,7 +25,7 @@
 # **Data:** the pretrained model and the text named in the banner below (GPT-2 on *War and Peace* when they can
 # be loaded, else the offline fallbacks), the book's `paper` preset: 12 windows of 1024 tokens spread evenly over
 # the whole text, every layer and every head, each head's values the means over a stratified sample of its rows
-# (every row below 128, then one in 64).
+# (every row below 128, then one in 32).
 #
 # The paper's Figures 2a and 2b {cite}`mudarisov2025limitations` measure, in every head of GPT-2, how far the
 # tokens attention drops lie from what it keeps: the cumulative distance $\tilde d$ of Theorem 1, its
@@ -147,7 +147,7 @@ print({label: f"d~ ~ L^{slope:.2f}" for label, slope in slopes.items()})
 # %% tags=["remove-cell"]
 rows = paper_claims.rows_read(res)
 _ = paper_claims.assert_sentences({
-    "every row below 128, then one in 64": rows["from"] == 128 and rows["rows"] == 64,
+    "every row below 128, then one in 32": rows["from"] == 128 and rows["rows"] == 32,
     "without token 0 the true distance still grows about linearly": bool(
         slopes["token 0 left out"] > 0.9
     ),

@@ -25,7 +25,7 @@
 # **Data:** the pretrained model and the text named in the banner below (GPT-2 on *War and Peace* when they can
 # be loaded, else the offline fallbacks), the book's `paper` preset: 12 windows of 1024 tokens spread evenly over
 # the whole text, every layer and every head, each head's values the means over a stratified sample of its rows
-# (every row below 128, then one in 64).
+# (every row below 128, then one in 32).
 #
 # How many tokens can a head select before what it keeps looks no different from a random selection? The paper's
 # Figure 2c {cite}`mudarisov2025limitations` answers with a statistical test: for each length $L$, the *critical*
@@ -142,7 +142,7 @@ by_reading.round(3)
 # %% tags=["remove-cell"]
 rows = paper_claims.rows_read(res)
 _ = paper_claims.assert_sentences({
-    "every row below 128, then one in 64": rows["from"] == 128 and rows["rows"] == 64,
+    "every row below 128, then one in 32": rows["from"] == 128 and rows["rows"] == 32,
     "E_full and E_perm: every row below 128, then one in 128": rows["critical"] == 128,
     "E_perm reaches the level, if at all, only above 0.9 L": bool(
         (crit[crit.reading == "E_perm"].fraction.fillna(1) > 0.9).all()

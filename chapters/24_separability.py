@@ -25,7 +25,7 @@
 # **Data:** the pretrained model and the text named in the banner below (GPT-2 on *War and Peace* when they can
 # be loaded, else the offline fallbacks), the book's `paper` preset: 12 windows of 1024 tokens spread evenly over
 # the whole text, every layer and every head, each head's values the means over a stratified sample of its rows
-# (every row below 128, then one in 64).
+# (every row below 128, then one in 32).
 #
 # Of the $N$ tokens a head selects, how many can be told apart from the tokens it drops, in the geometry of the
 # weighted embeddings? The paper's Figure 3 {cite}`mudarisov2025limitations` reports that the distinguishable
@@ -182,7 +182,7 @@ _ = paper_claims.expect(res, claims, expected)
 _ = paper_claims.expect(no_sink, claims_no_sink, expected)
 rows = paper_claims.rows_read(res)
 _ = paper_claims.assert_sentences({
-    "every row below 128, then one in 64": rows["from"] == 128 and rows["rows"] == 64,
+    "every row below 128, then one in 32": rows["from"] == 128 and rows["rows"] == 32,
     "the embeddings: every row below 128, then one in 128": rows["embedding"] == 128,
 }, described=paper_claims.describes(res))
 tail = by_n.loc[by_n.index >= 16]

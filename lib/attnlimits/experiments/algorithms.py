@@ -77,7 +77,7 @@ CRITICAL_STRIDE = 16
 #: ``E_full`` and ``E_perm`` searches and Algorithm 4 on the input embeddings (d_model dimensions, nine times a
 #: SmolLM2 head's). Every window reads its own sample, so the noise a coarse sample adds to a head's mean over
 #: the run's windows shrinks with their number.
-COARSER = 2
+COARSER = 4
 #: Algorithm 5's row sample when a preset samples rows (its window is short, L = 256, and a row's cost grows with
 #: t there as everywhere): every row t < GRADIENT_FROM, then one row per block of GRADIENT_STRIDE rows (or of the
 #: preset's ``row_stride`` where that is finer), about an eighth of the rows.
