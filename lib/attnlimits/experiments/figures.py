@@ -4,7 +4,7 @@ Each function returns a matplotlib figure and never computes anything but summar
 spreads across heads and windows (every head of every window is one sample), maxima over heads where the paper
 takes them. Two kinds of uncertainty are drawn apart: the spread across heads (a 10-90 % band) says how heads
 differ; the 95 % bootstrap interval over windows (:func:`window_interval`; error bars, or a band where a figure
-shows no spread across heads) says how far a median or maximum would move on other text. :func:`save_all` writes
+shows no spread across heads) says how far a median would move on other text. :func:`save_all` writes
 them all as PNG and SVG (what ``attnlimits analyze`` does).
 """
 
@@ -64,24 +64,21 @@ def spread(table: pd.DataFrame, by: str, column: str, lo: float = 0.1, hi: float
     return pd.DataFrame({"median": g.median(), "lo": g.quantile(lo), "hi": g.quantile(hi), "mean": g.mean()})
 
 
-def window_interval(table: pd.DataFrame, by: str, column: str, statistic: str = "median") -> pd.DataFrame:
-    """Per value of ``by``: ``statistic`` (``"median"`` or ``"max"``) of ``column`` over every head of every
-    window, and its 95 % bootstrap interval over windows (:func:`attnlimits.infra.statistics.bootstrap_windows`, 1000
-    draws, seed 0). Columns value, lo, hi.
+def window_interval(table: pd.DataFrame, by: str, column: str) -> pd.DataFrame:
+    """Per value of ``by``: the median of ``column`` over every head of every window, and its 95 % bootstrap
+    interval over windows (:func:`attnlimits.infra.statistics.bootstrap_windows`, 1000 draws, seed 0). Columns
+    value, lo, hi.
 
     The interval says how far the curve would move on other text (other windows); the band of :func:`spread` is
-    the spread across heads, a different thing. With one window (or identical windows) lo = value = hi.
+    the spread across heads, a different thing. With one window (or identical windows) lo = value = hi. There is
+    no such interval for a maximum over heads: its draws never exceed it, so it sits at the end of its own.
     """
-    if statistic not in ("median", "max"):
-        raise ValueError(f"statistic: must be 'median' or 'max', got {statistic!r}")
     if column not in table.columns:
         raise ValueError(f"column: {column!r} is not a column of the table; it has {list(table.columns)}")
     t = table[["window", by, column]]
-    if statistic == "max":  # the max over the drawn windows of each window's max over heads: a far smaller table
-        t = t.groupby(["window", by], as_index=False)[column].max()
 
     def stat(part: pd.DataFrame) -> float:
-        return float(getattr(part[column], statistic)())
+        return float(part[column].median())
 
     rows = {
         key: statistics.bootstrap_windows(part, stat, resamples=RESAMPLES, seed=SEED) for key, part in t.groupby(by)
