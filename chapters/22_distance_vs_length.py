@@ -82,7 +82,7 @@ no_sink = al.experiments.results(model, text, preset, exclude_sink=True)
 #
 # One sample per head and window; the line is the median over all of them, the band the 10–90 % range.
 
-# %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the sequence length L at a fixed N: the median over heads and windows as a line with markers, the 10-90 % range across heads as a shaded band, and the 95 % bootstrap interval over windows of the median as error bars."}}
+# %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the sequence length L at a fixed N: the median over heads and windows as a line with markers, the 10-90 % range across heads as a shaded band, and the 95 % interval over windows (jackknife t) of the median as error bars."}}
 fig = figures.distance_vs_length(res)
 plotting.finish(fig, "22_fig2a")
 
@@ -160,7 +160,7 @@ _ = paper_claims.assert_sentences({
 #
 # ## Figure 2b: distance vs $N$ at $L = 1024$
 
-# %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the number of selected tokens N at a fixed L: the median over heads and windows as a line with markers, the 10-90 % range across heads as a shaded band, and the 95 % bootstrap interval over windows of the median as error bars."}}
+# %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the number of selected tokens N at a fixed L: the median over heads and windows as a line with markers, the 10-90 % range across heads as a shaded band, and the 95 % interval over windows (jackknife t) of the median as error bars."}}
 fig = figures.distance_vs_n(res)
 plotting.finish(fig, "22_fig2b")
 

@@ -65,7 +65,7 @@ no_sink = al.experiments.results(model, text, preset, exclude_sink=True)
 # $N_s/N$ is the mean over its rows with more than $N$ tokens; Theorem 2's lower bound and the paper's upper bound
 # (as the book reconstructs it) are evaluated on the same rows, with the same $R$ and $\delta$.
 
-# %% mystnb={"image": {"alt": "Box plots of the distinguishable fraction N_s/N over heads and windows for each number of selected tokens N, with the median upper bound (as reconstructed) and the median lower bound of Theorem 2 as dashed lines, the 95 % bootstrap interval over windows of the median as error bars beside each box, and the paper's 0.70-0.85 plateau shaded."}}
+# %% mystnb={"image": {"alt": "Box plots of the distinguishable fraction N_s/N over heads and windows for each number of selected tokens N, with the median upper bound (as reconstructed) and the median lower bound of Theorem 2 as dashed lines, the 95 % interval over windows (jackknife t) of the median as error bars beside each box, and the paper's 0.70-0.85 plateau shaded."}}
 fig = figures.separability_figure(res)
 plotting.finish(fig, "24_fig3")
 

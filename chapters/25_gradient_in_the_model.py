@@ -89,11 +89,11 @@ print(res.summary())
 # theorem bounds every row's ratio, hence $g$, by $1/(2T)$; and $\lVert \alpha - \alpha' \rVert \le \sqrt 2$ bounds
 # it by $\sqrt 2 / \varepsilon$.
 
-# %% mystnb={"image": {"alt": "Log-log plot of the sensitivity g against the temperature T with the model-scaled logits, one colour per epsilon: the paper's g, the maximum over heads of each head's mean over its rows in every window, with markers and no interval; at the smallest epsilon the 95th percentile over heads with small squares and its 95 % bootstrap interval over windows as a band; the paper's printed min{1/(4T), sqrt 2} dashed and the book's 1/(2T) as a thin grey line."}}
+# %% mystnb={"image": {"alt": "Log-log plot of the sensitivity g against the temperature T with the model-scaled logits, one colour per epsilon: the paper's g, the maximum over heads of each head's mean over its rows in every window, with markers and no interval; at the smallest epsilon the 95th percentile over heads with small squares and its 95 % interval over windows (jackknife t) as a band; the paper's printed min{1/(4T), sqrt 2} dashed and the book's 1/(2T) as a thin grey line."}}
 fig = figures.gradient_figure(res, "model")
 plotting.finish(fig, "25_fig4")
 
-# %% mystnb={"image": {"alt": "Log-log plot of the sensitivity g against the temperature T with the raw q.k logits, one colour per epsilon: the paper's g, the maximum over heads of each head's mean over its rows in every window, with markers and no interval; at the smallest epsilon the 95th percentile over heads with small squares and its 95 % bootstrap interval over windows as a band; the paper's printed min{1/(4T), sqrt 2} dashed and the book's 1/(2T) as a thin grey line."}}
+# %% mystnb={"image": {"alt": "Log-log plot of the sensitivity g against the temperature T with the raw q.k logits, one colour per epsilon: the paper's g, the maximum over heads of each head's mean over its rows in every window, with markers and no interval; at the smallest epsilon the 95th percentile over heads with small squares and its 95 % interval over windows (jackknife t) as a band; the paper's printed min{1/(4T), sqrt 2} dashed and the book's 1/(2T) as a thin grey line."}}
 fig = figures.gradient_figure(res, "none")
 plotting.finish(fig, "25_fig4_raw")
 

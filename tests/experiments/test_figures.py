@@ -125,6 +125,7 @@ def test_window_interval_is_the_bootstrap_over_windows():
     assert list(s.index) == list(PRESET["alg1_L"])
     assert np.allclose(s.value, t.groupby("L").d_tilde.median())
     assert (s.lo < s.value).all() and (s.value < s.hi).all()  # windows 1x..4x: the median moves
+    assert np.allclose(s.value - s.lo, s.hi - s.value)  # the jackknife t, symmetric (a BCa interval is not)
     for res in (_results(windows=(0,)), _results(same=True)):  # one window, identical windows: nothing to move
         s = figures.window_interval(res.alg1(), "L", "d_tilde")
         assert np.allclose(s.lo, s.value) and np.allclose(s.hi, s.value)

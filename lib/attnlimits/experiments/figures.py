@@ -3,8 +3,8 @@
 Each function returns a matplotlib figure and never computes anything but summaries of the tables: medians and
 spreads across heads and windows (every head of every window is one sample), maxima over heads where the paper
 takes them. Two kinds of uncertainty are drawn apart: the spread across heads (a 10-90 % band) says how heads
-differ; the 95 % bootstrap interval over windows (:func:`window_interval`; error bars, or a band where a figure
-shows no spread across heads) says how far a median would move on other text. :func:`save_all` writes
+differ; the 95 % interval over windows (:func:`window_interval`, the jackknife t; error bars, or a band where a
+figure shows no spread across heads) says how far a median would move on other text. :func:`save_all` writes
 them all as PNG and SVG (what ``attnlimits analyze`` does).
 """
 
@@ -20,6 +20,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
 from attnlimits.experiments.paper_claims import FRACTION, G_QUANTILE, g_quantile
+from attnlimits.experiments.paper_claims.rules import METHOD
 from attnlimits.infra import statistics
 from attnlimits.infra.statistics import RESAMPLES, SEED
 
@@ -65,9 +66,10 @@ def spread(table: pd.DataFrame, by: str, column: str, lo: float = 0.1, hi: float
 
 
 def window_interval(table: pd.DataFrame, by: str, column: str) -> pd.DataFrame:
-    """Per value of ``by``: the median of ``column`` over every head of every window, and its 95 % bootstrap
-    interval over windows (:func:`attnlimits.infra.statistics.bootstrap_windows`, 1000 draws, seed 0). Columns
-    value, lo, hi.
+    """Per value of ``by``: the median of ``column`` over every head of every window, and its 95 % interval over
+    windows: the jackknife t (:func:`attnlimits.infra.statistics.bootstrap_units` with the claims' method,
+    :data:`attnlimits.experiments.paper_claims.rules.METHOD`), which covers at the book's window counts where the
+    bootstrap's BCa falls short. Columns value, lo, hi.
 
     The interval says how far the curve would move on other text (other windows); the band of :func:`spread` is
     the spread across heads, a different thing. With one window (or identical windows) lo = value = hi. There is
@@ -75,14 +77,17 @@ def window_interval(table: pd.DataFrame, by: str, column: str) -> pd.DataFrame:
     """
     if column not in table.columns:
         raise ValueError(f"column: {column!r} is not a column of the table; it has {list(table.columns)}")
-    t = table[["window", by, column]]
+    rows = {}
+    for key, part in table[["window", by, column]].dropna(subset=[column]).groupby(by):
+        windows, labels = pd.factorize(part["window"], sort=True)
+        values = part[column].to_numpy(float)
 
-    def stat(part: pd.DataFrame) -> float:
-        return float(part[column].median())
+        def median_on(counts: np.ndarray, windows=windows, values=values) -> float:
+            """The median over the rows of the windows drawn, each window as often as ``counts`` says."""
+            return float(np.median(np.repeat(values, np.asarray(counts)[windows].astype(int))))
 
-    rows = {
-        key: statistics.bootstrap_windows(part, stat, resamples=RESAMPLES, seed=SEED) for key, part in t.groupby(by)
-    }
+        iv = statistics.bootstrap_units(list(labels), median_on, method=METHOD, resamples=RESAMPLES, seed=SEED)
+        rows[key] = (iv.value, iv.lo, iv.hi)
     return pd.DataFrame.from_dict(rows, orient="index", columns=["value", "lo", "hi"]).rename_axis(by)
 
 
@@ -140,7 +145,7 @@ def distance_vs_length(res, ax=None, counting: str = "visible"):
     """Figure 2a: d~, E and d_max against L at the preset's fixed N.
 
     Line: the median over heads x windows; band: its 10-90 % spread across heads x windows ("heads 10-90 %");
-    error bars: the 95 % bootstrap interval over windows of that median ("median, 95 % over windows").
+    error bars: the 95 % interval over windows (jackknife t) of that median ("median, 95 % over windows").
     ``counting``: the distance table's counting of a row's tokens ("visible" or "row"; d_max only for visible).
     """
     p = res.preset
@@ -175,7 +180,7 @@ def readings_vs_length(res, counting: str = "visible", ax=None):
     exact expectation over random N-subsets, Monte Carlo), E_full (Eq. 10 with its inner factor 1) and E_perm (the
     permutation null) against L at the preset's fixed N, under ``counting``.
 
-    Line: the median over heads x windows; band: its 95 % bootstrap interval over windows (not the spread across
+    Line: the median over heads x windows; band: its 95 % interval over windows (jackknife t; not the spread across
     heads). Readings the run did not measure are left out.
     """
     p = res.preset
@@ -263,7 +268,7 @@ def critical_readings_figure(res, level: float = 0.05, ax=None):
 
 def separability_figure(res, ax=None, tokens: str = "value"):
     """Figure 3: box plots of N_s/N per N over heads x windows, with Theorem 2's bounds (median over heads) and the
-    95 % bootstrap interval over windows of the median N_s/N (error bars beside each box).
+    95 % interval over windows (jackknife t) of the median N_s/N (error bars beside each box).
 
     ``tokens``: which tokens the table measured, where it has a ``tokens`` column (default the value vectors, the
     paper's reading); a table without that column is drawn whole.
@@ -305,8 +310,8 @@ def gradient_figure(res, scaling: str = "model", ax=None):
     """Figure 4: g(T, eps) against T as the paper computes it, per eps: the largest over heads of each head's g
     pooled over its rows in every window (:meth:`attnlimits.experiments.Results.g_max`; a maximum has no valid
     interval, so none is drawn). At the smallest eps, the quantile over heads Figure 4's rules are decided on
-    (:func:`attnlimits.experiments.paper_claims.g_quantile`, the 95th percentile) with its 95 % interval from the
-    cluster bootstrap over windows (shaded). The printed min{1/(4T), sqrt 2} dashed, the book's sharp 1/(2T)
+    (:func:`attnlimits.experiments.paper_claims.g_quantile`, the 95th percentile) with its 95 % interval over
+    windows (jackknife t, shaded). The printed min{1/(4T), sqrt 2} dashed, the book's sharp 1/(2T)
     solid grey."""
     fig, ax = _axes(ax)
     res.g(scaling=scaling)  # checks the scaling
