@@ -60,3 +60,22 @@ def saved_llama(folder, **sizes):
     """A tiny :func:`llama` (``sizes``: its arguments; the vocabulary is the fallback tokenizer's) in ``folder``."""
     tokenizer = fallback_tokenizer()
     return saved(llama(vocab=len(tokenizer), **sizes), folder, tokenizer)
+
+
+def experiments_preset():
+    """The smallest preset the experiments' tests run: two windows of 16 tokens, every algorithm (seconds)."""
+    from attnlimits import experiments
+
+    return experiments.Preset(
+        name="tiny",
+        windows=2,
+        alg1_N=2,
+        alg1_L=(8, 16),
+        alg2_L=16,
+        alg2_N=(1, 2, 4),
+        alg4_L=16,
+        alg4_N=(1, 2, 4),
+        alg5_L=16,
+        alg5_T=(0.01, 1.0),
+        alg5_eps=(0.1,),
+    )

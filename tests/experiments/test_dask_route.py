@@ -16,7 +16,6 @@ import tiny_models
 
 import attnlimits as al
 from attnlimits import experiments, models
-from attnlimits.models import texts
 
 distributed = pytest.importorskip(
     "dask.distributed", reason="dask[distributed] is not installed (the 'dask' extra; make setup installs it)"
@@ -28,21 +27,9 @@ MARKER = "<!-- README example: dask (tests/experiments/test_dask_route.py runs t
 #: test fails instead of hanging on a cluster that does not answer (pytest-timeout stops the rest).
 TIMEOUT = 60
 SEED = 3
-#: The smallest preset the experiments' tests run (tests/experiments/test_experiments.py's TINY_PRESET): two windows,
-#: so that the windows go to the cluster, in seconds (the quick preset takes about 8x longer for the same check).
-TINY_PRESET = experiments.Preset(
-    name="tiny",
-    windows=2,
-    alg1_N=2,
-    alg1_L=(8, 16),
-    alg2_L=16,
-    alg2_N=(1, 2, 4),
-    alg4_L=16,
-    alg4_N=(1, 2, 4),
-    alg5_L=16,
-    alg5_T=(0.01, 1.0),
-    alg5_eps=(0.1,),
-)
+#: The smallest preset the experiments' tests run: two windows, so that the windows go to the cluster, in seconds
+#: (the quick preset takes about 8x longer for the same check).
+TINY_PRESET = tiny_models.experiments_preset()
 
 
 @pytest.fixture(scope="module")
@@ -71,19 +58,11 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    """A tiny random Llama (seeded) saved with the offline fallback's tokenizer, loaded as a user's model is."""
+def model(tiny_dir):
+    """The tiny random Llama, loaded as a user's model is."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_HUB_OFFLINE", "1")
-        folder = tiny_models.saved_llama(tmp_path_factory.mktemp("tiny-llama"), seed=2, positions=128)
-        return models.load(str(folder))
-
-
-@pytest.fixture(scope="module")
-def text():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        return texts.load()
+        return models.load(str(tiny_dir))
 
 
 def _readme_block() -> str:

@@ -458,32 +458,7 @@ def test_sink_weight_is_the_mean_weight_of_token_zero(tiny):
 # ---------------------------------------------------------------------------------------------------------------
 # run(): presets, validation before loading, seeded repeats, merging, the cache, the CLI
 # ---------------------------------------------------------------------------------------------------------------
-TINY_PRESET = experiments.Preset(
-    name="tiny",
-    windows=2,
-    alg1_N=2,
-    alg1_L=(8, 16),
-    alg2_L=16,
-    alg2_N=(1, 2, 4),
-    alg4_L=16,
-    alg4_N=(1, 2, 4),
-    alg5_L=16,
-    alg5_T=(0.01, 1.0),
-    alg5_eps=(0.1,),
-)
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    """A tiny random Llama saved with the offline fallback's tokenizer, loadable by attnlimits.models.load."""
-    return tiny_models.saved_llama(tmp_path_factory.mktemp("tiny-llama"), seed=2, positions=128)
-
-
-@pytest.fixture(scope="module")
-def text():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        return texts.load()
+TINY_PRESET = tiny_models.experiments_preset()
 
 
 def test_seeded_runs_repeat_exactly_and_merge(tiny_dir, text, tmp_path):

@@ -161,31 +161,7 @@ def test_row_samples_name_the_blocks_each_reading_reads():
         algorithms.row_samples(0)
 
 
-TINY = experiments.Preset(
-    name="tiny",
-    windows=2,
-    alg1_N=2,
-    alg1_L=(8, 16),
-    alg2_L=16,
-    alg2_N=(1, 2, 4),
-    alg4_L=16,
-    alg4_N=(1, 2, 4),
-    alg5_L=16,
-    alg5_T=(0.01, 1.0),
-    alg5_eps=(0.1,),
-)
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    return tiny_models.saved_llama(tmp_path_factory.mktemp("tiny-llama-sample"), seed=2, positions=128)
-
-
-@pytest.fixture(scope="module")
-def text():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        return texts.load("pydoc-topics")
+TINY = tiny_models.experiments_preset()
 
 
 def test_a_run_reads_windows_spread_over_the_text_and_its_row_sample(tiny_dir, text, monkeypatch):

@@ -243,6 +243,12 @@ def _not_measured(res, key: str, figure: str, paper: str, why: str, rule: str) -
     return make_claim(res, key, figure, paper, f"{NOT_MEASURED}: {why}", NOT_MEASURED, rule, units=0), NOT_MEASURED
 
 
+def _not_searched(res, key: str, paper: str, rule: str, reading: str, counting: str) -> tuple[Claim, str]:
+    """A Figure 2c claim for a reading Algorithm 3 searched no critical N for."""
+    why = f"Algorithm 3 searched no critical N for the reading {reading} ({counting} tokens) at KS level 0.05"
+    return _not_measured(res, key, "2c", paper, why, rule)
+
+
 _FRACTION_PAPER = r"critical $N \approx 0.06\,L$ (fewer than 6 % of the tokens)"
 _FRACTION_RULE = (
     "decided per length, never on a summary over lengths: each L's critical N / L with its 95 % interval (bootstrap "
@@ -256,8 +262,7 @@ def _critical_fraction(res, reading: str, counting: str = "visible") -> tuple[Cl
     """Figure 2c's constant fraction under one reading, decided per length."""
     crit = _critical(res, reading, counting)
     if crit.empty:
-        why = f"Algorithm 3 searched no critical N for the reading {reading} ({counting} tokens) at KS level 0.05"
-        return _not_measured(res, "fig2c-critical", "2c", _FRACTION_PAPER, why, _FRACTION_RULE)
+        return _not_searched(res, "fig2c-critical", _FRACTION_PAPER, _FRACTION_RULE, reading, counting)
     t = _fractions(crit)
     verdict = all_of(*t.verdict)
     pick = t[t.verdict == verdict] if verdict != REPRODUCED else t
@@ -315,8 +320,7 @@ def _proportional(res, reading: str, counting: str = "visible") -> tuple[Claim, 
     """Figure 2c's proportionality under one reading: the log-log slope of the critical N in L."""
     crit = _critical(res, reading, counting)
     if crit.empty:
-        why = f"Algorithm 3 searched no critical N for the reading {reading} ({counting} tokens) at KS level 0.05"
-        return _not_measured(res, "fig2c-proportional", "2c", _PROPORTIONAL_PAPER, why, _PROPORTIONAL_RULE)
+        return _not_searched(res, "fig2c-proportional", _PROPORTIONAL_PAPER, _PROPORTIONAL_RULE, reading, counting)
     units = _critical_units(res, crit)
     found = crit[crit.critical_N.notna()]
     if len(found) < 2:
