@@ -96,3 +96,19 @@ def test_captures_record_their_window_and_offset(tiny_dir, text, monkeypatch):
     alone = experiments.capture_windows(model, text, length=32, count=3)
     assert [c.start for c in alone] == texts.windows(model, text, 32, 3, total=3, return_starts=True)[1]
     assert alone[-1].start > 100 * 32  # the last window lies at the end of the text, not after the first two
+
+
+def test_shuffled_windows_hold_the_same_tokens_in_a_seeded_order():
+    tok, n = _NumberTokenizer(), 1000
+    plain = texts.windows(tok, _text(n), 10, 4, total=4)
+    shuffled = texts.windows(tok, _text(n), 10, 4, total=4, shuffle=3)
+    assert all(sorted(a) == sorted(b) for a, b in zip(plain.tolist(), shuffled.tolist(), strict=True))
+    assert not torch.equal(plain, shuffled)
+    assert torch.equal(shuffled, texts.windows(tok, _text(n), 10, 4, total=4, shuffle=3))  # seeded
+    assert not torch.equal(shuffled, texts.windows(tok, _text(n), 10, 4, total=4, shuffle=4))
+    # window i is shuffled the same in any piece of the layout that reads it
+    assert torch.equal(texts.windows(tok, _text(n), 10, 2, first=2, total=4, shuffle=3), shuffled[2:])
+    with_bos = texts.windows(tok, _text(n), 10, 2, total=2, bos=True, shuffle=3)
+    assert (with_bos[:, 0] == tok.bos_token_id).all()  # the BOS stays first
+    with pytest.raises(ValueError, match="shuffle: must be None"):
+        texts.windows(tok, _text(n), 10, 1, shuffle=-1)

@@ -78,6 +78,28 @@ def test_distance_table_matches_selection(heads):
         alt.distance_table(heads, [12])
 
 
+def test_nonzero_separability_leaves_out_the_zero_weight_tokens(heads):
+    logits, x = heads[24]
+    seen = torch.full((logits.shape[1],), 23)
+    soft = normalizers.softmax(logits)  # every weight positive: Algorithm 4's N_s/N exactly
+    torch.testing.assert_close(
+        alt.nonzero_separability(soft, x, [1, 4, 9]), rowstats.separability(soft, x, [1, 4, 9], positions=seen)[0]
+    )
+    # by hand: weights (0.5, 0.3, 0.2, 0, 0) on tokens 0-4, N = 2. Selected 0 and 1 nearly cancel: s = (0.2, 0.06),
+    # each selected token at the norm of the other's term (0.5 and 0.306), both beyond ||s|| = 0.209, where the
+    # zero-weight tokens put Algorithm 4's radius (N_s/N = 0); the dropped token of positive weight, 2, lies at
+    # 0.953, so without the zero-weight tokens both selected are inside (1)
+    a = torch.tensor([[[0.5, 0.3, 0.2, 0.0, 0.0]]], dtype=torch.float64)
+    xs = torch.tensor([[[1.0, 0.0], [-1.0, 0.2], [4.0, 4.0], [9.0, 9.0], [-9.0, 9.0]]], dtype=torch.float64)
+    assert float(rowstats.separability(a, xs, [2], positions=torch.tensor([4]))[0]) == 0.0
+    assert float(alt.nonzero_separability(a, xs, [2])) == 1.0
+    # N = 3 keeps every token of positive weight: nothing is left to tell apart
+    assert math.isnan(float(alt.nonzero_separability(a, xs, [3])))
+    table = alt.distance_table({24: heads[24]}, [2, 7], names=["softmax", "sparsemax"])
+    assert (table[table.normalizer == "softmax"].compared == 1).all()
+    assert table.compared.between(0, 1).all() and (table.ns_frac_nonzero.dropna().between(0, 1)).all()
+
+
 def test_distance_table_is_the_experiments_kernels_on_every_normaliser(heads):
     """The same rows through attnlimits.core.rowstats with every query seeing all L tokens: the same numbers."""
     logits, x = heads[24]

@@ -166,6 +166,7 @@ TINY = dataclasses.replace(
     fractions=(0.25,),
     lengths=(8,),
     normalizers=("softmax", "sparsemax"),
+    lr_grid=(),
 )
 
 
@@ -190,6 +191,64 @@ def test_presets_and_cached_sweep(tmp_path):
     summary = training.report.summarize(first.final, ["experiment", "normalizer"])
     assert summary.runs.sum() == 6 and (summary.diverged == 0).all()
     assert training.summarize is training.report.summarize  # still named at the package level
+
+
+def test_scaled_initialisation_starts_every_temperature_from_the_logits_of_t_1():
+    x = training.selection_task(10, 2, batch=3).x
+    stacked = x.expand(3, *x.shape)
+    temps = [0.01, 1.0, 7.0]
+    scaled = training.SelectionAttention(x.shape[-1], 4, T=temps, seeds=[5, 5, 5], init="scaled")
+    z = scaled.logits(stacked)
+    torch.testing.assert_close(z[0], z[1], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(z[2], z[1], rtol=1e-5, atol=1e-6)
+    plain = training.SelectionAttention(x.shape[-1], 4, T=temps, seeds=[5, 5, 5])
+    torch.testing.assert_close(plain.logits(stacked)[0], 100 * z[1], rtol=1e-4, atol=1e-4)  # 1 / T times larger
+    assert torch.equal(plain.w_key, scaled.w_key) and torch.equal(plain.query[1], scaled.query[1])
+    with pytest.raises(ValueError, match="init: must be one of"):
+        training.SelectionAttention(8, 4, init="orthogonal")
+
+
+def test_the_learning_rate_grid_trains_every_temperature_at_every_rate_and_initialisation():
+    p = TINY.replace(temperatures=(0.1, 1.0), lr_grid=(1e-2, 1e-1), lr_steps=4, normalizers=("sparsemax",))
+    out = training.sweep(p, n_jobs=2)
+    grid = out.final[out.final.experiment == "learning-rate"]
+    assert set(grid.normalizer) == {"softmax"}  # lr_normalizers, whatever the sweep's normalisers
+    assert sorted(grid.groupby(["lr", "init", "T"]).size().index) == [
+        (lr, init, T) for lr in (1e-2, 1e-1) for init in ("default", "scaled") for T in (0.1, 1.0)
+    ]
+    assert (out.final[out.final.experiment != "learning-rate"].lr == p.lr).all()
+    assert set(out.history.experiment) == {"temperature", "fraction", "length"}  # no step rows for the grid
+    one = training.sweep(p, n_jobs=1)  # the same runs whatever the number of processes
+    pd.testing.assert_frame_equal(out.final.drop(columns="seconds"), one.final.drop(columns="seconds"))
+
+
+def test_final_loss_and_tail_change_summarise_the_last_tenths():
+    out = training.train("softmax", L=12, N=2, seeds=[0], steps=40, batch=4, pool=8, lr=0.1)
+    loss, row = out.history.loss.to_numpy(), out.final.iloc[0]
+    base = training.baseline_errors(training.study._task_data([0], [2], 12, (8, 256), d_value=4, d_noise=3)[0][0])
+    assert row.final_loss == pytest.approx(loss[-4:].mean() / base["mean"], rel=1e-5)
+    assert row.tail_change == pytest.approx((loss[-4:].mean() - loss[-8:-4].mean()) / base["mean"], rel=1e-4)
+
+
+def test_geometry_of_a_perfect_selection():
+    """Attention spread evenly over the marked tokens: the top N are the marked, and d~ / E_full is 1 up to the
+    selected tokens' own terms (each dropped token of weight 0 is at ||s|| from s under both)."""
+    task = training.selection_task(16, 4, batch=6, seed=3)
+    alpha = task.marked.double() / 4
+    geometry = training.study._geometry(
+        alpha[None], task.x.double()[None], torch.eye(8)[None, :, :4], task.marked[None]
+    )
+    assert geometry["top_marked"][0] == 1.0
+    assert 0 < geometry["ns_frac"][0] <= 1
+    assert geometry["dtilde_over_E"][0] > 1.5
+    # d~ = (L - N) ||s|| exactly; E_full = ((L - N) / L) (sum over dropped ||s|| + sum over selected ||2 y_i - s||)
+    v = task.values.double()
+    s = (alpha[..., None] * v).sum(1)
+    d = (12 * s.norm(dim=-1)).mean()
+    y = alpha[..., None] * v
+    inner = (2 * y - s[:, None]).norm(dim=-1)
+    e_full = (12 / 16 * torch.where(task.marked, inner, s.norm(dim=-1)[:, None]).sum(-1)).mean()
+    assert geometry["dtilde_over_E_full"][0] == pytest.approx(float(d / e_full), rel=1e-12)
 
 
 def test_training_round_trips_through_its_files(tmp_path):

@@ -78,3 +78,88 @@ def test_the_figures(out):
     assert figures["error vs N/L and L"].axes[0].get_xlabel() == "N / L (L = 16, T = 1)"
     for fig in figures.values():
         plt.close(fig)
+
+
+def _lr_table(errors: dict, losses: dict | None = None):
+    """Final rows of a learning-rate grid: ``errors[(init, T, lr)]`` the seeds' relative errors."""
+    import pandas as pd
+
+    rows = []
+    for (init, T, lr), values in errors.items():
+        for seed, e in enumerate(values):
+            loss = (losses or {}).get((init, T, lr), e)
+            rows.append({"experiment": "learning-rate", "normalizer": "softmax", "init": init, "T": T, "lr": lr,
+                         "seed": seed, "rel_error": e, "final_loss": loss, "tail_change": 0.0,
+                         "steps_to_target": 10.0 if e < 0.1 else float("nan")})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_learning_rate_is_chosen_on_the_training_loss_and_judged_on_the_test_error():
+    stalled, learns = [1.1, 1.05, 1.12, 1.08], [0.01, 0.02, 0.0, 0.01]
+    # at lr 0.1 the test error is low but the training loss high: the training loss decides
+    lr = _lr_table({("default", 0.01, 0.01): stalled, ("default", 0.01, 0.1): learns},
+                   losses={("default", 0.01, 0.1): 2.0})  # fmt: skip
+    best = report.best_learning_rates(lr)
+    assert best.lr.tolist() == [0.01] and best.rel_error.iloc[0] == pytest.approx(sum(stalled) / 4)
+    assert best.seeds.iloc[0] == 4 and best.reached.iloc[0] == 0 and best.converged.iloc[0]
+    assert best.lo.iloc[0] < best.rel_error.iloc[0] < best.hi.iloc[0]
+
+
+@pytest.mark.parametrize(
+    ("default", "scaled", "verdict"),
+    [
+        ([1.1, 1.05, 1.12, 1.08], [1.0, 1.1, 0.98, 1.02], "reproduced"),  # stalls under both
+        ([1.1, 1.05, 1.12, 1.08], [0.01, 0.02, 0.0, 0.01], "not reproduced"),  # learns once scaled
+        ([1.1, 1.05, 1.12, 1.08], [0.0, 1.1, 0.0, 1.1], "inconclusive"),  # half the seeds learn
+    ],
+)
+def test_stall_verdicts(default, scaled, verdict):
+    lr = _lr_table({("default", 0.01, 0.01): default, ("scaled", 0.01, 0.01): scaled, ("scaled", 1.0, 0.01): scaled})
+    table = report.stall_verdicts(report.best_learning_rates(lr))
+    assert table["T"].tolist() == [0.01]  # T = 1 is not a low temperature
+    assert table.verdict.iloc[0] == verdict and table["default init"].iloc[0] == "reproduced"
+
+
+def _fraction_table(error_of, ns_of, seeds=5):
+    import pandas as pd
+
+    rows = []
+    for name in ("softmax", "sparsemax"):
+        for N in (1, 4, 16, 64):
+            for seed in range(seeds):
+                rows.append({"normalizer": name, "N": N, "L": 128, "fraction": N / 128, "seed": seed,
+                             "rel_error": error_of(name, N, seed), "ns_frac": ns_of(name, N, seed),
+                             "top_marked": 1.0, "dtilde_over_E": 2.0, "dtilde_over_E_full": 1.0})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_guideline_verdicts_decide_on_intervals_over_seeds():
+    # sparsemax fails past 6 % and softmax never does; N_s/N is lower exactly where the error is higher
+    frac = _fraction_table(
+        lambda name, N, seed: (1.0 + 0.01 * seed) if name == "sparsemax" and N >= 16 else 0.01 * seed,
+        lambda name, N, seed: 0.4 if name == "sparsemax" and N >= 16 else 0.9 - 0.01 * seed,
+    )
+    table = report.guideline_verdicts(frac).set_index(["rule", "normalizer"]).verdict
+    assert table[("the error rises past N/L = 6 %", "sparsemax")] == "reproduced"
+    assert table[("the error rises past N/L = 6 %", "softmax")] == "not reproduced"
+    assert table[("a lower N_s/N comes with a higher error", "all")] == "reproduced"
+    # the same runs with N_s/N higher where the error is higher: the monitor is refuted
+    flipped = frac.assign(ns_frac=1.3 - frac.ns_frac)
+    table = report.guideline_verdicts(flipped).set_index(["rule", "normalizer"]).verdict
+    assert table[("a lower N_s/N comes with a higher error", "all")] == "not reproduced"
+    geometry = report.geometry_table(frac)
+    assert geometry.loc[("sparsemax", 0.5), "rel_error"] == pytest.approx(1.02)
+    assert geometry.loc[("softmax", 0.5), "seeds"] == 5 and geometry["rel_error ±"].ge(0).all()
+
+
+def test_the_learning_rate_and_geometry_figures(out):
+    lr = report.learning_rate_runs(out.final)
+    assert set(lr.lr) == set(PRESET.lr_grid) and set(lr.init) == {"default", "scaled"}
+    best = report.best_learning_rates(lr)
+    assert len(best) == 2 * len(PRESET.temperatures) and best.lr.isin(PRESET.lr_grid).all()
+    fig = report.learning_rate_figure(lr, best)
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["default initialisation", "scaled initialisation"]
+    plt.close(fig)
+    fig = report.geometry_figure(report.fraction_runs(out.final))
+    assert len(fig.axes) == 4 and fig.axes[1].get_ylabel() == "N_s / N"
+    plt.close(fig)

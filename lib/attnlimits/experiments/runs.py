@@ -66,6 +66,7 @@ def run(
     n_jobs: int = 1,
     captures: Sequence[Capture] | None = None,
     shared: Results | None = None,
+    shuffle: int | None = None,
 ) -> Results:
     """Algorithms 1-5 (and the sink weights) on ``windows`` windows of ``text`` (the preset's count by default).
 
@@ -106,7 +107,9 @@ def run(
     that several runs (both sink modes, say) share one capture; ``seconds["capture"]`` is then the captures' own
     time. ``shared``: a run of the same model, text, preset, windows and seed (the other sink mode, say) whose
     tables that do not depend on the sink mode, tokens or precision (Algorithm 5's ``gradient`` and the ``sink``
-    weights) are taken as they are instead of computed again (their ``seconds`` are then 0).
+    weights) are taken as they are instead of computed again (their ``seconds`` are then 0). ``shuffle``: None
+    reads each window in the text's order; an integer seed reads each window's tokens in a random order (a control:
+    the same tokens without their order, :func:`attnlimits.models.texts.windows`), recorded in the provenance.
     """
     dtype_of(precision)
     check_jobs(n_jobs)
@@ -130,6 +133,7 @@ def run(
             total=max(p.windows, first_window + count),
             tokens=tokens,
             progress=progress,
+            **({} if shuffle is None else {"shuffle": shuffle}),
         )
         capture_seconds = time.perf_counter() - started
     else:
@@ -138,12 +142,10 @@ def run(
     options = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision, "seed": seed}
     tables, seconds = compute(caps, p, **options, embedding=embedding, progress=progress, n_jobs=n_jobs, shared=shared)
     seconds = {"capture": capture_seconds, **seconds, "total": time.perf_counter() - started}
-    return Results(
-        **tables,
-        provenance=provenance_of(
-            caps, p, options, seconds, model=_model_provenance(model), text=_text_provenance(text)
-        ),
-    )
+    about = {"model": _model_provenance(model), "text": _text_provenance(text)}
+    if shuffle is not None:
+        about["shuffle"] = shuffle
+    return Results(**tables, provenance=provenance_of(caps, p, options, seconds, **about))
 
 
 def run_arrays(
@@ -292,6 +294,7 @@ def results_folder(
     exclude_sink: bool = False,
     tokens: str = "value",
     precision: str = "float32",
+    shuffle: int | None = None,
     root=None,
 ) -> Path:
     """Where :func:`results` caches a run: ``<root>/<model>/<text>/<preset>[-options]``; a TransformerLens model's
@@ -307,6 +310,7 @@ def results_folder(
     text_name = text.provenance.name if hasattr(text, "provenance") else "string-" + texts.sha256_of(text)[:12]
     name = get_preset(preset).name + ("-no-sink" if exclude_sink else "") + ("" if tokens == "value" else f"-{tokens}")
     name += "" if precision == "float32" else f"-{precision}"
+    name += "" if shuffle is None else f"-shuffled{shuffle}"
     return Path(provenance.results_root() if root is None else root) / model_name / text_name / name
 
 
@@ -324,6 +328,7 @@ def results(
     n_jobs: int = 1,
     captures: Sequence[Capture] | Callable[[], Sequence[Capture]] | None = None,
     shared: Results | None = None,
+    shuffle: int | None = None,
 ) -> Results:
     """The results of :func:`run` from the cache when the same model, text, preset, options, seed and code produced
     them, else computed now and cached (so a test run computes once and the book build reuses the numbers).
@@ -335,10 +340,12 @@ def results(
     computed (as in :func:`run`), not what it holds; ``captures`` may also be a function returning them, called
     only when the entry must be computed (``functools.cache`` of :func:`capture_windows` lets both sink modes
     share one capture, and a current cache capture nothing). ``shared`` (as in :func:`run`) does not change what
-    the entry holds either: the tables it lends are those the run would compute.
+    the entry holds either: the tables it lends are those the run would compute. ``shuffle`` (as in :func:`run`)
+    has an entry of its own.
     """
     p = get_preset(preset)
     options = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision}
+    order = {} if shuffle is None else {"shuffle": shuffle}
     key = cache.study_key(
         code(model),
         model_sha256=_model_provenance(model).get("sha256"),
@@ -347,9 +354,10 @@ def results(
         options=options,
         windows=list(range(p.windows)),
         seed=seed,
+        **order,
     )
     return cache.cached(
-        results_folder(model, text, p, **options, root=root),
+        results_folder(model, text, p, **options, **order, root=root),
         key,
         compute=lambda: run(
             model,
@@ -361,6 +369,7 @@ def results(
             n_jobs=n_jobs,
             captures=captures() if callable(captures) else captures,
             shared=shared,
+            **order,
         ),
         save=lambda res, folder: res.save(folder),
         load=Results.load,

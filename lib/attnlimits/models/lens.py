@@ -108,6 +108,7 @@ def capture_windows(
     layers=None,
     progress=None,
     bos: bool | None = None,
+    shuffle: int | None = None,
 ) -> list:
     """:func:`attnlimits.experiments.capture_windows` for a ``HookedTransformer``: ``count`` windows of ``length``
     tokens of ``text``, windows ``first_window..first_window + count - 1`` of ``total`` spread evenly over the text
@@ -117,7 +118,7 @@ def capture_windows(
 
     ``bos``: None follows ``model.cfg.default_prepend_bos``. The windows are those of
     :func:`attnlimits.models.texts.windows` with the model's tokenizer, laid out as
-    :func:`attnlimits.models.windows.capture_windows` lays them out.
+    :func:`attnlimits.models.windows.capture_windows` lays them out (and shuffles them, given ``shuffle``).
     """
     from attnlimits.infra.progress import progress_bar
     from attnlimits.models import arrays as given
@@ -133,7 +134,15 @@ def capture_windows(
     bos = bool(model.cfg.default_prepend_bos) if bos is None else bos
     total = first_window + count if total is None else total
     ids, starts = texts.windows(
-        model.tokenizer, text, length=length, count=count, first=first_window, total=total, bos=bos, return_starts=True
+        model.tokenizer,
+        text,
+        length=length,
+        count=count,
+        first=first_window,
+        total=total,
+        bos=bos,
+        return_starts=True,
+        shuffle=shuffle,
     )
     with_bos = texts.window_bos(model.tokenizer, bos) is not None
     hooks = {"hook_embed"}

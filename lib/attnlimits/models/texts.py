@@ -604,6 +604,7 @@ def windows(
     total: int | None = None,
     bos: bool | None = None,
     return_starts: bool = False,
+    shuffle: int | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, list[int]]:
     """``count`` non-overlapping windows of ``length`` tokens of the text from its first chapter on: the windows
     ``first..first + count - 1`` of a layout.
@@ -630,8 +631,14 @@ def windows(
     counts ``length - 1`` text tokens per window instead (the consecutive windows still tile the text without gaps
     or overlap, ``length - 1`` tokens at a time; position 0 of a window is the BOS, position t its text token
     t - 1).
+
+    ``shuffle``: None keeps the text's order; an integer puts each window's text tokens in a random order (the
+    same tokens: a control that keeps what a window holds and destroys its order), seeded by it and the window's
+    number, so window i is shuffled the same in every layout run that reads it (a BOS stays at position 0).
     """
     tokenizer = _tokenizer_of(tokenizer)
+    if shuffle is not None and (isinstance(shuffle, bool) or not isinstance(shuffle, int) or shuffle < 0):
+        raise ValueError(f"shuffle: must be None (the text's order) or an integer seed >= 0, got {shuffle!r}")
     bos_id = window_bos(tokenizer, bos)
     for name, value in (("length", length), ("count", count)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -667,6 +674,10 @@ def windows(
     else:
         starts = [i * per_window for i in range(first, first + count)]
     out = torch.tensor([tokens[s : s + per_window] for s in starts], dtype=torch.long).reshape(count, per_window)
+    if shuffle is not None:
+        for i in range(count):
+            gen = torch.Generator().manual_seed(1_000_003 * shuffle + first + i)
+            out[i] = out[i, torch.randperm(per_window, generator=gen)]
     if bos_id is not None:
         out = torch.cat([torch.full((count, 1), bos_id, dtype=torch.long), out], dim=1)
     return (out, starts) if return_starts else out

@@ -40,6 +40,7 @@ def capture_windows(
     layers=None,
     progress: bool | str | None = None,
     bos: bool | None = None,
+    shuffle: int | None = None,
 ) -> list[Capture]:
     """Capture ``count`` windows of ``length`` tokens, windows ``first_window..first_window + count - 1`` of
     ``total`` windows spread evenly over the whole text (None: ``first_window + count``), one pass each;
@@ -56,7 +57,8 @@ def capture_windows(
     Algorithm 4's second reading); ``tokens="residual"`` also keeps the layers' input residual streams (that many
     floats per layer). ``tokens="value"`` and ``"embedding"`` capture the same. A TransformerLens
     ``HookedTransformer`` is captured by :func:`attnlimits.models.lens.capture_windows`
-    (:func:`attnlimits.experiments.capture_windows` takes either).
+    (:func:`attnlimits.experiments.capture_windows` takes either). ``shuffle``: an integer reads each window's
+    tokens in a random order seeded by it (:func:`attnlimits.models.texts.windows`), None in the text's order.
     """
     from attnlimits import models
     from attnlimits.models import texts
@@ -67,7 +69,15 @@ def capture_windows(
         raise ValueError(f"first_window: must be an integer >= 0, got {first_window!r}")
     total = first_window + count if total is None else total
     ids, starts = texts.windows(
-        model, text, length=length, count=count, first=first_window, total=total, bos=bos, return_starts=True
+        model,
+        text,
+        length=length,
+        count=count,
+        first=first_window,
+        total=total,
+        bos=bos,
+        return_starts=True,
+        shuffle=shuffle,
     )
     with_bos = texts.window_bos(model, bos) is not None
     out = []

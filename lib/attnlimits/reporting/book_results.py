@@ -136,7 +136,7 @@ def _training(preset: str, inputs: Inputs, n_jobs: int, progress) -> str:
     from attnlimits.infra import provenance
     from attnlimits.studies import training
 
-    training.results(preset, progress=bool(progress))
+    training.results(preset, progress=bool(progress), n_jobs=n_jobs)
     return _portable(provenance.results_root() / "training" / preset)
 
 

@@ -14,6 +14,7 @@ change.
 - :func:`gradient_figure`     the Jacobian's spectral norm per head and g(T, eps) against T.
 - :func:`model_figure`        the vanishing panels and g(T, eps) side by side (the model's logits).
 - :func:`verdict_table`       one row per normaliser: which limitation it escapes, and at what cost.
+- :func:`zero_weight_table`   N_s / N with and without the zero-weight tokens, per normaliser and N.
 - :func:`execution_times`     the wall time of each cached computation, and the full preset's extrapolated.
 """
 
@@ -38,6 +39,7 @@ __all__ = [
     "plot_by_length",
     "plot_g",
     "verdict_table",
+    "zero_weight_table",
 ]
 
 
@@ -200,6 +202,20 @@ def verdict_table(
             "µs per row": us_per_row[name],
         })  # fmt: skip
     return pd.DataFrame(rows).set_index("normalizer")
+
+
+def zero_weight_table(distance: pd.DataFrame) -> pd.DataFrame:
+    """Per normaliser and N at the largest length: the mean over heads of N_s / N as Algorithm 4 counts it
+    (``N_s/N``), with the zero-weight tokens left out (``N_s/N, weight > 0``: the mean over the heads that have a
+    row dropping a token of positive weight, :func:`attnlimits.studies.alternatives.nonzero_separability`), and
+    the share of rows that do (``rows compared``). The difference is what a sparse normaliser's exact zeros add
+    mechanically: each sits at distance ||s|| from the context vector, selected or dropped."""
+    d = distance[distance.L == distance.L.max()]
+    table = d.groupby(["normalizer", "N"], sort=False).agg(
+        **{"N_s/N": ("ns_frac", "mean"), "N_s/N, weight > 0": ("ns_frac_nonzero", "mean"),
+           "rows compared": ("compared", "mean")}
+    )  # fmt: skip
+    return table.reindex(_names(d), level="normalizer")
 
 
 def execution_times(

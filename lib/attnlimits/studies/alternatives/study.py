@@ -9,7 +9,8 @@ the experiments' own kernels (:mod:`attnlimits.core.rowstats`, Algorithm 3's KS 
 - :func:`model_heads`           a pretrained model's own logits and value vectors, one row block per length
                                 (synthetic heads: :func:`attnlimits.theory.synthetic.gaussian_heads`).
 - :func:`weight_table`          largest weight and support size (non-zero weights) per head and length.
-- :func:`distance_table`        d~, E and N_s/N per head for a grid of (L, N).
+- :func:`distance_table`        d~, E and N_s/N per head for a grid of (L, N), and N_s/N with the zero-weight
+                                tokens left out (:func:`nonzero_separability`).
 - :func:`critical_fraction`     the critical N / L per length: the first N of the grid where a two-sample KS test
                                 cannot tell the heads' mean d~ from their mean E (Algorithm 3's decision).
 - :func:`jacobian_table`        the spectral norm of each row's Jacobian d alpha / d l.
@@ -34,7 +35,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from attnlimits.core import normalizers, rowstats
+from attnlimits.core import normalizers, rowstats, selection
 from attnlimits.infra import cache, presets, provenance
 from attnlimits.infra.progress import progress_bar
 from attnlimits.infra.statistics import ks_test
@@ -54,6 +55,7 @@ __all__ = [
     "model_layers",
     "model_tables",
     "n_grid",
+    "nonzero_separability",
     "results",
     "row_cost",
     "synthetic_tables",
@@ -128,11 +130,36 @@ def weight_table(inputs: dict, names=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def nonzero_separability(alpha: torch.Tensor, x: torch.Tensor, ns) -> torch.Tensor:
+    """N_s/N with the tokens of weight exactly 0 left out, ``(len(ns), H, R)``, for weights ``alpha`` ``(H, R, L)``
+    (every row seeing all L tokens) and tokens ``x`` ``(H, L, d)``.
+
+    A token of weight 0 sits at distance ||s|| from the context vector s whether it is selected or dropped: a sparse
+    normaliser's zero-weight dropped tokens set Algorithm 4's radius at ||s|| or below, and its zero-weight selected
+    tokens (when the support holds fewer than N) then lie on the sphere and count as separable. Here the radius is
+    the smallest distance of a dropped token *of positive weight* to s, and the fraction counts the selected tokens
+    of positive weight inside it among the selected of positive weight. A row whose support holds at most N tokens
+    drops none of positive weight: nothing is left to tell apart, and its value is NaN (the callers' means leave
+    it out). For softmax, whose weights are all positive, it is N_s/N."""
+    out = []
+    for n in ns:
+        dist, chosen = selection.token_distances(alpha, x.unsqueeze(1), int(n))
+        positive = alpha > 0
+        radius = torch.where(~chosen & positive, dist, torch.inf).amin(-1, keepdim=True)
+        kept = chosen & positive
+        inside = (kept & (dist <= radius)).sum(-1).to(dist.dtype)
+        frac = inside / kept.sum(-1).to(dist.dtype)
+        out.append(torch.where(radius.squeeze(-1).isinf(), torch.nan, frac))
+    return torch.stack(out)
+
+
 def distance_table(inputs: dict, Ns: dict | Sequence[int], names=None) -> pd.DataFrame:
     """Per normaliser, length L, selection size N and head: the row means of d~, E (the closed-form main term) and
     N_s/N at Algorithm 4's radius (the smallest distance of a dropped token to s), by the experiments' kernels
-    (:mod:`attnlimits.core.rowstats`, every row seeing all L tokens). ``Ns``: one list for every length, or
-    ``{L: list}``."""
+    (:mod:`attnlimits.core.rowstats`, every row seeing all L tokens), and ``ns_frac_nonzero``, N_s/N with the
+    zero-weight tokens left out (:func:`nonzero_separability`; the mean over the rows that drop a token of positive
+    weight, NaN for a head with none) with ``compared``, the share of the head's rows that do. ``Ns``: one list for
+    every length, or ``{L: list}``."""
     rows = []
     for L, (logits, x) in sorted(inputs.items()):
         _check_heads(logits, x)
@@ -147,10 +174,14 @@ def distance_table(inputs: dict, Ns: dict | Sequence[int], names=None) -> pd.Dat
             d = rowstats.distances(a, xs, grid, positions=seen)[0].mean(-1)  # (len(grid), H)
             e = rowstats.expectation(a, xs, grid, positions=seen).mean(-1)
             ns = rowstats.separability(a, xs, grid, positions=seen)[0].mean(-1)
+            nz_rows = nonzero_separability(a, xs, grid)
+            nz, compared = nz_rows.nanmean(-1), nz_rows.isfinite().double().mean(-1)
             for j, n in enumerate(grid):
                 for h in range(a.shape[0]):
                     rows.append({"normalizer": name, "L": L, "N": n, "head": h, "d_tilde": float(d[j, h]),
-                                 "E": float(e[j, h]), "ns_frac": float(ns[j, h])})  # fmt: skip
+                                 "E": float(e[j, h]), "ns_frac": float(ns[j, h]),
+                                 "ns_frac_nonzero": float(nz[j, h]),
+                                 "compared": float(compared[j, h])})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -9,6 +9,18 @@
 - :func:`reached_table`                 the runs reaching the target loss, per T and normaliser.
 - :func:`gradient_box_figure`           the per-step gradient norms per T and normaliser.
 - :func:`gradient_table`                gradient statistics and the share of zero-gradient steps per T.
+- :func:`learning_rate_runs`            the learning-rate grid's final rows (the temperature grid at every
+                                        learning rate and query initialisation).
+- :func:`best_learning_rates`           per T and initialisation, the learning rate chosen on the training loss,
+                                        and the test error there with its interval over seeds.
+- :func:`stall_verdicts`                per low T, whether training stalls at every learning rate and
+                                        initialisation of the grid (a verdict on an interval).
+- :func:`learning_rate_figure`          the relative test error over (T, learning rate), per initialisation.
+- :func:`geometry_table`                the task's error beside the paper's geometry of the trained attention,
+                                        per N/L and normaliser, with intervals over seeds.
+- :func:`geometry_figure`               the same against N/L.
+- :func:`guideline_verdicts`            the paper's two guidelines held to the task: does the error rise past
+                                        6 % of L, and does a lower N_s/N come with a higher error?
 - :func:`error_vs_fraction_figure`      the relative test error against N/L and against L.
 - :func:`gradient_violin_figure`        the per-step gradient norms at T = 1, per normaliser.
 - :func:`fraction_table`                the median relative error per N and normaliser.
@@ -23,11 +35,23 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from attnlimits.infra import plotting
-from attnlimits.studies.training.study import Training, TrainingPreset, get_preset
+from attnlimits.infra import plotting, verdicts
+from attnlimits.infra.statistics import bootstrap_units, t_interval
+from attnlimits.studies.training.study import GEOMETRY, INITS, Training, TrainingPreset, get_preset
 
 __all__ = [
+    "CONVERGED",
+    "STALLED",
     "ZERO_GRADIENT",
+    "ACTIVE_SET",
+    "RISES",
+    "best_learning_rates",
+    "geometry_figure",
+    "geometry_table",
+    "guideline_verdicts",
+    "learning_rate_figure",
+    "learning_rate_runs",
+    "stall_verdicts",
     "error_vs_fraction_figure",
     "error_vs_temperature_figure",
     "fraction_runs",
@@ -44,6 +68,16 @@ __all__ = [
 
 #: A gradient norm at or below this counts as zero (and is drawn there on a log scale).
 ZERO_GRADIENT = 1e-8
+#: A run has converged when its training loss moved by at most this much (relative to the all-token-mean error)
+#: from the tenth of its steps before the last to the last (``tail_change`` of the final table).
+CONVERGED = 0.01
+#: The paper's guideline: keep the active set below about this fraction of the context.
+ACTIVE_SET = 0.06
+#: The band of "the error rises": the mean relative error past :data:`ACTIVE_SET` exceeds the one below it by at
+#: least a tenth of the all-token-mean error.
+RISES = (0.1, float("inf"))
+#: The band of "training stalls": a mean relative test error of at least half the all-token-mean error.
+STALLED = (0.5, float("inf"))
 
 
 def summarize(final: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
@@ -230,3 +264,175 @@ def gradient_violin_figure(temp: pd.DataFrame, temp_hist: pd.DataFrame):
 def fraction_table(frac: pd.DataFrame) -> pd.DataFrame:
     """The median relative test error over seeds, one row per N (of the N/L grid) and one column per normaliser."""
     return summarize(frac, ["normalizer", "N"]).pivot(index="N", columns="normalizer", values="rel_error")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the learning-rate grid: temperature apart from the optimiser
+# ----------------------------------------------------------------------------------------------------------------
+def learning_rate_runs(final: pd.DataFrame) -> pd.DataFrame:
+    """The learning-rate grid's runs: the temperature grid at every learning rate ``lr`` and query initialisation
+    ``init`` of the preset."""
+    return final[final.experiment == "learning-rate"]
+
+
+def best_learning_rates(lr_runs: pd.DataFrame) -> pd.DataFrame:
+    """Per (normaliser, init, T): the learning rate of the grid whose runs end with the lowest median training loss
+    over the seeds (chosen on the training loss, never on the test error it is then judged by), and at it the mean
+    relative test error with its Student-t interval over the seeds (independent runs: ``seeds`` says how many),
+    the seeds reaching the target loss, the median ``tail_change`` and whether the run converged (every seed's
+    loss moved by at most :data:`CONVERGED` over its last tenth)."""
+    rows = []
+    for (name, init, T), part in lr_runs.groupby(["normalizer", "init", "T"], sort=True):
+        loss = part.groupby("lr").final_loss.median()
+        lr = float(loss.idxmin()) if loss.notna().any() else float(part.lr.min())
+        best = part[part.lr == lr]
+        iv = t_interval(best.rel_error.to_numpy())
+        rows.append(
+            {
+                "normalizer": name,
+                "init": init,
+                "T": T,
+                "lr": lr,
+                "rel_error": iv.value,
+                "lo": iv.lo,
+                "hi": iv.hi,
+                "seeds": iv.units,
+                "reached": int(best.steps_to_target.notna().sum()),
+                "tail_change": float(best.tail_change.median()),
+                "converged": bool((best.tail_change.abs() <= CONVERGED).all()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def stall_verdicts(best: pd.DataFrame, T_max: float = 0.03) -> pd.DataFrame:
+    """Per normaliser and T <= ``T_max``: does training stall whatever the learning rate and initialisation?
+
+    Each initialisation's best run (:func:`best_learning_rates`) is decided on its interval against
+    :data:`STALLED` (:func:`attnlimits.infra.verdicts.decide`): "reproduced" (it stalls), "not reproduced" (it
+    learns: the interval lies below half the baseline) or "inconclusive". The claim "low temperature stalls
+    training" is reproduced at T when it stalls under every initialisation, not reproduced when some
+    initialisation learns, else inconclusive. Columns: ``normalizer, T, verdict`` and each initialisation's
+    verdict."""
+    rows = []
+    for (name, T), part in best[best["T"] <= T_max].groupby(["normalizer", "T"], sort=True):
+        each = {r.init: verdicts.decide(r.lo, r.hi, STALLED) for r in part.itertuples()}
+        if verdicts.NOT_REPRODUCED in each.values():
+            verdict = verdicts.NOT_REPRODUCED
+        elif all(v == verdicts.REPRODUCED for v in each.values()):
+            verdict = verdicts.REPRODUCED
+        else:
+            verdict = verdicts.INCONCLUSIVE
+        rows.append({"normalizer": name, "T": T, "verdict": verdict, **{f"{i} init": v for i, v in each.items()}})
+    return pd.DataFrame(rows)
+
+
+def learning_rate_figure(lr_runs: pd.DataFrame, best: pd.DataFrame, normalizer: str = "softmax"):
+    """The median relative test error over the seeds on the (T, learning rate) grid, one heat map per query
+    initialisation (:data:`attnlimits.studies.training.INITS`), the learning rate chosen per T boxed."""
+    runs = lr_runs[lr_runs.normalizer == normalizer]
+    inits = [i for i in INITS if i in set(runs.init)]
+    fig, axes = plt.subplots(1, len(inits), figsize=(5.2 * len(inits), 3.8), sharey=True, squeeze=False)
+    for ax, init in zip(axes[0], inits, strict=True):
+        grid = runs[runs.init == init].groupby(["T", "lr"]).rel_error.median().unstack("lr")
+        sns.heatmap(grid, ax=ax, vmin=0, vmax=1.2, cmap="viridis_r", annot=True, fmt=".2f", annot_kws={"size": 7},
+                    cbar=ax is axes[0][-1], cbar_kws={"label": "test error / all-token-mean error"})  # fmt: skip
+        chosen = best[(best.normalizer == normalizer) & (best.init == init)]
+        for r in chosen.itertuples():
+            i, j = list(grid.index).index(r.T), list(grid.columns).index(r.lr)
+            ax.add_patch(plt.Rectangle((j, i), 1, 1, fill=False, edgecolor="red", lw=2))
+        ax.set(
+            title=f"{init} initialisation", xlabel="learning rate", ylabel="temperature T" if ax is axes[0][0] else ""
+        )
+        ax.set_xticklabels([f"{v:g}" for v in grid.columns], rotation=0)
+        ax.set_yticklabels([f"{v:g}" for v in grid.index], rotation=0)
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the task beside the geometry: the paper's guidelines held to a task
+# ----------------------------------------------------------------------------------------------------------------
+_GEOMETRY_LABELS = {
+    "rel_error": "test error / all-token-mean error",
+    "ns_frac": "N_s / N",
+    "top_marked": "share of the top N that are marked",
+    "dtilde_over_E": "d~ / E",
+    "dtilde_over_E_full": "d~ / E_full",
+}
+
+
+def geometry_table(frac: pd.DataFrame) -> pd.DataFrame:
+    """Per normaliser and N/L (:func:`fraction_runs`): the mean over seeds of the relative test error and of the
+    paper's geometry of the trained attention (:data:`attnlimits.studies.training.GEOMETRY`), each with the
+    half-width of its Student-t interval over the seeds (``±`` columns), and how many seeds."""
+    rows = []
+    for (name, fraction), part in frac.groupby(["normalizer", "fraction"], sort=True):
+        row = {"normalizer": name, "N/L": fraction}
+        for col in ("rel_error", *GEOMETRY):
+            iv = t_interval(part[col].to_numpy())
+            row[col], row[f"{col} ±"] = iv.value, (iv.hi - iv.lo) / 2
+        rows.append({**row, "seeds": iv.units})
+    return pd.DataFrame(rows).set_index(["normalizer", "N/L"])
+
+
+def geometry_figure(frac: pd.DataFrame):
+    """Against N/L, per normaliser (mean over seeds, 95 % t interval): the relative test error, N_s/N, and d~ over
+    its random-selection expectation under the readings E and E_full, with the paper's 6 % dotted."""
+    cols = ["rel_error", "ns_frac", "dtilde_over_E", "dtilde_over_E_full"]
+    fig, axes = plt.subplots(1, len(cols), figsize=(4.1 * len(cols), 3.6))
+    for ax, col in zip(axes, cols, strict=True):
+        sns.lineplot(data=frac, x="fraction", y=col, hue="normalizer", marker="o", errorbar=("ci", 95),
+                     err_style="bars", palette=plotting.NORMALIZER_COLORS, ax=ax, legend=ax is axes[0])  # fmt: skip
+        ax.set(xscale="log", xlabel="N / L", ylabel=_GEOMETRY_LABELS[col])
+        ax.axvline(ACTIVE_SET, color="black", ls=":", lw=1)
+    axes[2].set_yscale("log")
+    for ax in axes[2:]:
+        ax.axhline(1, color="grey", ls="--", lw=1)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _spearman(frac: pd.DataFrame, seeds: np.ndarray, counts: np.ndarray) -> float:
+    """The mean over the N/L of the grid (N >= 2) of Spearman's correlation between N_s/N and the relative error
+    across the runs at that N/L (every normaliser, the seeds with a non-zero count): N_s/N is 1 at N = 1 and falls
+    with N whatever a head does, so only runs at one N/L are compared with each other."""
+    kept = frac[frac.seed.isin(seeds[counts > 0]) & (frac.N >= 2)].dropna(subset=["ns_frac", "rel_error"])
+    rho = [g.ns_frac.rank().corr(g.rel_error.rank()) for _, g in kept.groupby("fraction") if len(g) > 2]
+    return float(np.nanmean(rho)) if rho else np.nan
+
+
+def guideline_verdicts(frac: pd.DataFrame) -> pd.DataFrame:
+    """The paper's guidelines held to the task, each decided on a 95 % interval over the seeds (independent runs):
+
+    - per normaliser, "the error rises once N passes 6 % of L": each seed's mean relative error at N/L >=
+      :data:`ACTIVE_SET` minus its mean below, Student-t over seeds, against :data:`RISES`;
+    - over every normaliser's runs, "a lower N_s/N comes with a higher error" (the monitor the paper proposes):
+      Spearman's correlation of N_s/N with the relative error among the runs at one N/L, averaged over the N/L
+      with N >= 2, jackknife t over seeds, against (-1, 0).
+
+    Columns: ``rule, normalizer, value, lo, hi, seeds, verdict``."""
+    rows = []
+    above = frac.fraction >= ACTIVE_SET
+    for name, part in frac.groupby("normalizer", sort=True):
+        sel = above[part.index]
+        per_seed = part[sel].groupby("seed").rel_error.mean() - part[~sel].groupby("seed").rel_error.mean()
+        iv = t_interval(per_seed.to_numpy())
+        rows.append(("the error rises past N/L = 6 %", name, iv, verdicts.decide(iv.lo, iv.hi, RISES)))
+    seeds = np.sort(frac.seed.unique())
+    iv = bootstrap_units(len(seeds), lambda c: _spearman(frac, seeds, c), method="t")
+    rows.append(("a lower N_s/N comes with a higher error", "all", iv, verdicts.decide(iv.lo, iv.hi, (-1.0, 0.0))))
+    return pd.DataFrame(
+        [
+            {
+                "rule": rule,
+                "normalizer": n,
+                "value": iv.value,
+                "lo": iv.lo,
+                "hi": iv.hi,
+                "seeds": iv.units,
+                "verdict": v,
+            }
+            for rule, n, iv, v in rows
+        ]
+    )

@@ -9,13 +9,15 @@ the target is exactly their mean).
 
 The model (:class:`SelectionAttention`): one attention layer with a learned query, alpha =
 normaliser(q . W_k x_i / T) and prediction sum_i alpha_i W_v x_i, for any normaliser of
-:mod:`attnlimits.core.normalizers`. Several independent runs (seeds, temperatures, N) train side by side as one
+:mod:`attnlimits.core.normalizers`, its query initialised either the same at every T or scaled by T
+(:data:`INITS`). Several independent runs (seeds, temperatures, N) train side by side as one
 stacked model: every parameter has a leading run axis and each run's loss touches only its own parameters, so
 the runs do not interact (Adam is elementwise).
 
 :func:`train` trains one group of runs and returns a :class:`Training`: a tidy per-step ``history`` (loss and
 the gradient norm of the attention parameters q and W_k) and one ``final`` row per run (test error, baselines,
-steps to a target loss, gradient statistics, divergence). :func:`sweep` runs a preset's grid of groups,
+steps to a target loss, the loss at the end and how much it still moved, gradient statistics, divergence).
+:func:`sweep` runs a preset's grid of groups (among them a learning-rate grid per temperature),
 :func:`results` keeps it in the results cache (:mod:`attnlimits.infra.cache`), keyed by the preset and the code.
 """
 
@@ -34,10 +36,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlimits.core import normalizers
+from attnlimits.core import normalizers, rowstats
 from attnlimits.infra import cache, presets, provenance
+from attnlimits.infra.progress import check_jobs
 
 __all__ = [
+    "GEOMETRY",
+    "INITS",
     "PRESETS",
     "SelectionAttention",
     "Task",
@@ -130,16 +135,34 @@ def baseline_errors(task: Task) -> dict[str, float]:
 # ----------------------------------------------------------------------------------------------------------------
 # the model
 # ----------------------------------------------------------------------------------------------------------------
+#: How the query is initialised: ``"default"`` draws q ~ N(0, I / d_key) whatever the temperature (so at a small
+#: T the initial logits q . W_k x / T are huge and every row starts nearly one-hot); ``"scaled"`` multiplies that
+#: draw by T, so that the initial logits are those of T = 1 at every temperature (a learned query can absorb T:
+#: what then remains of a temperature is how far one optimiser step moves the logits).
+INITS = ("default", "scaled")
+
+
 class SelectionAttention(torch.nn.Module):
     """``runs`` independent one-layer attention models with a learned query, stacked along a leading run axis.
 
     forward(x (runs, B, L, d_in)) -> (prediction (runs, B, d_value), alpha (runs, B, L)), with
     alpha = normaliser(q . W_k x_i / T) and prediction sum_i alpha_i W_v x_i. ``T``: one temperature, or one per run.
     ``seeds``: one initialisation seed per run (the same seed gives the same initial parameters whatever the
-    normaliser and T, so that runs differ only by what is compared).
+    normaliser and T, so that runs differ only by what is compared). ``init``: one of :data:`INITS` (``"scaled"``:
+    the query's draw times the run's T).
     """
 
-    def __init__(self, d_in: int, d_value: int, *, normalizer: str = "softmax", T=1.0, seeds=(0,), d_key: int = 16):
+    def __init__(
+        self,
+        d_in: int,
+        d_value: int,
+        *,
+        normalizer: str = "softmax",
+        T=1.0,
+        seeds=(0,),
+        d_key: int = 16,
+        init: str = "default",
+    ):
         super().__init__()
         self.normalizer_name = normalizer
         self._fn = _normalizer(normalizer)
@@ -150,11 +173,13 @@ class SelectionAttention(torch.nn.Module):
         temps = [T] * len(seeds) if isinstance(T, numbers.Real) else list(T)
         if len(temps) != len(seeds):
             raise ValueError(f"T: one temperature or one per run ({len(seeds)}), got {len(temps)}")
+        if init not in INITS:
+            raise ValueError(f"init: must be one of {INITS}, got {init!r}")
         self.register_buffer("T", torch.tensor([_pos("T", t) for t in temps], dtype=torch.float32))
         q, wk, wv = [], [], []
-        for s in seeds:
+        for s, t in zip(seeds, temps, strict=True):
             gen = torch.Generator().manual_seed(s)
-            q.append(torch.randn(d_key, generator=gen) / math.sqrt(d_key))
+            q.append(torch.randn(d_key, generator=gen) / math.sqrt(d_key) * (float(t) if init == "scaled" else 1.0))
             wk.append(torch.randn(d_in, d_key, generator=gen) / math.sqrt(d_in))
             wv.append(torch.randn(d_in, d_value, generator=gen) / math.sqrt(d_in))
         self.query = torch.nn.Parameter(torch.stack(q))
@@ -186,8 +211,11 @@ class SelectionAttention(torch.nn.Module):
 @dataclass
 class Training:
     """``history``: one row per run and step (``run, step, loss, grad_norm``); ``final``: one row per run with its
-    settings, test error, baselines, ``rel_error`` = test error / mean-of-all-tokens error, steps to the target
-    loss, gradient-norm statistics and divergence."""
+    settings (``lr`` and ``init`` among them), test error, baselines, ``rel_error`` = test error /
+    mean-of-all-tokens error, steps to the target loss, the geometry of its attention on the test set
+    (:data:`GEOMETRY`), ``final_loss`` (the training loss over the last tenth of
+    the steps, relative to the baseline) and ``tail_change`` (its change from the tenth before: near 0 once the
+    run has converged), gradient-norm statistics and divergence."""
 
     history: pd.DataFrame
     final: pd.DataFrame
@@ -248,8 +276,10 @@ def train(
     d_noise: int = 3,
     d_key: int = 16,
     target: float = 0.1,
+    init: str = "default",
 ) -> Training:
-    """Train one run per (seed, T) pair (``T`` a number or one per seed; ``N`` a number or one per seed) with Adam.
+    """Train one run per (seed, T) pair (``T`` a number or one per seed; ``N`` a number or one per seed) with Adam
+    at learning rate ``lr``, the query initialised as ``init`` says (:data:`INITS`).
 
     Each seed fixes its initial parameters, its training pool of ``pool`` sequences (minibatches of ``batch`` drawn
     from it in a seeded order) and its test set of ``test`` sequences; neither depends on the normaliser or T.
@@ -263,7 +293,8 @@ def train(
         raise ValueError(f"batch: must be <= pool = {pool}, got {batch}")
     lr, target = _pos("lr", lr), _pos("target", target)
     L = _int("L", L, 2)
-    model = SelectionAttention(d_value + 1 + d_noise, d_value, normalizer=normalizer, T=temps, seeds=seeds, d_key=d_key)
+    d_in = d_value + 1 + d_noise
+    model = SelectionAttention(d_in, d_value, normalizer=normalizer, T=temps, seeds=seeds, d_key=d_key, init=init)
     tasks, tests = _task_data(seeds, counts, L, (pool, test), d_value=d_value, d_noise=d_noise)
     x_pool = torch.stack([t.x for t in tasks])
     y_pool = torch.stack([t.target for t in tasks])
@@ -273,7 +304,16 @@ def train(
     losses, gnorms, alive, diverged_at = _fit(model, x_pool, y_pool, order, steps=steps, batch=batch, lr=lr)
     final = _final(model, tests, losses, gnorms, base, alive, diverged_at, target)
     settings = pd.DataFrame(
-        {"normalizer": normalizer, "L": L, "N": counts, "T": temps, "seed": seeds, "run": range(len(seeds))}
+        {
+            "normalizer": normalizer,
+            "L": L,
+            "N": counts,
+            "T": temps,
+            "seed": seeds,
+            "lr": lr,
+            "init": init,
+            "run": range(len(seeds)),
+        }
     )
     history = settings.merge(_history(losses, gnorms), on="run")
     return Training(history=history, final=pd.concat([settings, final], axis=1))
@@ -366,6 +406,50 @@ def _kill(model, which, alive, diverged_at, step) -> None:
     alive &= ~which
 
 
+#: The share of a run's steps its ``final_loss`` averages (the last tenth), and the tenth before them is what
+#: ``tail_change`` compares it with: a run whose loss still falls by more than a few hundredths of the baseline
+#: over its last tenth has not converged.
+TAIL = 0.1
+
+
+def _tail_losses(losses: torch.Tensor, base: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each run's mean training loss over the last :data:`TAIL` of its steps and over the tenth before, both
+    relative to its pool's mean-of-all-tokens error ``base``: ``(final, before)``, each ``(runs,)``."""
+    steps = losses.shape[0]
+    k = max(1, round(TAIL * steps))
+    final = losses[steps - k :].mean(0) / base
+    before = losses[max(0, steps - 2 * k) : steps - k].mean(0) / base if steps > k else final
+    return final, before
+
+
+#: The paper's geometry of a trained run's attention (:func:`_geometry`), columns of the final table.
+GEOMETRY = ("ns_frac", "top_marked", "dtilde_over_E", "dtilde_over_E_full")
+
+
+def _geometry(alpha: torch.Tensor, x: torch.Tensor, w_value: torch.Tensor, marked: torch.Tensor) -> dict:
+    """Per run, the paper's geometry of its trained attention on its test sequences, with the selected set its N
+    largest weights (N the run's marked count) and the tokens as the head sees them, v_i = W_v x_i: ``ns_frac``
+    N_s/N at Algorithm 4's radius (the mean over sequences), ``top_marked`` the share of the selected that are
+    marked, ``dtilde_over_E`` and ``dtilde_over_E_full`` the mean d~ over the mean of its random-selection
+    expectation under the readings E and E_full (:mod:`attnlimits.core.rowstats`; each sequence one query row
+    that sees all L tokens). ``alpha`` ``(runs, B, L)``, ``x`` ``(runs, B, L, d_in)``, ``marked`` ``(runs, B, L)``."""
+    runs, _, L = alpha.shape
+    out = {name: torch.full((runs,), math.nan, dtype=torch.float64) for name in GEOMETRY}
+    at = torch.tensor([L - 1])
+    for r in range(runs):
+        n = int(marked[r, 0].sum())
+        if not 1 <= n < L or not torch.isfinite(alpha[r]).all():
+            continue
+        a = alpha[r].double().unsqueeze(1)  # (B, 1, L): each sequence a "head" of one query row
+        v = x[r].double() @ w_value[r].detach().double()  # (B, L, d_value)
+        out["ns_frac"][r] = rowstats.separability(a, v, [n], positions=at)[0].mean()
+        out["top_marked"][r] = marked[r].gather(-1, alpha[r].topk(n, -1).indices).double().mean()
+        d = rowstats.distances(a, v, [n], positions=at)[0].mean()
+        out["dtilde_over_E"][r] = d / rowstats.expectation(a, v, [n], positions=at).mean()
+        out["dtilde_over_E_full"][r] = d / rowstats.expectation(a, v, [n], positions=at, full=True).mean()
+    return out
+
+
 def _final(model, tests, losses, gnorms, base, alive, diverged_at, target) -> pd.DataFrame:
     x = torch.stack([t.x for t in tests])
     y = torch.stack([t.target for t in tests])
@@ -379,6 +463,8 @@ def _final(model, tests, losses, gnorms, base, alive, diverged_at, target) -> pd
         mse = ((pred - y) ** 2).mean(dim=(1, 2))
         marked = torch.stack([t.marked for t in tests])
         on_marked = (alpha * marked).sum(-1).mean(-1)
+        geometry = _geometry(alpha, x, model.w_value, marked)
+    tail, before = _tail_losses(losses, base)
     rows = []
     for r, t in enumerate(tests):
         b = baseline_errors(t)
@@ -393,6 +479,9 @@ def _final(model, tests, losses, gnorms, base, alive, diverged_at, target) -> pd
                 "rel_error": float(mse[r]) / b["mean"] if ok else math.nan,
                 "mass_on_marked": float(on_marked[r]) if ok else math.nan,
                 "steps_to_target": int(hit[0]) + 1 if len(hit) else math.nan,
+                **{name: float(values[r]) if ok else math.nan for name, values in geometry.items()},
+                "final_loss": float(tail[r]) if ok else math.nan,
+                "tail_change": float(tail[r] - before[r]) if ok else math.nan,
                 "grad_mean": float(g.mean()) if len(g) else math.nan,
                 "grad_var": float(g.var()) if len(g) > 1 else math.nan,
                 "grad_max": float(g.max()) if len(g) else math.nan,
@@ -410,7 +499,10 @@ def _final(model, tests, losses, gnorms, base, alive, diverged_at, target) -> pd
 @dataclass(frozen=True)
 class TrainingPreset(presets.StudyPreset):
     """The grids of chapter 32. ``temperatures`` at (``L``, ``N_fixed``); ``fractions`` N/L at ``L`` (T = 1);
-    ``lengths`` at ``length_fraction`` (T = 1); every run for every normaliser and seed."""
+    ``lengths`` at ``length_fraction`` (T = 1); every run for every normaliser and seed, at learning rate ``lr``.
+    The learning-rate grid: the temperature grid again for each normaliser of ``lr_normalizers``, at every
+    learning rate of ``lr_grid`` and with each query initialisation of ``inits`` (:data:`INITS`), for
+    ``lr_steps`` steps (none when ``lr_grid`` is empty)."""
 
     seeds: tuple[int, ...]
     steps: int
@@ -425,16 +517,22 @@ class TrainingPreset(presets.StudyPreset):
     pool: int = 256
     test: int = 256
     lr: float = 3e-2
+    lr_grid: tuple[float, ...] = ()
+    lr_normalizers: tuple[str, ...] = ("softmax",)
+    lr_steps: int = 1000
+    inits: tuple[str, ...] = INITS
     notes: str = field(default="", compare=False)
 
 
 _T_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+#: Adam's learning rates of the learning-rate grid: half decades around the sweep's 0.03.
+_LR_GRID = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
 PRESETS = presets.Registry(
     "training",
     TrainingPreset,
     TrainingPreset(
         name="reduced",
-        seeds=(0, 1, 2),
+        seeds=(0, 1, 2, 3, 4),
         steps=250,
         batch=32,
         L=128,
@@ -444,7 +542,10 @@ PRESETS = presets.Registry(
         lengths=(64, 256, 1024),
         length_fraction=0.0625,
         pool=256,
-        notes="reduced: L = 128 for the temperature and N/L grids, 3 seeds, 250 Adam steps of 32 sequences",
+        lr_grid=_LR_GRID,
+        lr_steps=1000,
+        notes="reduced: L = 128 for the temperature and N/L grids, 5 seeds, 250 Adam steps of 32 sequences; "
+        "softmax's temperature grid again at 5 learning rates and 2 initialisations, 1000 steps",
     ),
     TrainingPreset(
         name="full",
@@ -458,7 +559,11 @@ PRESETS = presets.Registry(
         lengths=(64, 256, 1024),
         length_fraction=0.0625,
         pool=2048,
-        notes="full: 5 seeds, 1500 Adam steps of 64 sequences, 11 fractions N/L",
+        lr_grid=_LR_GRID,
+        lr_normalizers=tuple(normalizers.NORMALIZERS),
+        lr_steps=1500,
+        notes="full: 5 seeds, 1500 Adam steps of 64 sequences, 11 fractions N/L; every normaliser's temperature "
+        "grid at 5 learning rates and 2 initialisations",
     ),
     TrainingPreset(
         name="quick",
@@ -473,6 +578,8 @@ PRESETS = presets.Registry(
         length_fraction=0.125,
         pool=32,
         test=32,
+        lr_grid=(1e-2, 1e-1),
+        lr_steps=20,
         notes="quick: a smoke run of seconds (1 seed, 20 Adam steps of 8 sequences, L = 32)",
     ),
 )
@@ -484,61 +591,101 @@ def get_preset(preset) -> TrainingPreset:
     return PRESETS.get(preset)
 
 
-def _groups(p: TrainingPreset):
-    """(experiment, L, [(N, T, seed)]) per group; a group trains as one stacked model per normaliser."""
+@dataclass(frozen=True)
+class _Group:
+    """Runs that train as one stacked model per normaliser: one experiment's (N, T, seed) at one L, learning rate,
+    initialisation and step count."""
+
+    experiment: str
+    L: int
+    runs: list
+    lr: float
+    init: str
+    steps: int
+    normalizers: tuple[str, ...]
+
+
+def _groups(p: TrainingPreset) -> list[_Group]:
+    """The preset's groups: the temperature, N/L and length grids, then the learning-rate grid."""
     t_runs = [(p.N_fixed, T, s) for T in p.temperatures for s in p.seeds]
     f_runs = [(max(1, round(f * p.L)), 1.0, s) for f in p.fractions for s in p.seeds]
-    yield "temperature", p.L, t_runs
-    yield "fraction", p.L, f_runs
+    plain = {"lr": p.lr, "init": "default", "steps": p.steps, "normalizers": p.normalizers}
+    groups = [_Group("temperature", p.L, t_runs, **plain), _Group("fraction", p.L, f_runs, **plain)]
     for L in p.lengths:
         if L != p.L:
-            yield "length", L, [(max(1, round(p.length_fraction * L)), 1.0, s) for s in p.seeds]
+            groups.append(
+                _Group("length", L, [(max(1, round(p.length_fraction * L)), 1.0, s) for s in p.seeds], **plain)
+            )
+    for lr in p.lr_grid:
+        for init in p.inits:
+            groups.append(_Group("learning-rate", p.L, t_runs, lr, init, p.lr_steps, p.lr_normalizers))
+    return groups
 
 
 def work(preset="reduced") -> int:
     """The preset's training work in token-steps (runs x L x steps x batch, summed over groups and normalisers):
     the training time grows about linearly with it, so the ratio of two presets' work extrapolates a time."""
     p = get_preset(preset)
-    return sum(len(runs) * L * p.steps * p.batch for _, L, runs in _groups(p)) * len(p.normalizers)
+    return sum(len(g.runs) * g.L * g.steps * p.batch * len(g.normalizers) for g in _groups(p))
 
 
-def sweep(preset="reduced", *, progress: bool = False) -> Training:
+def _train_group(g: _Group, name: str, p: TrainingPreset) -> tuple[pd.DataFrame, pd.DataFrame, float]:
+    """One group's runs for one normaliser: its history and final rows, each with the experiment, and the wall time."""
+    t0 = time.perf_counter()
+    out = train(
+        name,
+        L=g.L,
+        N=[r[0] for r in g.runs],
+        T=[r[1] for r in g.runs],
+        seeds=[r[2] for r in g.runs],
+        steps=g.steps,
+        batch=p.batch,
+        pool=p.pool,
+        test=p.test,
+        lr=g.lr,
+        init=g.init,
+    )
+    seconds = time.perf_counter() - t0
+    if g.experiment == "learning-rate":  # its final rows carry what it needs (final_loss, tail_change)
+        out.history = out.history.iloc[:0]
+    out.history.insert(0, "experiment", g.experiment)
+    out.final.insert(0, "experiment", g.experiment)
+    out.final["seconds"] = seconds
+    return out.history, out.final, seconds
+
+
+def sweep(preset="reduced", *, progress: bool = False, n_jobs: int = 1) -> Training:
     """Every group of the preset for every normaliser; ``final`` gains an ``experiment`` column
-    (``temperature``, ``fraction`` or ``length``) and ``seconds`` (the group's wall time)."""
+    (``temperature``, ``fraction``, ``length`` or ``learning-rate``) and ``seconds`` (the group's wall time).
+    ``history`` holds the steps of every experiment but the learning-rate grid's (hundreds of runs: its final rows
+    keep the loss at the end and how much it still moved).
+    ``n_jobs`` (an integer >= 1, or -1 for every core): groups in parallel, in processes (each trains on one
+    thread, so the results do not depend on it)."""
+    from joblib import Parallel, delayed
+
     p = get_preset(preset)
-    hist, fin = [], []
-    for experiment, L, runs in _groups(p):
-        for name in p.normalizers:
-            t0 = time.perf_counter()
-            out = train(
-                name,
-                L=L,
-                N=[r[0] for r in runs],
-                T=[r[1] for r in runs],
-                seeds=[r[2] for r in runs],
-                steps=p.steps,
-                batch=p.batch,
-                pool=p.pool,
-                test=p.test,
-                lr=p.lr,
-            )
-            seconds = time.perf_counter() - t0
-            if progress:
-                print(f"{experiment:>11} L={L:<5} {name:<21} {len(runs)} runs in {seconds:.1f} s")
-            out.history.insert(0, "experiment", experiment)
-            out.final.insert(0, "experiment", experiment)
-            out.final["seconds"] = seconds
-            hist.append(out.history)
-            fin.append(out.final)
-    return Training(pd.concat(hist, ignore_index=True), pd.concat(fin, ignore_index=True))
+    jobs = [(g, name) for g in _groups(p) for name in g.normalizers]
+    done = Parallel(n_jobs=check_jobs(n_jobs), prefer="processes")(delayed(_train_group)(g, n, p) for g, n in jobs)
+    if progress:
+        for (g, name), (_, _, seconds) in zip(jobs, done, strict=True):
+            where = f"{g.experiment:>13} L={g.L:<5} lr={g.lr:<6g} {g.init:<7} {name:<21}"
+            print(f"{where} {len(g.runs)} runs in {seconds:.1f} s")
+    return Training(
+        pd.concat([h for h, _, _ in done], ignore_index=True), pd.concat([f for _, f, _ in done], ignore_index=True)
+    )
 
 
-def results(preset="reduced", *, root=None, progress: bool = False) -> Training:
+def results(preset="reduced", *, root=None, progress: bool = False, n_jobs: int = 1) -> Training:
     """:func:`sweep` from the cache entry ``<root>/training/<preset>`` when the same preset and code produced it,
     else computed and stored there (:func:`attnlimits.infra.cache.cached`; the key is the preset, the code of this
     module and of everything it imports, and the torch version). ``root``:
-    :func:`attnlimits.infra.provenance.results_root` by default."""
+    :func:`attnlimits.infra.provenance.results_root` by default. ``n_jobs``: as :func:`sweep` (the results do not
+    depend on it)."""
     p = get_preset(preset)
     folder = Path(provenance.results_root() if root is None else root) / "training" / p.name
     key = cache.study_key(__name__, preset=p.as_dict())
-    return cache.cached(folder, key, lambda: sweep(p, progress=progress), Training.save, Training.load)
+
+    def compute() -> Training:
+        return sweep(p, progress=progress, n_jobs=n_jobs)
+
+    return cache.cached(folder, key, compute, Training.save, Training.load)
