@@ -159,6 +159,25 @@ plotting.finish(fig, "33_model_distance")
 show.critical_table(mod.critical).style.format("{:.3f}")
 
 # %% [markdown]
+# ### How much of the sparse maps' separability is their zeros
+#
+# A token of weight exactly 0 contributes $0$, so it sits at distance $\lVert s \rVert$ from the context
+# vector $s$, selected or dropped. A sparse map's dropped zeros therefore put Algorithm 4's radius at
+# $\lVert s \rVert$ or below, and when its support holds fewer than $N$ tokens its selected zeros lie on that
+# sphere and count as separable. The table sets the separable fraction as Algorithm 4 counts it beside the same
+# count with every zero-weight token left out — the radius is the nearest dropped token *of positive weight*,
+# the fraction counts the selected of positive weight — on the rows where that comparison exists (a row whose
+# support holds at most $N$ tokens drops nothing of positive weight: *rows compared* gives their share).
+
+# %%
+zeros = show.zero_weight_table(mod.distance)
+zeros.loc[["softmax", "sparsemax", "1.5-entmax"]].unstack("normalizer").style.format("{:.3f}", na_rep="—")
+
+# %% [markdown]
+# On the model's logits at the largest length; the other normalisers are in `zeros` (Scalable-Softmax's and
+# adaptive temperature's sharpened rows also underflow to exact zeros now and then).
+
+# %% [markdown]
 # ## Which limitation each normaliser escapes, and at what cost
 #
 # One row per normaliser, every number computed above or in {doc}`32_training_low_temperature`:
@@ -207,6 +226,16 @@ claims = {
         (verdict["trained at T ≤ 0.03"].str.split("/").str[0] == "0").all(),
     "sparsemax and 1.5-entmax fail at N/L = 1/2 (median relative error > 0.9)":
         (verdict.loc[sparse, "error at N/L = 1/2"] > 0.9).all(),
+    "for softmax both counts agree at every N":
+        (zeros.loc["softmax", "N_s/N"] - zeros.loc["softmax", "N_s/N, weight > 0"]).abs().max() < 1e-12,
+    "from N = 12 on no row of sparsemax drops a token of positive weight":
+        (zeros.loc["sparsemax"].query("N >= 12")["rows compared"] == 0).all(),
+    "left out, the zeros lower sparsemax's and 1.5-entmax's N_s/N at every N >= 2 they can be compared at":
+        all((z.query("N >= 2")["N_s/N, weight > 0"] < z.query("N >= 2")["N_s/N"])[z.query("N >= 2")
+            ["rows compared"] > 0].all() for z in (zeros.loc[n] for n in sparse)),
+    "there, both still separate more than softmax at the same N (N >= 2)":
+        all((z["N_s/N, weight > 0"] > zeros.loc["softmax", "N_s/N"])[(z["rows compared"] > 0) & (z.index >= 2)]
+            .all() for z in (zeros.loc[n] for n in sparse)),
 }
 model_id = model.provenance.as_dict().get("model_id")
 this_run = (model_id, text.provenance.name, preset)
@@ -222,7 +251,12 @@ _ = paper_claims.assert_sentences(
 # - **Distance collapse and separability.** Swapping softmax for any of the four alternatives on the same
 #   logits pushes Algorithm 3's critical $N$ towards $L$ (the heads' mean $\tilde d$ stays distinguishable from
 #   the random-selection $E$ longer), and the sparse maps separate clearly more of the selected tokens: exact
-#   zeros put every dropped token at the same distance $\lVert s \rVert$ from the context vector.
+#   zeros put every dropped token at the same distance $\lVert s \rVert$ from the context vector. Left out of
+#   the comparison, those zeros take much of the advantage with them: from $N = 12$ on, no row of sparsemax
+#   drops a token of positive weight, so there is nothing left to tell apart, and where rows do, the fraction
+#   without the zeros is lower than as counted at every $N \ge 2$. What remains on those rows is still above
+#   softmax's at the same $N$ — but they are the rows whose support is wider than $N$, a minority beyond
+#   $N = 2$ for sparsemax.
 # - **The cost of sparsity is paid in training.** Sparsemax and 1.5-entmax zero out most weights (the *support*
 #   column) — and with them the gradient of every token outside the support: in
 #   {doc}`32_training_low_temperature` they fail to learn a selection of half the tokens, which softmax learns.

@@ -79,6 +79,30 @@ def test_untrained_control_is_seeded_and_named(tiny_gemma_dir):
         several_models.untrained(loaded, 0.5)
 
 
+def test_entropy_matched_control_matches_each_heads_entropy(tiny_gemma_dir, text):
+    """Each head of the matched control has the trained head's mean row entropy on the first window (the rows the
+    factors were fitted on), through hooks on the untrained network's queries; the plain untrained control is
+    left as it was."""
+    loaded = models.load(str(tiny_gemma_dir))
+    matched = several_models.entropy_matched(loaded, text, PRESET, seed=0)
+    window = {"length": PRESET.max_length, "count": 1, "total": PRESET.windows}
+    (trained,) = experiments.capture_windows(loaded, text, **window)
+    (control,) = experiments.capture_windows(matched, text, **window)
+    (plain,) = experiments.capture_windows(several_models.untrained(loaded, 0), text, **window)
+    for layer in trained.layer_ids:
+        goal = several_models.mean_row_entropy(trained.weights(layer, PRESET.max_length))
+        got = several_models.mean_row_entropy(control.weights(layer, PRESET.max_length))
+        torch.testing.assert_close(got, goal, rtol=1e-5, atol=1e-6)
+        assert matched.matched_entropy[layer]["matched_entropy"] == pytest.approx(goal.tolist(), rel=1e-5)
+    # the first layer reads the untrained network's own inputs: its logits are the plain ones, scaled per head
+    first = trained.layer_ids[0]
+    scale = torch.tensor(matched.matched_entropy[first]["scale"], dtype=torch.float64)
+    logits = plain.logits(first, PRESET.max_length).double() * scale.view(-1, 1, 1)
+    torch.testing.assert_close(control.logits(first, PRESET.max_length).double(), logits, rtol=1e-5, atol=1e-5)
+    assert matched.provenance.sha256 != several_models.untrained(loaded, 0).provenance.sha256
+    assert matched.provenance.model_id.startswith("entropy-matched-seed0/")
+
+
 @pytest.fixture(scope="module")
 def computed(tiny_gemma_dir, text, tmp_path_factory) -> tuple[dict, object]:
     """A run of the tiny model (and its control) beside one that does not load: its manifest and results root."""
@@ -92,8 +116,12 @@ def computed(tiny_gemma_dir, text, tmp_path_factory) -> tuple[dict, object]:
 def test_compute_then_load_without_loading_a_model(computed, monkeypatch):
     manifest, root = computed
     labels = [e["label"] for e in manifest["models"]]
-    assert labels == ["Tiny", "Tiny (untrained)", "Absent"]
-    absent = manifest["models"][2]
+    controls = ["Tiny (untrained)", "Tiny (entropy-matched)", "Tiny (shuffled)"]
+    assert labels == ["Tiny", *controls, "Absent"]
+    assert [e.get("control") for e in manifest["models"][:4]] == [None, *several_models.CONTROLS]
+    assert report.trained_labels(manifest) == ["Tiny"]
+    assert report.control_labels(manifest) == {c: [f"Tiny ({c})"] for c in several_models.CONTROLS}
+    absent = manifest["models"][4]
     assert absent["present"] is False and "/no/such/model/dir" in absent["reason"]
     check = manifest["models"][0]["exactness"]
     assert check["weights vs eager output_attentions"] == 0.0
@@ -107,14 +135,17 @@ def test_compute_then_load_without_loading_a_model(computed, monkeypatch):
     run = several_models.SeveralModels.load(root, PRESET)
     assert run.manifest == json.loads(json.dumps(manifest, default=str))
     again, results = run.manifest, run.results
-    assert list(results) == ["Tiny", "Tiny (untrained)"]
+    assert list(results) == ["Tiny", *controls]
+    assert results["Tiny (shuffled)"].provenance["shuffle"] == 0 and "shuffle" not in results["Tiny"].provenance
+    assert results["Tiny (shuffled)"].provenance["window_starts"] == results["Tiny"].provenance["window_starts"]
+    assert results["Tiny (entropy-matched)"].provenance["model"]["model_id"].startswith("entropy-matched-seed0/")
     monkeypatch.setattr(study, "compute", lambda *args, **kwargs: pytest.fail("a current run is read, not computed"))
     assert list(several_models.results(PRESET, root=root).results) == list(results)
     # a sliding-window layer at L = 48 > 16: its rows hold at most 16 tokens
     dist = results["Tiny"].distance
     assert dist[(dist.L == 48) & (dist.N == 2)].rows.unique().tolist() == [48 - 2]
     table = report.summary(results)
-    assert list(table.index) == ["Tiny", "Tiny (untrained)"]
+    assert list(table.index) == ["Tiny", *controls]
     assert table["sink weight (max)"].between(0, 1).all()
     overview = report.overview(again)
     assert overview.loc["Absent", "present"].startswith("no: ")
@@ -160,7 +191,7 @@ def test_trends_sort_claims_by_where_they_hold(monkeypatch):
     manifest = {
         "models": [{"label": k, "present": True, "trained": "untrained" not in k} for k in table]
         + [{"label": "C", "present": False}]
-    }
+    }  # a manifest from before the controls had names: "trained" alone tells them apart
     out = report.trends({}, manifest)
     assert out.loc["k1", "holds in"] == "every trained model and every untrained control"
     assert out.loc["k2", "holds in"] == "every trained model only"

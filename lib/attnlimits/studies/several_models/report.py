@@ -3,10 +3,12 @@
 :class:`attnlimits.experiments.Results` by label).
 
 - :func:`overview`        one row per model: present or why not, its shape, its times, the capture's exactness.
-- :func:`trained_labels`  the trained models that were present; :func:`run_id` what the run is.
+- :func:`trained_labels`  the trained models that were present; :func:`control_labels` their controls by kind;
+                          :func:`run_id` what the run is.
 - :func:`summary`         one row per model: the measurements of Algorithms 1-5 side by side.
 - :func:`verdicts`        every experimental claim's verdict on every model.
-- :func:`trends`          each claim sorted by where it holds: trained models, untrained controls, both, neither.
+- :func:`trends`          each claim sorted by where it holds: trained models, untrained controls, both, neither;
+                          and in how many runs of each control.
 - :func:`figure`          d~ against L, N_s/N against N and g against T, one line per model.
 """
 
@@ -17,13 +19,43 @@ import pandas as pd
 
 from attnlimits.experiments import paper_claims
 
-__all__ = ["figure", "overview", "run_id", "summary", "trained_labels", "trends", "verdicts"]
+__all__ = [
+    "CONTROL_STYLES",
+    "control_labels",
+    "control_of",
+    "figure",
+    "overview",
+    "run_id",
+    "summary",
+    "trained_labels",
+    "trends",
+    "verdicts",
+]
+
+
+def control_of(entry: dict) -> str | None:
+    """What a manifest entry is: None for a trained model read as it is, else the name of its control
+    (:data:`attnlimits.studies.several_models.CONTROLS`; an entry of a manifest older than the controls'
+    names is "untrained" when its weights were not trained)."""
+    return entry.get("control") or (None if entry.get("trained") else "untrained")
 
 
 def trained_labels(manifest: dict) -> list[str]:
-    """The labels of the trained models that were present in a run's ``manifest``, in the order of
-    :data:`attnlimits.studies.several_models.MODELS`."""
-    return [e["label"] for e in manifest["models"] if e["present"] and e["trained"]]
+    """The labels of the trained models that were present in a run's ``manifest`` (not their controls), in the
+    order of :data:`attnlimits.studies.several_models.MODELS`."""
+    return [e["label"] for e in manifest["models"] if e["present"] and control_of(e) is None]
+
+
+def control_labels(manifest: dict) -> dict[str, list[str]]:
+    """The present controls' labels by control, in the manifest's order (an empty list for a control no model
+    has)."""
+    from attnlimits.studies.several_models.study import CONTROLS
+
+    out = {c: [] for c in CONTROLS}
+    for e in manifest["models"]:
+        if e["present"] and control_of(e) is not None:
+            out.setdefault(control_of(e), []).append(e["label"])
+    return out
 
 
 def run_id(manifest: dict) -> tuple[tuple[str, ...], str | None, str]:
@@ -94,40 +126,50 @@ def verdicts(results: dict) -> pd.DataFrame:
 def trends(results: dict, manifest: dict) -> pd.DataFrame:
     """Each claim sorted by where it holds: ``every trained model and every untrained control`` (softmax itself),
     ``every trained model only`` (learned), ``some trained models`` (depends on the model) or ``no trained
-    model``. "Holds" is the verdict "reproduced", or "holds" for a sanity check ("inconclusive" does not hold: its
-    interval does not decide; nor does "depends on the reading": some reading of the expectation fails the rule)."""
+    model``; then, per control (:func:`control_labels`), in how many of its runs it holds. "Holds" is the verdict
+    "reproduced", or "holds" for a sanity check ("inconclusive" does not hold: its interval does not decide; nor
+    does "depends on the reading": some reading of the expectation fails the rule)."""
     table = verdicts(results)
-    trained = [e["label"] for e in manifest["models"] if e.get("present") and e.get("trained")]
-    controls = [e["label"] for e in manifest["models"] if e.get("present") and not e.get("trained")]
+    trained = trained_labels(manifest)
+    kinds = {c: labels for c, labels in control_labels(manifest).items() if labels}
+    untrained = kinds.get("untrained", [])
     holds = table.isin((paper_claims.REPRODUCED, paper_claims.HOLDS))
     rows = []
     for key in table.index:
         in_trained = int(holds.loc[key, trained].sum())
-        in_controls = int(holds.loc[key, controls].sum()) if controls else 0
-        if in_trained == len(trained) and controls and in_controls == len(controls):
+        in_untrained = int(holds.loc[key, untrained].sum()) if untrained else 0
+        if in_trained == len(trained) and untrained and in_untrained == len(untrained):
             where = "every trained model and every untrained control"
         elif in_trained == len(trained):
-            where = "every trained model only" if controls else "every trained model"
+            where = "every trained model only" if untrained else "every trained model"
         elif in_trained:
             where = "some trained models"
         else:
             where = "no trained model"
-        rows.append({"claim": key, "holds in": where, "trained": f"{in_trained}/{len(trained)}",
-                     "untrained": f"{in_controls}/{len(controls)}"})  # fmt: skip
+        row = {"claim": key, "holds in": where, "trained": f"{in_trained}/{len(trained)}"}
+        for kind, labels in kinds.items():
+            row[kind] = f"{int(holds.loc[key, labels].sum())}/{len(labels)}"
+        rows.append(row)
     return pd.DataFrame(rows).set_index("claim")
 
 
+#: How :func:`figure` draws each control's line (the trained model's is solid).
+CONTROL_STYLES = {"untrained": "--", "entropy-matched": ":", "shuffled": "-."}
+
+
 def figure(results: dict):
-    """Three panels, one line per model (untrained controls dashed): median d~ against L (N fixed), median N_s/N
-    against N, and the largest g against T (smallest eps, the model's logits)."""
+    """Three panels, one line per model (its controls in the model's colour, styled by :data:`CONTROL_STYLES`):
+    median d~ against L (N fixed), median N_s/N against N, and the largest g against T (smallest eps, the model's
+    logits)."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     colors = {}
     for label, res in results.items():
-        base = label.removesuffix(" (untrained)")
+        base, _, control = label.partition(" (")
         color = colors.setdefault(base, f"C{len(colors)}")
-        style = {"color": color, "ls": "--" if base != label else "-", "marker": "o", "ms": 3, "label": label}
+        ls = CONTROL_STYLES.get(control.rstrip(")"), "-")
+        style = {"color": color, "ls": ls, "marker": "o", "ms": 3, "label": label}
         p = res.preset
         med = res.alg1().groupby("L").d_tilde.median()
         axes[0].loglog(med.index, med.values, **style)

@@ -1,14 +1,19 @@
-"""The Experiments on several models and on untrained controls, side by side (chapter 34).
+"""The Experiments on several models and on controls, side by side (chapter 34).
 
 :func:`compute` runs :func:`attnlimits.experiments.results` (Algorithms 1-5, cached under ``results/``) on every
-model of :data:`MODELS` that loads here, and on an untrained control of each: the same architecture and
-configuration with freshly initialised weights (seeded), on the same windows of the same text. It writes a manifest
+model of :data:`MODELS` that loads here, and on the controls of :data:`CONTROLS` of each, on the same windows of the
+same text: the untrained network (the same architecture and configuration with freshly initialised weights,
+seeded: :func:`untrained`), that network with each head's logits scaled until its mean row entropy matches the
+trained head's (:func:`entropy_matched`), and the trained model on each window's tokens in a random order
+(``shuffle``). It writes a manifest
 (which models were present, which were not and why, load and run times, the capture's exactness on each trained
 model) next to the results. :meth:`SeveralModels.load` reads the manifest and the results back without loading any
 model; :func:`results` does so, after :func:`compute` when there is nothing current to read. The chapter's tables
 and figures are in :mod:`attnlimits.studies.several_models.report`.
 
-A trend that an untrained control shows too comes from softmax and the architecture, not from training.
+A trend that an untrained control shows too comes from softmax and the architecture, not from training; one that
+the entropy-matched control shows too needs no more of training than how sharp its rows are; one that the shuffled
+control loses needs the text's order.
 """
 
 from __future__ import annotations
@@ -27,11 +32,27 @@ from attnlimits.experiments.presets import PRESETS, get_preset  # the Experiment
 from attnlimits.infra import cache, provenance
 from attnlimits.models import registry
 
-__all__ = ["MODELS", "PRESETS", "SeveralModels", "compute", "get_preset", "manifest_path", "results", "untrained"]
+__all__ = [
+    "CONTROLS",
+    "MODELS",
+    "PRESETS",
+    "SeveralModels",
+    "compute",
+    "entropy_matched",
+    "get_preset",
+    "manifest_path",
+    "mean_row_entropy",
+    "results",
+    "untrained",
+]
 
 #: The models compared, from :data:`attnlimits.models.registry.MODELS`: each label and the name
 #: :func:`attnlimits.models.load` is given (never the fallback in its place).
 MODELS = {entry.label: entry.name for entry in registry.MODELS}
+#: The controls each model is set beside, labelled "<model> (<control>)": the untrained network; the untrained
+#: network with each head's logits scaled to the trained head's mean row entropy (it removes how sharp the
+#: trained rows are as a cause); the trained model on each window's tokens shuffled (it removes the text's order).
+CONTROLS = ("untrained", "entropy-matched", "shuffled")
 
 
 def _compute_command(preset) -> str:
@@ -73,6 +94,100 @@ def untrained(loaded, seed: int = 0):
     return LoadedModel(model=model, tokenizer=loaded.tokenizer, provenance=provenance)
 
 
+def mean_row_entropy(weights: torch.Tensor) -> torch.Tensor:
+    """Each head's mean over its rows of the Shannon entropy (nats) of a row's weights ``(H, R, L)``: ``(H,)``."""
+    w = weights.double()
+    return -(w * torch.log(torch.where(w > 0, w, 1.0))).sum(-1).mean(-1)
+
+
+#: The range of the logit factors :func:`entropy_matched` searches (log scale) and the steps of its bisection.
+_LOG_SCALES, _BISECTIONS = (-12.0, 12.0), 60
+
+
+def _matching_scales(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per head of ``logits`` ``(H, R, L)`` (masked entries -inf), the factor beta > 0 with which softmax(beta
+    logits) has the mean row entropy ``target`` ``(H,)``: a bisection on log beta (the entropy falls as beta grows),
+    clamped to the ends of :data:`_LOG_SCALES` where the target lies beyond what they reach."""
+    lo = torch.full_like(target, _LOG_SCALES[0])
+    hi = torch.full_like(target, _LOG_SCALES[1])
+    for _ in range(_BISECTIONS):
+        mid = (lo + hi) / 2
+        too_flat = mean_row_entropy(torch.softmax(logits * mid.exp().view(-1, 1, 1), -1)) > target
+        lo, hi = torch.where(too_flat, mid, lo), torch.where(too_flat, hi, mid)
+    return ((lo + hi) / 2).exp()
+
+
+def _scale_queries(hf, scales: dict[int, torch.Tensor]) -> None:
+    """Multiply each attention head's queries (hence its logits) in layer l by ``scales[l]`` (one factor per
+    head), through forward hooks on ``hf``'s attention modules: after the query normalisation where there is one
+    (Gemma 3's q_norm, whose output is (batch, heads, seq, head_dim)), else on the query projection (batch, seq,
+    heads * head_dim). RoPE rotates the scaled queries as it would the others, so logit l of head h becomes
+    scales[l][h] times what it was."""
+    found = set()
+    for module in hf.modules():
+        layer = getattr(module, "layer_idx", None)
+        if layer not in scales or not hasattr(module, "q_proj"):
+            continue
+        beta = scales[layer].to(torch.float32)
+        if hasattr(module, "q_norm"):
+            module.q_norm.register_forward_hook(lambda m, args, out, b=beta: out * b.view(1, -1, 1, 1).to(out.dtype))
+        else:
+            module.q_proj.register_forward_hook(
+                lambda m, args, out, b=beta: (out.unflatten(-1, (len(b), -1)) * b.view(-1, 1).to(out.dtype)).flatten(-2)
+            )
+        found.add(layer)
+    if found != set(scales):
+        raise NotImplementedError(
+            f"model: no attention module with a q_proj for layers {sorted(set(scales) - found)}; the entropy-matched "
+            "control scales the queries of Llama- and Gemma-style attention"
+        )
+
+
+def entropy_matched(trained, text, preset="reduced", seed: int = 0):
+    """The entropy-matched control of ``trained``: its untrained network (:func:`untrained` with ``seed``) with
+    each attention head's logits multiplied by a factor chosen so that the head's mean row entropy
+    (:func:`mean_row_entropy`) over the first window the preset reads equals the trained head's there.
+
+    The untrained network's rows are nearly uniform; this control keeps its weights and makes its rows as sharp
+    as the trained model's, head by head, so a trend it shares with the trained model needs nothing of training
+    but that sharpness. The factors are installed as forward hooks on the network's query computation (a capture
+    of the control sees the scaled logits); the provenance names the control and hashes its weights with them,
+    and ``matched_entropy`` holds, per layer, each head's factor and the trained and matched entropies."""
+    from attnlimits.models import LoadedModel
+
+    p = get_preset(preset)
+    control = untrained(trained, seed)
+    window = {"length": p.max_length, "count": 1, "total": p.windows}
+    (target,) = experiments.capture_windows(trained, text, **window)
+    scales, record = {}, {}
+    # layer by layer: a layer's logits depend on the scales of the layers below it (through its inputs)
+    for layer in target.layer_ids:
+        (now,) = experiments.capture_windows(control, text, **window, layers=[layer])
+        goal = mean_row_entropy(target.weights(layer, p.max_length))
+        scales[layer] = _matching_scales(now.logits(layer, p.max_length).double(), goal)
+        _scale_queries(control.model, {layer: scales[layer]})
+        record[layer] = {"scale": scales[layer].tolist(), "trained_entropy": goal.tolist()}
+    (matched,) = experiments.capture_windows(control, text, **window)
+    for layer in target.layer_ids:
+        record[layer]["matched_entropy"] = mean_row_entropy(matched.weights(layer, p.max_length)).tolist()
+    digest = hashlib.sha256(control.provenance.sha256.encode())
+    for layer in sorted(scales):
+        digest.update(scales[layer].numpy().tobytes())
+    name = trained.provenance.model_id
+    provenance = dataclasses.replace(
+        control.provenance,
+        model_id=f"entropy-matched-seed{seed}/{name}",
+        source="untrained, entropy-matched",
+        reason=f"{name}'s untrained network (seed {seed}), each head's logits scaled to the trained head's mean row "
+        f"entropy on the first window of the {p.name} preset",
+        sha256=digest.hexdigest(),
+        notes=(*control.provenance.notes, "entropy-matched control"),
+    )
+    out = LoadedModel(model=control.model, tokenizer=control.tokenizer, provenance=provenance)
+    out.matched_entropy = record
+    return out
+
+
 def manifest_path(preset="reduced", root=None) -> Path:
     """Where :func:`compute` writes its manifest: ``<results>/models-<preset>.json``."""
     return _manifest_file(get_preset(preset).name, root)
@@ -100,17 +215,18 @@ def compute(
     names=None,
     preset="reduced",
     *,
-    controls: bool = True,
+    controls=CONTROLS,
     seed: int = 0,
     text=None,
     root=None,
     progress: bool | str | None = None,
 ) -> dict:
     """Run the experiments on every model of ``names`` (labels of :data:`MODELS`, all by default) that loads, and
-    with ``controls`` on an untrained control of each; write and return the manifest. ``progress``: as in
-    :func:`attnlimits.experiments.results`.
+    on each of its ``controls`` (names of :data:`CONTROLS`; True: all of them, False or (): none), each seeded by
+    ``seed``; write and return the manifest. ``progress``: as in :func:`attnlimits.experiments.results`.
 
-    A model that does not load here (GPT-2 offline, Gemma without its wheels) is listed with the reason.
+    A model that does not load here (GPT-2 offline, Gemma without its wheels) is listed with the reason, and so is
+    a control that cannot be made for a model.
     """
     from attnlimits import models
     from attnlimits.models import texts
@@ -119,6 +235,9 @@ def compute(
     bad = [n for n in names if n not in MODELS]
     if bad:
         raise ValueError(f"names: unknown model(s) {bad}; choose from {list(MODELS)}")
+    controls = CONTROLS if controls is True else () if controls is False else tuple(controls)
+    if any(c not in CONTROLS for c in controls):
+        raise ValueError(f"controls: must be names of {CONTROLS} (or True / False), got {list(controls)}")
     p = get_preset(preset)
     text = texts.load() if text is None else text
     entries, started = [], time.perf_counter()
@@ -131,29 +250,21 @@ def compute(
             continue
         load_s = time.perf_counter() - t0
         check = _exactness(model, text)
-        runs = [(name, model, load_s)]
-        if controls:
+        entries.append(_run_entry(name, name, None, model, text, p, load_s, root, progress, exactness=check))
+        for control in controls:
+            label = f"{name} ({control})"
             t0 = time.perf_counter()
-            runs.append((f"{name} (untrained)", untrained(model, seed), time.perf_counter() - t0))
-        for label, m, seconds in runs:
-            t0 = time.perf_counter()
-            res = experiments.results(m, text, p, root=root, progress=progress)
-            entries.append(
-                {
-                    "label": label,
-                    "model": name,
-                    "present": True,
-                    "trained": m is model,
-                    "model_id": m.provenance.model_id,
-                    "folder": str(experiments.results_folder(m, text, p, root=root)),
-                    "load_seconds": round(seconds, 2),
-                    "run_seconds": round(time.perf_counter() - t0, 2),
-                    "computed_seconds": res.provenance["seconds"]["total"],
-                    "exactness": check if m is model else None,
-                    "facts": {k: v for k, v in models.facts(m).items() if k != "parameters"},
-                }
-            )
-        del model, runs
+            try:
+                m = _control(control, model, text, p, seed)
+            except NotImplementedError as e:
+                entries.append({"label": label, "model": name, "control": control, "present": False, "reason": str(e)})
+                continue
+            shuffle = seed if control == "shuffled" else None
+            entry = _run_entry(label, name, control, m, text, p, time.perf_counter() - t0, root, progress, shuffle)
+            if control == "entropy-matched":
+                entry["matched_entropy"] = m.matched_entropy
+            entries.append(entry)
+        del model
     manifest = {
         "preset": p.as_dict(),
         "text": text.provenance.as_dict() if hasattr(text, "provenance") else None,
@@ -163,6 +274,37 @@ def compute(
     }
     _write_manifest(manifest, root)
     return manifest
+
+
+def _control(control: str, model, text, p, seed: int):
+    """The model a control runs: the untrained network, the entropy-matched one, or the model itself (shuffled)."""
+    if control == "untrained":
+        return untrained(model, seed)
+    if control == "entropy-matched":
+        return entropy_matched(model, text, p, seed)
+    return model
+
+
+def _run_entry(label, name, control, m, text, p, seconds, root, progress, shuffle=None, exactness=None) -> dict:
+    """Run the experiments on ``m`` (cached) and return its manifest entry."""
+    from attnlimits import models
+
+    t0 = time.perf_counter()
+    res = experiments.results(m, text, p, root=root, progress=progress, shuffle=shuffle)
+    return {
+        "label": label,
+        "model": name,
+        "control": control,
+        "present": True,
+        "trained": control in (None, "shuffled"),
+        "model_id": m.provenance.model_id,
+        "folder": str(experiments.results_folder(m, text, p, root=root, shuffle=shuffle)),
+        "load_seconds": round(seconds, 2),
+        "run_seconds": round(time.perf_counter() - t0, 2),
+        "computed_seconds": res.provenance["seconds"]["total"],
+        "exactness": exactness,
+        "facts": {k: v for k, v in models.facts(m).items() if k != "parameters"},
+    }
 
 
 def _write_manifest(manifest: dict, root=None) -> Path:
@@ -217,7 +359,7 @@ def results(
     preset="reduced",
     *,
     names=None,
-    controls: bool = True,
+    controls=CONTROLS,
     seed: int = 0,
     text=None,
     root=None,
