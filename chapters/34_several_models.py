@@ -20,21 +20,30 @@
 # ---
 
 # %% [markdown]
-# # Several models, and untrained controls
+# # Several models, and their controls
 #
 # **Data:** every model of the list below that loads on the machine that built this page — the first table says
-# which were present and why the others were not — each beside an *untrained control*: the same architecture and
-# configuration with freshly initialised weights (seed 0). All read the same windows of the text named in the
-# provenance below, with the book's `reduced` preset, sized for the machines that build the book: one window of
-# 256 tokens ($L \le 256$), the paper's grids of $N$, its smallest $\varepsilon$, $T$ every half decade and the
-# KS level 0.05. The paper's preset (twelve windows, $L \le 1024$, every grid) on every model is one command away,
-# at the end of this page.
+# which were present and why the others were not — each beside three controls (seed 0): the *untrained* network
+# (the same architecture and configuration with freshly initialised weights), the *entropy-matched* one (that
+# untrained network with each head's logits scaled until its mean row entropy equals the trained head's), and
+# the trained model on *shuffled* tokens (each window's tokens in a random order). All read the same windows of
+# the text named in the provenance below, with the book's `reduced` preset, sized for the machines that build
+# the book: one window of 256 tokens ($L \le 256$), the paper's grids of $N$, its smallest $\varepsilon$, $T$
+# every half decade and the KS level 0.05 — one window, so every number here is a point without an interval.
+# The paper's preset (twelve windows, $L \le 1024$, every grid) on every model is one command away, at the end of
+# this page.
 #
 # The paper says in a footnote that other models show the same trends, and shows none. It also leaves open
 # which of its findings come from softmax itself and which from what training taught the model. Both questions
 # have the same experiment: run Algorithms 1–5 on models of different families, and on the same networks before
 # training. A trend that an untrained network shows too is forced by softmax and the architecture; a trend that
 # every trained model shows but no untrained one is learned; the rest depends on the model.
+#
+# An untrained network's rows are nearly uniform, though, so "trained against untrained" also compares sharp rows
+# with flat ones. The two other controls separate the causes: the entropy-matched network keeps the untrained
+# weights but makes each head's rows as sharp as the trained head's, so a trend it shares with the trained model
+# needs nothing learned beyond that sharpness; the shuffled model keeps everything learned but removes the text's
+# order, so a trend it loses needs the order.
 
 # %%
 import numpy as np
@@ -95,9 +104,21 @@ print("present:", trained, "| not present here:", absent or "none")
 summary = several_models.report.summary(results)
 summary.style.format("{:.3g}")
 
-# %% mystnb={"image": {"alt": "Three panels, one line per model, untrained controls dashed: median distance d~ against L, median separable fraction N_s/N against N, and the largest g against temperature"}}
+# %% mystnb={"image": {"alt": "Three panels, one line per model and control (untrained dashed, entropy-matched dotted, shuffled dash-dotted): median distance d~ against L, median separable fraction N_s/N against N, and the largest g against temperature"}}
 fig = several_models.report.figure(results)
 plotting.finish(fig, "34_models")
+
+# %% [markdown]
+# *Figure: per model (one colour), the trained model (solid) and its controls: untrained (dashed),
+# entropy-matched (dotted), shuffled (dash-dotted).*
+#
+# What the values alone give: the share of a head's value vectors' squared norm that lies in their mean over the
+# window (a direction every token shares), and Figure 3's plateau when the same values are weighted uniformly
+# (ties broken by a seeded jitter of $10^{-9}$), i.e. by weights that select nothing.
+
+# %%
+values = several_models.report.value_table(manifest)
+values.style.format("{:.3f}")
 
 # %% [markdown]
 # ## Which trends hold where
@@ -118,32 +139,41 @@ trends
 # on the numbers above, and on another set of models, text or preset prints which sentences no longer hold):
 #
 # - **Softmax itself.** The bound $d_{\max}$ holds for every head of every model (it is a theorem, so it must).
-#   The critical $N$ sits near the end of the row in every model, trained or not: between
-#   0.6 and 1 of $L$, never near the paper's 0.06 — with untrained weights too, so it is a property of softmax
-#   over a row of value vectors, not something training learns. The most sensitive head's $g$ follows $1/T$ at
-#   high temperature ($T$ from 10 to 100) in every model, and grows much more slowly than $1/T$ below
-#   $T = 0.1$ (a log-log slope flatter than $-0.6$) in every model: the paper's low-temperature $1/T$ law is
-#   reproduced by none of them, trained or untrained.
-# - **Learned, and model-dependent.** The attention sink is learned: no untrained control puts more than 0.1
-#   of a row's weight on token 0 — its median is within a factor 2 of what uniform attention gives,
-#   $\operatorname{mean}_t 1/(t+1)$ — while both trained models send a large share of their rows there: SmolLM2
-#   nearly all of some rows, Gemma more than half of some (its windows start with its `<bos>` token, as its
-#   tokenizer adds one by default; SmolLM2's tokenizer adds none, so its token 0 is an ordinary text token). The
-#   sink is a habit the models learned, not a property of softmax.
-# - **Linear growth of $\tilde d$ comes with training, not with the sink alone.** The trained models show
-#   $\tilde d$ growing about linearly in $L$ (exponent above 0.9); the controls' exponent stays below 0.9, as
-#   {doc}`13_distance_collapse` predicts: linear growth needs the selected aggregate to stay away from zero. Both
-#   trained models also have a sink, but the sink is not what keeps the aggregate up: with token 0 left out of
-#   every row, SmolLM2's $\tilde d$ still grows about linearly ({doc}`22_distance_vs_length`). A trained head
-#   concentrates its weight on a few tokens wherever they are, token 0 among them.
+#   The critical $N$ sits near the end of the row in every model and every control: between 0.6 and 1 of $L$,
+#   never near the paper's 0.06 — with untrained weights too, so it is a property of softmax over a row of value
+#   vectors, not something training learns. The most sensitive head's $g$ follows $1/T$ at high temperature ($T$
+#   from 10 to 100) in every trained model and untrained control, and grows much more slowly than $1/T$ below
+#   $T = 0.1$ (a log-log slope flatter than $-0.6$) in every model and control: the paper's low-temperature
+#   $1/T$ law is reproduced by none of them.
+# - **The sink is learned, and it is not sharpness.** No untrained control puts more than 0.1 of a row's weight
+#   on token 0 — its median is within a factor 2 of what uniform attention gives, $\operatorname{mean}_t
+#   1/(t+1)$ — while both trained models send a large share of their rows there: SmolLM2 nearly all of some rows,
+#   Gemma more than half of some (its windows start with its `<bos>` token, as its tokenizer adds one by
+#   default; SmolLM2's tokenizer adds none, so its token 0 is an ordinary text token). Rows as sharp as the
+#   trained ones do not make a sink (the entropy-matched controls' median weight on token 0 stays below 0.05),
+#   and the text's order is not what it feeds on: both shuffled models keep a sink of more than half a row, on
+#   whatever token now stands first.
+# - **Linear growth of $\tilde d$ comes with sharp rows, not with training as such.** Every trained model, both
+#   shuffled models and the entropy-matched SmolLM2 have $\tilde d$ growing about linearly in $L$ (exponent
+#   above 0.9; the entropy-matched Gemma's is at least 0.85), while the untrained controls stay below 0.5, as
+#   {doc}`13_distance_collapse` predicts: linear growth needs the selected aggregate to stay away from zero, and
+#   a sharp row keeps it there whoever made it sharp. The sink is not what keeps it up either: with token 0 left
+#   out of every row, SmolLM2's $\tilde d$ still grows about linearly ({doc}`22_distance_vs_length`).
 # - **The proportionality of the critical $N$ is softmax's.** Under the book's reconstruction $E$, Figure 2c's
-#   proportionality ({doc}`23_critical_n`) is reproduced in every model and in every untrained control alike;
-#   under other readings of the paper's expectation it is not, so the claims table reads "depends on the
-#   reading".
-# - **Depends on the model.** Where $N_s/N$ settles differs by more than 0.2 between the trained models. And
-#   the paper's band for it, 0.70–0.85 ({doc}`24_separability`), is met by an untrained control too: untrained
-#   SmolLM2 falls until $N = 16$ and then stays inside the band, the shape of the paper's Figure 3, while the
-#   trained SmolLM2 settles below it. A plateau in that band is no sign of anything the model learned.
+#   proportionality ({doc}`23_critical_n`) is reproduced in every model and in every control alike; under other
+#   readings of the paper's expectation it is not, so the claims table reads "depends on the reading".
+# - **Where $N_s/N$ settles depends on the model, and the paper's band is no sign of learning.** The trained
+#   models' plateaus differ by more than 0.2. The paper's band, 0.70–0.85 ({doc}`24_separability`), is met by
+#   an untrained control too: untrained SmolLM2 falls until $N = 16$ and then stays inside it, the shape of the
+#   paper's Figure 3, while the trained SmolLM2 settles below it. That plateau is not what flat weights give: on
+#   the same values, weights that select nothing (uniform) separate almost nothing (a plateau of at most 0.12
+#   in every model and control). It comes from *which* tokens the untrained weights pick: most of an untrained
+#   value vector lies along a direction every token shares (more than 0.4 of its squared norm, against less than
+#   0.3 in a trained model), and the same residual stream sets the small differences between the untrained
+#   logits, so the tokens a head weighs most lie farthest out along it and stand apart from the rest. Making
+#   those rows as sharp as the trained ones raises the plateau further (entropy-matched, above the untrained
+#   one in both models) instead of bringing it down to the trained model's: the trained SmolLM2's low plateau
+#   is learned, and it needs the text's order only in part (its shuffled control settles between the two).
 
 # %% tags=["remove-cell"]
 s = summary
@@ -151,11 +181,15 @@ controls = [label for label in s.index if label.endswith("(untrained)")]
 sink_models = [m for m in trained if s.loc[m, "sink weight (max)"] > 0.5]
 L = max(manifest["preset"]["alg1_L"])
 uniform = (1 / np.arange(2, L + 1)).mean()  # the sink weight of uniform attention
+kinds = several_models.report.control_labels(manifest)
+matched, shuffled = kinds["entropy-matched"], kinds["shuffled"]
+v = values
 statements = {
     "critical N / L in [0.6, 1) everywhere": s["critical N / L"].between(0.6, 0.999)
     .all(),
-    "g ~ 1/T from T = 10 to 100 everywhere": (
-        (s["g ~ 1/T from T"] <= 10) & (s["g ~ 1/T to T"] >= 100)
+    "g ~ 1/T from T = 10 to 100 in every trained model and untrained control": (
+        (s.loc[trained + controls, "g ~ 1/T from T"] <= 10)
+        & (s.loc[trained + controls, "g ~ 1/T to T"] >= 100)
     ).all(),
     "g flatter than T^-0.6 below 0.1 everywhere": (s["g slope (T < 0.1)"] > -0.6).all(),
     "no sink in any control": (s.loc[controls, "sink weight (max)"] < 0.1).all(),
@@ -169,9 +203,25 @@ statements = {
         ).verdict == "reproduced").all()
         for r in results.values()
     ),
-    "linear d~ in the trained models only": (
-        (s["d~ growth exponent"] > 0.9) == s.index.isin(trained)
-    ).all(),
+    "linear d~ in every trained model, both shuffled and the matched SmolLM2; matched Gemma >= 0.85":
+        (s.loc[trained + shuffled, "d~ growth exponent"] > 0.9).all()
+        and s.loc["SmolLM2-135M (entropy-matched)", "d~ growth exponent"] > 0.9
+        and (s.loc[matched, "d~ growth exponent"] >= 0.85).all(),
+    "the untrained controls' exponent below 0.5": (s.loc[controls, "d~ growth exponent"] < 0.5).all(),
+    "no sink in the matched controls (median < 0.05); both shuffled models keep one (max > 0.5)":
+        (s.loc[matched, "sink weight (median)"] < 0.05).all()
+        and (s.loc[shuffled, "sink weight (max)"] > 0.5).all(),
+    "uniform weights: plateau at most 0.12 everywhere": (v.iloc[:, 1] <= 0.12).all(),
+    "untrained values' shared share > 0.4, trained < 0.3": (v.loc[controls].iloc[:, 0] > 0.4).all()
+    and (v.loc[trained].iloc[:, 0] < 0.3).all(),
+    "matched plateau above untrained in both models": all(
+        s.loc[f"{m} (entropy-matched)", "N_s/N plateau"] > s.loc[f"{m} (untrained)", "N_s/N plateau"]
+        for m in trained
+    ),
+    "shuffled SmolLM2's plateau between the trained and the untrained one": bool(
+        s.loc["SmolLM2-135M", "N_s/N plateau"] < s.loc["SmolLM2-135M (shuffled)", "N_s/N plateau"]
+        < s.loc["SmolLM2-135M (untrained)", "N_s/N plateau"]
+    ),
     "N_s/N plateaus differ by > 0.2": s.loc[trained, "N_s/N plateau"].agg(np.ptp) > 0.2,
     "an untrained control settles in the paper's band, trained SmolLM2 below it": bool(
         s.loc[controls, "N_s/N plateau"].between(0.70, 0.85).any()
@@ -195,7 +245,7 @@ _ = paper_claims.assert_sentences(
 # paper's preset (12 windows, $L$ up to 1024) and read it here, run
 #
 # ```bash
-# make models    # several_models.compute(preset="paper"): every model that loads, and its untrained control
+# make models    # several_models.compute(preset="paper"): every model that loads, and its three controls
 # ```
 #
 # and change `"reduced"` to `"paper"` in the first cell. The wheels are installed by `make setup`; by hand:

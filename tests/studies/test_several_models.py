@@ -139,6 +139,9 @@ def test_compute_then_load_without_loading_a_model(computed, monkeypatch):
     assert results["Tiny (shuffled)"].provenance["shuffle"] == 0 and "shuffle" not in results["Tiny"].provenance
     assert results["Tiny (shuffled)"].provenance["window_starts"] == results["Tiny"].provenance["window_starts"]
     assert results["Tiny (entropy-matched)"].provenance["model"]["model_id"].startswith("entropy-matched-seed0/")
+    values = report.value_table(manifest)
+    assert list(values.index) == ["Tiny", *controls]
+    assert values.iloc[:, 0].between(0, 1).all() and values.iloc[:, 1].between(0, 1).all()
     monkeypatch.setattr(study, "compute", lambda *args, **kwargs: pytest.fail("a current run is read, not computed"))
     assert list(several_models.results(PRESET, root=root).results) == list(results)
     # a sliding-window layer at L = 48 > 16: its rows hold at most 16 tokens

@@ -6,6 +6,7 @@
 - :func:`trained_labels`  the trained models that were present; :func:`control_labels` their controls by kind;
                           :func:`run_id` what the run is.
 - :func:`summary`         one row per model: the measurements of Algorithms 1-5 side by side.
+- :func:`value_table`     per model: how much of its values is a shared direction, and N_s/N with uniform weights.
 - :func:`verdicts`        every experimental claim's verdict on every model.
 - :func:`trends`          each claim sorted by where it holds: trained models, untrained controls, both, neither;
                           and in how many runs of each control.
@@ -29,6 +30,7 @@ __all__ = [
     "summary",
     "trained_labels",
     "trends",
+    "value_table",
     "verdicts",
 ]
 
@@ -114,6 +116,18 @@ def summary(results: dict) -> pd.DataFrame:
                 "sink weight (max)": float(res.sink.sink_weight.max()),
             }
         )
+    return pd.DataFrame(rows).set_index("model")
+
+
+def value_table(manifest: dict) -> pd.DataFrame:
+    """One row per present run of the manifest: the share of its values' squared norm in their common mean, and
+    Figure 3's plateau with uniform weights on its values
+    (:func:`attnlimits.studies.several_models.value_geometry`)."""
+    rows = [
+        {"model": e["label"], "values' common-mean share": e["values"]["mean_share"],
+         "N_s/N plateau, uniform weights": e["values"]["uniform_plateau"]}
+        for e in manifest["models"] if e["present"] and "values" in e
+    ]  # fmt: skip
     return pd.DataFrame(rows).set_index("model")
 
 

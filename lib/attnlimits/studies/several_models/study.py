@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from attnlimits import experiments
@@ -44,6 +45,7 @@ __all__ = [
     "mean_row_entropy",
     "results",
     "untrained",
+    "value_geometry",
 ]
 
 #: The models compared, from :data:`attnlimits.models.registry.MODELS`: each label and the name
@@ -188,6 +190,45 @@ def entropy_matched(trained, text, preset="reduced", seed: int = 0):
     return out
 
 
+#: The relative jitter that breaks the ties of uniform weights in :func:`value_geometry` (seeded).
+_JITTER = 1e-9
+
+
+def value_geometry(model, text, preset="reduced", *, shuffle: int | None = None, seed: int = 0) -> dict:
+    """What the heads' value vectors alone give on the first window the preset reads (at Algorithm 4's L):
+    ``mean_share``, the share of the values' squared norm that lies in their mean over the window's tokens (the
+    direction every token shares), and ``uniform_plateau``, Figure 3's plateau of :func:`attnlimits.studies.
+    several_models.report.summary` (median over heads of a head's mean N_s/N, averaged over Algorithm 4's N >= 16)
+    when every row's weights are uniform over its tokens, ties broken by a seeded relative jitter of
+    :data:`_JITTER`: the separable fraction of weights that select nothing. ``shuffle``: as
+    :func:`attnlimits.experiments.capture_windows`."""
+    from attnlimits.core import rowstats
+
+    p = get_preset(preset)
+    L = p.alg4_L
+    order = {} if shuffle is None else {"shuffle": shuffle}
+    (cap,) = experiments.capture_windows(model, text, length=L, count=1, total=p.windows, **order)
+    ns = [n for n in p.alg4_N if n >= 16] or [max(p.alg4_N)]
+    gen = torch.Generator().manual_seed(seed)
+    means = {n: [] for n in ns}
+    shared = total = 0.0
+    for layer in cap.layer_ids:
+        logits = cap.logits(layer, L).double()
+        _, x = cap.inputs(layer, L)
+        x = x.double()
+        jitter = _JITTER * torch.randn(logits.shape, generator=gen, dtype=torch.float64)
+        uniform = torch.softmax(torch.where(torch.isinf(logits), logits, jitter), -1)
+        window = cap.window(layer, L)
+        frac = rowstats.separability(uniform, x, ns, window=window)[0]
+        lengths = rowstats.row_lengths(L, window=window)
+        for j, n in enumerate(ns):
+            means[n].extend(rowstats.row_means(frac[j], lengths, n, L)[0].tolist())
+        shared += float((x.mean(1).norm(dim=-1) ** 2).sum())
+        total += float((x.norm(dim=-1) ** 2).mean(1).sum())
+    plateau = float(np.mean([np.nanmedian(means[n]) for n in ns]))
+    return {"mean_share": shared / total, "uniform_plateau": plateau}
+
+
 def manifest_path(preset="reduced", root=None) -> Path:
     """Where :func:`compute` writes its manifest: ``<results>/models-<preset>.json``."""
     return _manifest_file(get_preset(preset).name, root)
@@ -304,6 +345,7 @@ def _run_entry(label, name, control, m, text, p, seconds, root, progress, shuffl
         "computed_seconds": res.provenance["seconds"]["total"],
         "exactness": exactness,
         "facts": {k: v for k, v in models.facts(m).items() if k != "parameters"},
+        "values": value_geometry(m, text, p, shuffle=shuffle),
     }
 
 
