@@ -24,7 +24,8 @@
 #
 # **Data:** seeded synthetic heads (float64), then the pretrained model and the text named in the banner further
 # down (GPT-2 on *War and Peace* when they can be loaded, else the offline fallbacks): one window, a few layers,
-# every head. **Preset:** the `reduced` preset (24 synthetic heads of 4 rows, lengths up to 256; 4
+# every head; for the sink rate, the models and controls of {doc}`34_several_models` (one window each).
+# **Preset:** the `reduced` preset (24 synthetic heads of 4 rows, lengths up to 256; 4
 # layers of the model, 4 query rows per length, lengths up to 256); `ATTNLIMITS_PRESET=full` or papermill's
 # `preset="full"` runs the larger grids.
 #
@@ -44,10 +45,12 @@ preset = os.environ.get("ATTNLIMITS_PRESET", "reduced")
 import textwrap
 import time
 
+import numpy as np
+
 import attnlimits as al
 from attnlimits.experiments import paper_claims
 from attnlimits.infra import plotting
-from attnlimits.studies import alternatives, training
+from attnlimits.studies import alternatives, several_models, training
 
 plotting.set_theme()
 alt = alternatives
@@ -171,11 +174,41 @@ show.critical_table(mod.critical).style.format("{:.3f}")
 
 # %%
 zeros = show.zero_weight_table(mod.distance)
-zeros.loc[["softmax", "sparsemax", "1.5-entmax"]].unstack("normalizer").style.format("{:.3f}", na_rep="—")
+shown = zeros.loc[["softmax", "sparsemax", "1.5-entmax"]].unstack("normalizer")
+shown.style.format("{:.3f}", na_rep="—")
 
 # %% [markdown]
 # On the model's logits at the largest length; the other normalisers are in `zeros` (Scalable-Softmax's and
 # adaptive temperature's sharpened rows also underflow to exact zeros now and then).
+
+# %% [markdown]
+# ## Two published anchors: Scalable-Softmax's first figure and the sink rate
+#
+# Two numbers that later papers published about the limits this book studies, recomputed here from their own
+# definitions. The first is Figure 1 of Scalable-Softmax {cite}`nakanishi2025scalable`: a row of $n$ logits, all
+# $-2$ but one at $+3$, whose largest weight softmax drives to 0 as $n$ grows (Lemma 1's $1/L$ at work) while
+# Scalable-Softmax with the figure's $s = 0.43$ keeps it near 1.
+
+# %% mystnb={"image": {"alt": "Largest weight against the row length n for softmax, which falls towards 0, and Scalable-Softmax with s = 0.43, which stays near 1"}}
+lengths = np.unique(np.logspace(0.3, 5, 60).round()).astype(int)
+anchor = alt.one_logit_apart(lengths.tolist())
+fig = show.one_logit_figure(anchor)
+plotting.finish(fig, "33_ssmax_figure1")
+
+# %% [markdown]
+# *Figure: Scalable-Softmax's Figure 1 recomputed by this book's normalisers (one logit $+3$, the others $-2$,
+# $s = 0.43$).*
+#
+# The second is the *sink rate* of Gu et al. {cite}`gu2025attention`: a head is a sink head when token 0's
+# importance score — the mean weight the first 64 rows give it — exceeds 0.3, and the sink rate is the share of
+# such heads. The table measures it on the models of {doc}`34_several_models` and their controls (one window),
+# under each normaliser applied to the same logits (`softmax` is the model's own weights). For a row that does
+# not sum to one the threshold is still an absolute weight.
+
+# %%
+sink = several_models.results("reduced")  # read back from results/, no model loaded
+rates = several_models.report.sink_rate_table(sink.manifest)
+rates.style.format("{:.2f}")
 
 # %% [markdown]
 # ## Which limitation each normaliser escapes, and at what cost
@@ -207,6 +240,14 @@ verdict.style.format(precision=3)
 
 # %% tags=["remove-cell"]
 soft = verdict.loc["softmax"]
+soft_z = zeros.loc["softmax"]
+sparse_z = [zeros.loc[n] for n in ["sparsemax", "1.5-entmax"]]
+
+
+def compared(z):
+    return (z["rows compared"] > 0) & (z.index >= 2)
+
+
 sparse = ["sparsemax", "1.5-entmax"]
 others = [n for n in verdict.index if n != "softmax"]
 claims = {
@@ -227,15 +268,14 @@ claims = {
     "sparsemax and 1.5-entmax fail at N/L = 1/2 (median relative error > 0.9)":
         (verdict.loc[sparse, "error at N/L = 1/2"] > 0.9).all(),
     "for softmax both counts agree at every N":
-        (zeros.loc["softmax", "N_s/N"] - zeros.loc["softmax", "N_s/N, weight > 0"]).abs().max() < 1e-12,
+        (soft_z["N_s/N"] - soft_z["N_s/N, weight > 0"]).abs().max() < 1e-12,
     "from N = 12 on no row of sparsemax drops a token of positive weight":
         (zeros.loc["sparsemax"].query("N >= 12")["rows compared"] == 0).all(),
-    "left out, the zeros lower sparsemax's and 1.5-entmax's N_s/N at every N >= 2 they can be compared at":
-        all((z.query("N >= 2")["N_s/N, weight > 0"] < z.query("N >= 2")["N_s/N"])[z.query("N >= 2")
-            ["rows compared"] > 0].all() for z in (zeros.loc[n] for n in sparse)),
+    "without the zeros, sparsemax's and 1.5-entmax's N_s/N is lower at every N >= 2":
+        all((z["N_s/N, weight > 0"] < z["N_s/N"])[compared(z)].all() for z in sparse_z),
     "there, both still separate more than softmax at the same N (N >= 2)":
-        all((z["N_s/N, weight > 0"] > zeros.loc["softmax", "N_s/N"])[(z["rows compared"] > 0) & (z.index >= 2)]
-            .all() for z in (zeros.loc[n] for n in sparse)),
+        all((z["N_s/N, weight > 0"] > soft_z["N_s/N"])[compared(z)].all()
+            for z in sparse_z),
 }
 model_id = model.provenance.as_dict().get("model_id")
 this_run = (model_id, text.provenance.name, preset)

@@ -120,6 +120,17 @@ def test_scalable_softmax_top_weight_does_not_vanish_while_softmax_does():
     assert top_ssmax[-1] > 0.99
 
 
+@pytest.mark.parametrize("name", list(nz.NORMALIZERS))
+def test_causal_rows_of_one_token_put_their_weight_on_it(name):
+    """The first row of a causal mask sees one token: every normaliser gives it weight 1 and the masked entries 0
+    (Scalable-Softmax's log L is 0 there, and -inf * 0 must not turn them into NaN)."""
+    logits = torch.tensor([[0.7, -math.inf, -math.inf], [0.2, 1.5, -math.inf], [1.0, -0.5, 2.0]])
+    w = nz.NORMALIZERS[name](logits.double(), dim=-1)
+    assert torch.isfinite(w).all()
+    torch.testing.assert_close(w[0], torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64))
+    assert (w[1, 2] == 0) and w.sum(-1).sub(1).abs().max() < 1e-12
+
+
 def test_adaptive_temperature_sharpens_high_entropy_rows_only():
     flat = torch.linspace(0, 1, 64, dtype=torch.float64)  # entropy close to log 64 > 0.5
     peaked = torch.tensor([10.0, 0.0, 0.0], dtype=torch.float64)  # entropy < 0.5: left alone

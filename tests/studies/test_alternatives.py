@@ -273,3 +273,22 @@ def test_results_takes_a_model_and_a_text_together_or_neither():
 def test_row_cost_has_a_row_per_normaliser():
     cost = alt.row_cost(16, rows=8, repeats=2)
     assert list(cost.normalizer) == NAMES and (cost.us_per_row > 0).all()
+
+
+def test_one_logit_apart_is_scalable_softmaxs_figure_1():
+    """The registry's softmax and Scalable-Softmax (s = 0.43) on a row of -2s and one +3 give the closed forms of
+    the figure's two curves: softmax's largest weight halves at n = 1 + e^5 and keeps falling, Scalable-Softmax's
+    stays above 0.8 and rises towards 1."""
+    ns = [1, 2, 10, 100, 149, 150, 1000, 100_000]
+    table = alt.one_logit_apart(ns)
+    for row in table.itertuples():
+        assert row.softmax == pytest.approx(1 / (1 + (row.n - 1) * math.exp(-5)), rel=1e-12)
+        assert table.loc[row.Index, "scalable-softmax"] == pytest.approx(
+            1 / (1 + (row.n - 1) * row.n ** (-0.43 * 5)), rel=1e-12
+        )
+    soft = table.set_index("n").softmax
+    assert soft[149] > 0.5 > soft[150] and soft[100_000] < 0.002
+    ss = table.set_index("n")["scalable-softmax"]
+    assert ss.min() > 0.8 and ss.loc[2:].is_monotonic_increasing
+    with pytest.raises(ValueError, match="ns: must hold integers"):
+        alt.one_logit_apart([0])

@@ -171,3 +171,17 @@ def test_execution_times_extrapolate_by_the_work(monkeypatch):
     times = show.execution_times(train, synthetic, model, "reduced")
     assert times["computed in (s)"].tolist() == [2.0, 30.0, 60.0]  # training: one time per group, summed
     assert times["full preset, extrapolated (min)"].tolist() == pytest.approx([6 / 60, 300 / 60, 600 / 60])
+
+
+def test_one_logit_figure_and_zero_weight_table():
+    fig = show.one_logit_figure(alt.one_logit_apart([2, 10, 1000]))
+    try:
+        lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+        assert list(lines) == ["softmax", "scalable-softmax"]
+        assert matplotlib.colors.to_rgb(lines["softmax"].get_color()) == plotting.NORMALIZER_COLORS["softmax"]
+    finally:
+        plt.close(fig)
+    tables = _tables()
+    zeros = show.zero_weight_table(tables.distance)
+    assert list(zeros.columns) == ["N_s/N", "N_s/N, weight > 0", "rows compared"]
+    assert list(pd.unique(zeros.index.get_level_values("normalizer"))) == list(pd.unique(tables.distance.normalizer))

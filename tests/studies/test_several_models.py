@@ -13,6 +13,7 @@ import torch
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
 from attnlimits import experiments, models
+from attnlimits.core import normalizers
 from attnlimits.experiments import paper_claims
 from attnlimits.infra import cache
 from attnlimits.models import texts
@@ -202,3 +203,11 @@ def test_trends_sort_claims_by_where_they_hold(monkeypatch):
     assert out.loc["k4", "holds in"] == "no trained model"
     assert out.loc["k2", "untrained"] == "0/2" and out.loc["k3", "trained"] == "1/2"
     assert paper_claims.NOT == "not reproduced"
+
+
+def test_sink_rates_of_the_manifest(computed):
+    manifest, _ = computed
+    rates = report.sink_rate_table(manifest)
+    assert list(rates.columns) == list(normalizers.NORMALIZERS)
+    assert list(rates.index) == ["Tiny", "Tiny (untrained)", "Tiny (entropy-matched)", "Tiny (shuffled)"]
+    assert rates.stack().between(0, 1).all()

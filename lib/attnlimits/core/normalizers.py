@@ -136,8 +136,11 @@ def scalable_softmax(logits, dim: int = -1, *, s: float = 1.0, T: float = 1.0) -
     x, dim = _as_logits(logits, dim)
     s = validation.positive_number("s", s)
     T = validation.positive_number("T", T)
-    length = (~torch.isneginf(x)).sum(dim=dim, keepdim=True).to(x.dtype)
-    return torch.softmax(_centred(x, dim, T) * (s * torch.log(length)), dim=dim)
+    masked = torch.isneginf(x)
+    length = (~masked).sum(dim=dim, keepdim=True).to(x.dtype)
+    # a row of one token has log L = 0: its masked entries must stay -inf (-inf * 0 would be NaN)
+    scaled = torch.where(masked, -torch.inf, _centred(x, dim, T) * (s * torch.log(length)))
+    return torch.softmax(scaled, dim=dim)
 
 
 def adaptive_temperature(

@@ -15,6 +15,7 @@ change.
 - :func:`model_figure`        the vanishing panels and g(T, eps) side by side (the model's logits).
 - :func:`verdict_table`       one row per normaliser: which limitation it escapes, and at what cost.
 - :func:`zero_weight_table`   N_s / N with and without the zero-weight tokens, per normaliser and N.
+- :func:`one_logit_figure`    Scalable-Softmax's Figure 1, recomputed: the largest weight against the row's length.
 - :func:`execution_times`     the wall time of each cached computation, and the full preset's extrapolated.
 """
 
@@ -38,6 +39,7 @@ __all__ = [
     "model_figure",
     "plot_by_length",
     "plot_g",
+    "one_logit_figure",
     "verdict_table",
     "zero_weight_table",
 ]
@@ -216,6 +218,19 @@ def zero_weight_table(distance: pd.DataFrame) -> pd.DataFrame:
            "rows compared": ("compared", "mean")}
     )  # fmt: skip
     return table.reindex(_names(d), level="normalizer")
+
+
+def one_logit_figure(table: pd.DataFrame):
+    """The largest weight against the row's length n under softmax and Scalable-Softmax, from
+    :func:`attnlimits.studies.alternatives.one_logit_apart` (log n axis), in the registry's colours."""
+    names = [c for c in table.columns if c != "n"]
+    colors, labels = plotting.normalizer_colors(names), plotting.normalizer_labels(names)
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for name in names:
+        ax.plot(table.n, table[name], color=colors[name], label=labels[name], lw=2)
+    ax.set(xscale="log", xlabel="n (one logit +3, the others -2)", ylabel="largest weight", ylim=(0, 1.05))
+    ax.legend()
+    return fig
 
 
 def execution_times(

@@ -16,6 +16,8 @@ the experiments' own kernels (:mod:`attnlimits.core.rowstats`, Algorithm 3's KS 
 - :func:`jacobian_table`        the spectral norm of each row's Jacobian d alpha / d l.
 - :func:`g_table`               Algorithm 5's g(T, eps) per normaliser.
 - :func:`row_cost`              wall time of one normaliser call per row (microseconds; a measurement).
+- :func:`one_logit_apart`       Scalable-Softmax's Figure 1: the largest weight of a row with one logit apart,
+                                under softmax and Scalable-Softmax, against the row's length.
 - :func:`results`               every diagnostic of the chapter on the synthetic heads, or on a model's heads
                                 (:class:`AlternativesTables`), computed once and kept in the results cache (keyed
                                 by the code, the preset and the data's SHA-256: :mod:`attnlimits.infra.cache`).
@@ -56,6 +58,7 @@ __all__ = [
     "model_tables",
     "n_grid",
     "nonzero_separability",
+    "one_logit_apart",
     "results",
     "row_cost",
     "synthetic_tables",
@@ -233,6 +236,22 @@ def g_table(logits: torch.Tensor, T_grid, eps_grid, names=None, seed: int = 0) -
         for i, T in enumerate(T_grid):
             for j, eps in enumerate(eps_grid):
                 rows.append({"normalizer": name, "T": T, "eps": eps, "g": float(g[i, j])})
+    return pd.DataFrame(rows)
+
+
+def one_logit_apart(ns: Sequence[int], *, high: float = 3.0, low: float = -2.0, s: float = 0.43) -> pd.DataFrame:
+    """Scalable-Softmax's Figure 1 (Nakanishi 2025): a row of n logits, every one ``low`` but the last, ``high``;
+    its largest weight under softmax and under Scalable-Softmax with scale ``s`` (the figure's 0.43), for each n
+    of ``ns``, computed by the registry's normalisers in float64. Columns ``n, softmax, scalable-softmax``; the
+    closed forms are 1 / (1 + (n - 1) e^{-(high - low)}) and 1 / (1 + (n - 1) n^{-s (high - low)})."""
+    rows = []
+    for n in ns:
+        if isinstance(n, bool) or int(n) != n or n < 1:
+            raise ValueError(f"ns: must hold integers >= 1, got {n!r}")
+        z = torch.full((int(n),), float(low), dtype=torch.float64)
+        z[-1] = high
+        rows.append({"n": int(n), "softmax": float(normalizers.softmax(z).max()),
+                     "scalable-softmax": float(normalizers.scalable_softmax(z, s=s).max())})  # fmt: skip
     return pd.DataFrame(rows)
 
 

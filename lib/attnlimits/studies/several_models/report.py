@@ -7,6 +7,7 @@
                           :func:`run_id` what the run is.
 - :func:`summary`         one row per model: the measurements of Algorithms 1-5 side by side.
 - :func:`value_table`     per model: how much of its values is a shared direction, and N_s/N with uniform weights.
+- :func:`sink_rate_table` per model, the sink rate of token 0 under each normaliser on its logits.
 - :func:`verdicts`        every experimental claim's verdict on every model.
 - :func:`trends`          each claim sorted by where it holds: trained models, untrained controls, both, neither;
                           and in how many runs of each control.
@@ -27,6 +28,7 @@ __all__ = [
     "figure",
     "overview",
     "run_id",
+    "sink_rate_table",
     "summary",
     "trained_labels",
     "trends",
@@ -122,13 +124,21 @@ def summary(results: dict) -> pd.DataFrame:
 def value_table(manifest: dict) -> pd.DataFrame:
     """One row per present run of the manifest: the share of its values' squared norm in their common mean, and
     Figure 3's plateau with uniform weights on its values
-    (:func:`attnlimits.studies.several_models.value_geometry`)."""
+    (:func:`attnlimits.studies.several_models.window_facts`)."""
     rows = [
-        {"model": e["label"], "values' common-mean share": e["values"]["mean_share"],
-         "N_s/N plateau, uniform weights": e["values"]["uniform_plateau"]}
-        for e in manifest["models"] if e["present"] and "values" in e
+        {"model": e["label"], "values' common-mean share": e["window"]["mean_share"],
+         "N_s/N plateau, uniform weights": e["window"]["uniform_plateau"]}
+        for e in manifest["models"] if e["present"] and "window" in e
     ]  # fmt: skip
     return pd.DataFrame(rows).set_index("model")
+
+
+def sink_rate_table(manifest: dict) -> pd.DataFrame:
+    """The sink rate of token 0 (Gu et al.: the share of heads whose importance score of token 0 exceeds 0.3 over
+    the first 64 tokens), one row per present run of the manifest and one column per normaliser applied to its
+    logits (``softmax``: the model's own weights)."""
+    rows = {e["label"]: e["window"]["sink_rate"] for e in manifest["models"] if e["present"] and "window" in e}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("model")
 
 
 def verdicts(results: dict) -> pd.DataFrame:

@@ -45,7 +45,7 @@ __all__ = [
     "mean_row_entropy",
     "results",
     "untrained",
-    "value_geometry",
+    "window_facts",
 ]
 
 #: The models compared, from :data:`attnlimits.models.registry.MODELS`: each label and the name
@@ -190,24 +190,30 @@ def entropy_matched(trained, text, preset="reduced", seed: int = 0):
     return out
 
 
-#: The relative jitter that breaks the ties of uniform weights in :func:`value_geometry` (seeded).
+#: The relative jitter that breaks the ties of uniform weights in :func:`window_facts` (seeded).
 _JITTER = 1e-9
 
 
-def value_geometry(model, text, preset="reduced", *, shuffle: int | None = None, seed: int = 0) -> dict:
-    """What the heads' value vectors alone give on the first window the preset reads (at Algorithm 4's L):
-    ``mean_share``, the share of the values' squared norm that lies in their mean over the window's tokens (the
-    direction every token shares), and ``uniform_plateau``, Figure 3's plateau of :func:`attnlimits.studies.
-    several_models.report.summary` (median over heads of a head's mean N_s/N, averaged over Algorithm 4's N >= 16)
-    when every row's weights are uniform over its tokens, ties broken by a seeded relative jitter of
-    :data:`_JITTER`: the separable fraction of weights that select nothing. ``shuffle``: as
-    :func:`attnlimits.experiments.capture_windows`."""
-    from attnlimits.core import rowstats
+def window_facts(model, text, preset="reduced", *, shuffle: int | None = None, seed: int = 0) -> dict:
+    """What the first window the preset reads gives beyond the experiments (at Algorithm 4's L):
+
+    - ``mean_share``: the share of the heads' values' squared norm that lies in their mean over the window's
+      tokens (the direction every token shares);
+    - ``uniform_plateau``: Figure 3's plateau of :func:`attnlimits.studies.several_models.report.summary` (median
+      over heads of a head's mean N_s/N, averaged over Algorithm 4's N >= 16) when every row's weights are uniform
+      over its tokens, ties broken by a seeded relative jitter of :data:`_JITTER`: the separable fraction of
+      weights that select nothing;
+    - ``sink_rate``: per normaliser of :data:`attnlimits.core.normalizers.NORMALIZERS` applied to the model's own
+      masked logits (``softmax``: the model's weights), the share of heads whose importance score of token 0
+      exceeds 0.3 (:func:`attnlimits.core.sinks.sink_rate`, Gu et al.'s metric over the first 64 tokens).
+
+    ``shuffle``: as :func:`attnlimits.experiments.capture_windows`."""
+    from attnlimits.core import normalizers, rowstats, sinks
 
     p = get_preset(preset)
     L = p.alg4_L
     order = {} if shuffle is None else {"shuffle": shuffle}
-    (cap,) = experiments.capture_windows(model, text, length=L, count=1, total=p.windows, **order)
+    (cap,) = experiments.capture_windows(model, text, length=max(L, sinks.SINK_ROWS), count=1, total=p.windows, **order)
     ns = [n for n in p.alg4_N if n >= 16] or [max(p.alg4_N)]
     gen = torch.Generator().manual_seed(seed)
     means = {n: [] for n in ns}
@@ -225,8 +231,13 @@ def value_geometry(model, text, preset="reduced", *, shuffle: int | None = None,
             means[n].extend(rowstats.row_means(frac[j], lengths, n, L)[0].tolist())
         shared += float((x.mean(1).norm(dim=-1) ** 2).sum())
         total += float((x.norm(dim=-1) ** 2).mean(1).sum())
+    rows = sinks.SINK_ROWS
+    rates = {
+        name: sinks.sink_rate(cap.weights(layer, rows, normalizer=name) for layer in cap.layer_ids)
+        for name in normalizers.NORMALIZERS
+    }
     plateau = float(np.mean([np.nanmedian(means[n]) for n in ns]))
-    return {"mean_share": shared / total, "uniform_plateau": plateau}
+    return {"mean_share": shared / total, "uniform_plateau": plateau, "sink_rate": rates}
 
 
 def manifest_path(preset="reduced", root=None) -> Path:
@@ -345,7 +356,7 @@ def _run_entry(label, name, control, m, text, p, seconds, root, progress, shuffl
         "computed_seconds": res.provenance["seconds"]["total"],
         "exactness": exactness,
         "facts": {k: v for k, v in models.facts(m).items() if k != "parameters"},
-        "values": value_geometry(m, text, p, shuffle=shuffle),
+        "window": window_facts(m, text, p, shuffle=shuffle),
     }
 
 
