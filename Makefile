@@ -53,7 +53,7 @@ test-fresh-chapter: setup
 ##   $ATTNLIMITS_EXPERIMENTS_PRESET, with and without the attention sink, from one capture, Algorithm 5 and the sink
 ##   weights shared by both, windows in parallel on every core) for the default model and text;
 ## - training, alternatives: chapters 32 and 33 (the reduced preset or $ATTNLIMITS_PRESET);
-## - models: chapter 34, every model that loads and an untrained control of each (the reduced preset);
+## - models: chapter 34, every model that loads and its three controls (the reduced preset);
 ## - long-context: chapter 35, both offline models from 1,024 tokens up to 8,192 on a sample of query rows
 ##   (about 4-5 minutes);
 ## - claims: the introduction's claims table (chapters/_generated/claims.md): every check's verdict and the
@@ -68,7 +68,7 @@ results: setup
 long: setup
 	$(BIN)/attnlimits results --study long-context --preset full
 
-## Every model (SmolLM2, Gemma-3-270M, GPT-2 when it loads) and its untrained control with the paper preset, for
+## Every model (SmolLM2, Gemma-3-270M, GPT-2 when it loads) and its three controls with the paper preset, for
 ## the several-models chapter (the book's build runs the reduced preset: 'make results').
 models: setup
 	$(BIN)/attnlimits results --study models --preset paper

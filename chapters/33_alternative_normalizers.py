@@ -190,8 +190,8 @@ shown.style.format("{:.3f}", na_rep="—")
 # Scalable-Softmax with the figure's $s = 0.43$ keeps it near 1.
 
 # %% mystnb={"image": {"alt": "Largest weight against the row length n for softmax, which falls towards 0, and Scalable-Softmax with s = 0.43, which stays near 1"}}
-lengths = np.unique(np.logspace(0.3, 5, 60).round()).astype(int)
-anchor = alt.one_logit_apart(lengths.tolist())
+lengths = np.union1d(np.logspace(0.3, 5, 60).round(), [149, 150]).astype(int)
+anchor = alt.one_logit_apart(lengths.tolist())  # n = 1 + e^5 = 149.4 halves softmax
 fig = show.one_logit_figure(anchor)
 plotting.finish(fig, "33_ssmax_figure1")
 
@@ -209,6 +209,16 @@ plotting.finish(fig, "33_ssmax_figure1")
 sink = several_models.results("reduced")  # read back from results/, no model loaded
 rates = several_models.report.sink_rate_table(sink.manifest)
 rates.style.format("{:.2f}")
+
+# %% [markdown]
+# Softmax's largest weight halves once the row is 150 long and is below 0.002 at $10^5$, while
+# Scalable-Softmax's stays above 0.8 and rises towards 1, as the figure shows. The sink rate separates the
+# causes that {doc}`34_several_models` sets apart: the trained models have sink heads in most layers, their
+# untrained networks none, and rows made as sharp as the trained ones (entropy-matched) almost none, while the
+# trained models on shuffled tokens keep theirs. Swapping another normaliser in on the same logits does not
+# remove the sink: every other normaliser of the five gives both trained models a sink rate at least as high
+# as their own softmax does, since each sharpens a row whose largest logit is the sink's. A sink learned under
+# softmax is in the logits, and no normaliser applied to them afterwards undoes it.
 
 # %% [markdown]
 # ## Which limitation each normaliser escapes, and at what cost
@@ -241,6 +251,12 @@ verdict.style.format(precision=3)
 # %% tags=["remove-cell"]
 soft = verdict.loc["softmax"]
 soft_z = zeros.loc["softmax"]
+by_n = anchor.set_index("n")
+trained_models = several_models.report.trained_labels(sink.manifest)
+flat_controls = [f"{m} ({c})" for m in trained_models
+                 for c in ("untrained", "entropy-matched")]
+shuffled_models = [f"{m} (shuffled)" for m in trained_models]
+ssmax = by_n["scalable-softmax"]
 sparse_z = [zeros.loc[n] for n in ["sparsemax", "1.5-entmax"]]
 
 
@@ -267,6 +283,18 @@ claims = {
         (verdict["trained at T ≤ 0.03"].str.split("/").str[0] == "0").all(),
     "sparsemax and 1.5-entmax fail at N/L = 1/2 (median relative error > 0.9)":
         (verdict.loc[sparse, "error at N/L = 1/2"] > 0.9).all(),
+    "softmax's largest weight halves by n = 150 and is below 0.002 at n = 10^5":
+        by_n.softmax[150] < 0.5 < by_n.softmax[149] and by_n.softmax.iloc[-1] < 0.002,
+    "Scalable-Softmax's stays above 0.8 and rises towards 1":
+        ssmax.min() > 0.8 and ssmax.is_monotonic_increasing,
+    "sink rate: trained > 0.5; untrained and matched < 0.05; shuffled > 0.5": bool(
+        (rates.loc[trained_models, "softmax"] > 0.5).all()
+        and (rates.loc[flat_controls, "softmax"] < 0.05).all()
+        and (rates.loc[shuffled_models, "softmax"] > 0.5).all()
+    ),
+    "every other normaliser gives the trained models a sink rate >= softmax's":
+        (rates.loc[trained_models].drop(columns="softmax").ge(
+            rates.loc[trained_models, "softmax"], axis=0)).all().all(),
     "for softmax both counts agree at every N":
         (soft_z["N_s/N"] - soft_z["N_s/N, weight > 0"]).abs().max() < 1e-12,
     "from N = 12 on no row of sparsemax drops a token of positive weight":

@@ -511,7 +511,7 @@ def _add_models(subparsers) -> None:
         help="list the named models and whether each loads here, or run the experiments on all of them",
         description="Without --compute: list the named models (name, label, whether its files are on this "
         "machine, description) without loading any weights. With --compute: run Algorithms 1-5 on every model "
-        "that loads and on an untrained control of each, for the several-models chapter.",
+        "that loads and on its three controls (untrained, entropy-matched, shuffled), for the several-models chapter.",
     )
     p.add_argument(
         "--compute", action="store_true", help="run the experiments on every model that loads (minutes to hours)"

@@ -204,7 +204,7 @@ STUDIES = {
         ),
         Study(
             "models",
-            "Algorithms 1-5 on every model that loads and on an untrained control of each (chapter 34)",
+            "Algorithms 1-5 on every model that loads and on its three controls (chapter 34)",
             _experiments_presets,
             _reduced,
             _models,
