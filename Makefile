@@ -31,7 +31,7 @@ test: setup
 	$(BIN)/ruff check lib tests chapters
 	$(BIN)/ruff format --check lib tests
 	@date +"[test] %T library tests"
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15
 	@date +"[test] %T a fresh chapter"
 	$(MAKE) test-fresh-chapter
 	@date +"[test] %T results"
