@@ -170,7 +170,7 @@ best.drop(columns="normalizer").style.format(precision=3).hide()
 # %% [markdown]
 # At the chosen learning rate: the mean relative test error over the seeds with its 95 % Student-t interval
 # (`lo`, `hi`; the seeds are independent runs), the seeds reaching the target loss, and whether every seed's
-# loss still moved by more than 0.01 of the baseline over its last hundred steps (`converged` False). The
+# loss moved by at most 0.01 of the baseline over its last hundred steps (`converged`). The
 # claim "low temperature stalls training" is then decided per temperature: under an initialisation it holds
 # when the interval lies above half the baseline error, fails when it lies below, and is inconclusive when it
 # straddles; over the grid it holds only when it holds under both initialisations.

@@ -1,16 +1,53 @@
-"""Small helpers for measuring and running the library: the memory sampler of a capture and a one-thread scope.
+"""Small helpers for measuring and running the library: the peak memory of a block and a one-thread scope.
 
+- :func:`peak_memory`      the peak resident memory of a block of code, not of everything the process ran before.
 - :func:`one_thread`       run many tiny tensor operations (Adam ascents, power iterations) on one thread.
 """
 
 from __future__ import annotations
 
+import re
+import resource
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 
-__all__ = ["one_thread"]
+__all__ = ["one_thread", "peak_memory"]
+
+_STATUS, _CLEAR_REFS = Path("/proc/self/status"), Path("/proc/self/clear_refs")
+
+
+def _high_water_gb() -> float | None:
+    """Linux's peak resident set size of this process since it was last reset (VmHWM), in GB; None elsewhere."""
+    try:
+        found = re.search(r"VmHWM:\s+(\d+)\s+kB", _STATUS.read_text())
+    except OSError:
+        return None
+    return int(found.group(1)) / 1e6 if found else None
+
+
+@contextmanager
+def peak_memory() -> Iterator[dict]:
+    """The peak resident memory of the block inside, in GB: yields a dict that holds, on exit, ``gb`` and
+    ``scope``. On Linux the peak (VmHWM) is reset on entry (writing 5 to /proc/self/clear_refs), so that what the
+    process held before, another study of the same ``attnlimits results`` run say, does not count: ``scope`` is
+    "block". Where that cannot be done ``gb`` is the process's peak so far (getrusage) and ``scope`` is
+    "process"."""
+    out: dict = {}
+    try:
+        _CLEAR_REFS.write_text("5")
+        scoped = _high_water_gb() is not None
+    except OSError:
+        scoped = False
+    try:
+        yield out
+    finally:
+        if scoped:
+            out.update(gb=_high_water_gb(), scope="block")
+        else:
+            out.update(gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, scope="process")
 
 
 @contextmanager

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ import torch
 
 from attnlimits.core import normalizers, rowstats
 from attnlimits.infra import cache, presets, provenance
+from attnlimits.infra.profiling import peak_memory
 from attnlimits.infra.progress import progress_bar
 from attnlimits.models.kv_capture import capture_long, exactness
 from attnlimits.models.windows import check_windows
@@ -409,7 +409,8 @@ class LongResults:
     """The long-context tables of one model and text: ``stats`` (:data:`COLUMNS`), ``critical``
     (:func:`critical_table`), ``exactness`` (the SDPA capture against the eager one per layer type:
     :func:`attnlimits.models.kv_capture.exactness`) and ``provenance`` (model, text, preset, lengths, rows,
-    windows, seed, seconds, peak memory, the text's tokens and whether windows start with BOS)."""
+    windows, seed, seconds, the run's own peak memory (:func:`attnlimits.infra.profiling.peak_memory`), the
+    text's tokens and whether windows start with BOS)."""
 
     stats: pd.DataFrame
     critical: pd.DataFrame
@@ -494,19 +495,20 @@ def run(
             f"windows: the text holds {tokens // (lens[-1] - bos)} windows of {lens[-1]} tokens for this model, "
             f"not {p.windows}"
         )
-    started = time.perf_counter()
-    captured, parts, kinds = 0.0, [], {}
-    for i in range(p.windows):
-        t0 = time.perf_counter()
-        (cap,) = capture_long(model, text, length=lens[-1], count=1, first_window=i, progress=progress)
-        captured += time.perf_counter() - t0
-        parts.append(stats_table([cap], lens, p, seed=seed, progress=progress))
-        kinds = {str(layer): layer_type(cap, layer) for layer in cap.layer_ids}
-        del cap  # one window's q, k and v at a time
-    stats = pd.concat(parts, ignore_index=True)
-    critical = critical_table(stats, p.ks_level, seed=seed)
-    checked = time.perf_counter()
-    exact = exactness(model, text, length=min(EXACTNESS_LENGTH, lens[-1])).reset_index()
+    with peak_memory() as memory:  # this run's own peak, not the process's (it may have run other studies)
+        started = time.perf_counter()
+        captured, parts, kinds = 0.0, [], {}
+        for i in range(p.windows):
+            t0 = time.perf_counter()
+            (cap,) = capture_long(model, text, length=lens[-1], count=1, first_window=i, progress=progress)
+            captured += time.perf_counter() - t0
+            parts.append(stats_table([cap], lens, p, seed=seed, progress=progress))
+            kinds = {str(layer): layer_type(cap, layer) for layer in cap.layer_ids}
+            del cap  # one window's q, k and v at a time
+        stats = pd.concat(parts, ignore_index=True)
+        critical = critical_table(stats, p.ks_level, seed=seed)
+        checked = time.perf_counter()
+        exact = exactness(model, text, length=min(EXACTNESS_LENGTH, lens[-1])).reset_index()
     prov = {
         "model": model_record(model),
         "text": text.provenance.as_dict() if hasattr(text, "provenance") else {"name": "string"},
@@ -521,7 +523,8 @@ def run(
             "exactness": round(time.perf_counter() - checked, 3),
             "total": round(time.perf_counter() - started, 3),
         },
-        "peak_memory_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3),
+        "peak_memory_gb": round(memory["gb"], 3),
+        "peak_memory_scope": memory["scope"],
     }
     return LongResults(stats, critical, exact, prov)
 
