@@ -165,7 +165,7 @@ plotting.finish(fig, "32_learning_rates")
 # training loss is boxed.*
 
 # %%
-best.drop(columns="normalizer").style.format(precision=3).hide()
+best.drop(columns="normalizer").set_index(["init", "T"]).round(3)
 
 # %% [markdown]
 # At the chosen learning rate: the mean relative test error over the seeds with its 95 % Student-t interval
@@ -229,7 +229,7 @@ plotting.finish(fig, "32_task_geometry")
 # %%
 geometry = training.report.geometry_table(frac)
 cols = ["rel_error", "ns_frac", "top_marked", "dtilde_over_E", "dtilde_over_E_full"]
-geometry.loc[["softmax", "sparsemax"], cols].style.format("{:.3f}")
+geometry.loc[["softmax", "sparsemax"], cols].round(3)
 
 # %% [markdown]
 # Softmax's and sparsemax's rows (the other normalisers are in the figure); `±` columns of
@@ -241,7 +241,7 @@ geometry.loc[["softmax", "sparsemax"], cols].style.format("{:.3f}")
 
 # %%
 guidelines = training.report.guideline_verdicts(frac)
-guidelines.style.format(precision=3).hide()
+guidelines.set_index(["rule", "normalizer"]).round(3)
 
 # %% [markdown]
 # ## What the runs say

@@ -174,12 +174,13 @@ show.critical_table(mod.critical).style.format("{:.3f}")
 
 # %%
 zeros = show.zero_weight_table(mod.distance)
-shown = zeros.loc[["softmax", "sparsemax", "1.5-entmax"]].unstack("normalizer")
-shown.style.format("{:.3f}", na_rep="—")
+softmax_ns = zeros.loc["softmax", "N_s/N"].rename("softmax's N_s/N")
+zeros.loc[["sparsemax", "1.5-entmax"]].join(softmax_ns, on="N").round(3)
 
 # %% [markdown]
-# On the model's logits at the largest length; the other normalisers are in `zeros` (Scalable-Softmax's and
-# adaptive temperature's sharpened rows also underflow to exact zeros now and then).
+# On the model's logits at the largest length, beside softmax's $N_s/N$ (for softmax both counts agree: its
+# weights are all positive); NaN where no row can be compared. The other normalisers are in `zeros`
+# (Scalable-Softmax's and adaptive temperature's sharpened rows also underflow to exact zeros now and then).
 
 # %% [markdown]
 # ## Two published anchors: Scalable-Softmax's first figure and the sink rate
@@ -213,7 +214,7 @@ rates.style.format("{:.2f}")
 # %% [markdown]
 # Softmax's largest weight halves once the row is 150 long and is below 0.002 at $10^5$, while
 # Scalable-Softmax's stays above 0.8 and rises towards 1, as the figure shows. The sink rate separates the
-# causes that {doc}`34_several_models` sets apart: the trained models have sink heads in most layers, their
+# causes that {doc}`34_several_models` sets apart: most of the trained models' heads are sink heads, their
 # untrained networks none, and rows made as sharp as the trained ones (entropy-matched) almost none, while the
 # trained models on shuffled tokens keep theirs. Swapping another normaliser in on the same logits does not
 # remove the sink: every other normaliser of the five gives both trained models a sink rate at least as high

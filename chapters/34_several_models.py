@@ -48,6 +48,7 @@
 # %%
 import numpy as np
 import pandas as pd
+from IPython.display import display
 
 from attnlimits.experiments import paper_claims
 from attnlimits.infra import plotting
@@ -64,7 +65,9 @@ preset = manifest["preset"]
 print(f"text: {text['title']} [{text['source']}], sha256 {text['sha256'][:12]}...")
 print(f"preset {preset['name']}: {preset['windows']} window, L <= {preset['alg4_L']}")
 print(f"computed in {manifest['seconds']:.0f} s")
-several_models.report.overview(manifest).T  # one column per model: fits the page
+models_only = [e["label"] for e in manifest["models"] if not e.get("control")]
+# one column per model (its controls share its shape): fits the page
+several_models.report.overview(manifest).loc[models_only].T
 
 # %% [markdown]
 # ## The models
@@ -124,10 +127,13 @@ values.style.format("{:.3f}")
 # ## Which trends hold where
 #
 # The verdict of each experimental claim (the rules of {doc}`31_reproducibility_report`) on every model, and
-# where each holds ("holds" meaning the verdict *reproduced*; *inconclusive* does not count):
+# where each holds ("holds" meaning the verdict *reproduced*; *inconclusive* does not count), one table per
+# model and its controls:
 
 # %%
-several_models.report.verdicts(results)
+verdicts = several_models.report.verdicts(results)
+for name in trained:
+    display(verdicts[[label for label in verdicts if label.startswith(name)]])
 
 # %%
 trends = several_models.report.trends(results, manifest)

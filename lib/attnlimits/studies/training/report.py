@@ -367,7 +367,7 @@ def geometry_table(frac: pd.DataFrame) -> pd.DataFrame:
     half-width of its Student-t interval over the seeds (``±`` columns), and how many seeds."""
     rows = []
     for (name, fraction), part in frac.groupby(["normalizer", "fraction"], sort=True):
-        row = {"normalizer": name, "N/L": fraction}
+        row = {"normalizer": name, "N/L": round(float(fraction), 4)}
         for col in ("rel_error", *GEOMETRY):
             iv = t_interval(part[col].to_numpy())
             row[col], row[f"{col} ±"] = iv.value, (iv.hi - iv.lo) / 2
@@ -379,7 +379,8 @@ def geometry_figure(frac: pd.DataFrame):
     """Against N/L, per normaliser (mean over seeds, 95 % t interval): the relative test error, N_s/N, and d~ over
     its random-selection expectation under the readings E and E_full, with the paper's 6 % dotted."""
     cols = ["rel_error", "ns_frac", "dtilde_over_E", "dtilde_over_E_full"]
-    fig, axes = plt.subplots(1, len(cols), figsize=(4.1 * len(cols), 3.6))
+    fig, grid = plt.subplots(2, 2, figsize=(9, 6.6))
+    axes = grid.reshape(-1)
     for ax, col in zip(axes, cols, strict=True):
         sns.lineplot(data=frac, x="fraction", y=col, hue="normalizer", marker="o", errorbar=("ci", 95),
                      err_style="bars", palette=plotting.NORMALIZER_COLORS, ax=ax, legend=ax is axes[0])  # fmt: skip
