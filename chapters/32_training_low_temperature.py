@@ -223,7 +223,7 @@ plotting.finish(fig, "32_task_geometry")
 
 # %% [markdown]
 # *Figure: against the fraction of marked tokens (L = 128, T = 1), per normaliser, the mean over 5 seeds with
-# its 95 % interval of the relative test error, $N_s/N$, $\tilde d / E$ and $\tilde d / E_{\text{full}}$ (the
+# its 95 % Student-t interval of the relative test error, $N_s/N$, $\tilde d / E$ and $\tilde d / E_{\text{full}}$ (the
 # paper's 6 % dotted, a ratio of 1 dashed).*
 
 # %%

@@ -375,14 +375,21 @@ def geometry_table(frac: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["normalizer", "N/L"])
 
 
+def _t_bounds(values) -> tuple[float, float]:
+    """The ends of the 95 % Student-t interval of the mean of ``values`` (seeds): the figures' error bars, the
+    tables' method (seaborn's own "ci" is a percentile bootstrap, which under-covers at 5 seeds)."""
+    iv = t_interval(np.asarray(values, float))
+    return iv.lo, iv.hi
+
+
 def geometry_figure(frac: pd.DataFrame):
-    """Against N/L, per normaliser (mean over seeds, 95 % t interval): the relative test error, N_s/N, and d~ over
-    its random-selection expectation under the readings E and E_full, with the paper's 6 % dotted."""
+    """Against N/L, per normaliser (mean over seeds, 95 % Student-t interval): the relative test error, N_s/N, and
+    d~ over its random-selection expectation under the readings E and E_full, with the paper's 6 % dotted."""
     cols = ["rel_error", "ns_frac", "dtilde_over_E", "dtilde_over_E_full"]
     fig, grid = plt.subplots(2, 2, figsize=(9, 6.6))
     axes = grid.reshape(-1)
     for ax, col in zip(axes, cols, strict=True):
-        sns.lineplot(data=frac, x="fraction", y=col, hue="normalizer", marker="o", errorbar=("ci", 95),
+        sns.lineplot(data=frac, x="fraction", y=col, hue="normalizer", marker="o", errorbar=_t_bounds,
                      err_style="bars", palette=plotting.NORMALIZER_COLORS, ax=ax, legend=ax is axes[0])  # fmt: skip
         ax.set(xscale="log", xlabel="N / L", ylabel=_GEOMETRY_LABELS[col])
         ax.axvline(ACTIVE_SET, color="black", ls=":", lw=1)
