@@ -83,7 +83,8 @@ exactness = pd.concat(by_model, names=["model"])
 assert exactness["same mask and window"].all()
 assert (exactness["weights (max abs diff)"] < 1e-4).all()
 cost = report.cost_table(results, length=8192)
-assert (cost["peak memory (GB)"] < 8).all()
+own = cost[cost["peak of"] == "the run"]  # a process's peak also counts the studies it ran before
+assert (own["peak memory (GB)"] < 8).all()
 exactness
 
 # %%

@@ -468,14 +468,19 @@ def eager_gigabytes(res: LongResults, length: int) -> float:
 
 def cost_table(results: list[LongResults], length: int = 8192) -> pd.DataFrame:
     """What each run cost, one row per model (its label): the memory the eager capture would need for one window
-    of ``length`` tokens (:func:`eager_gigabytes`), the seconds of the capture and of the whole study, and the
-    peak memory the run measured (GB)."""
+    of ``length`` tokens (:func:`eager_gigabytes`), the seconds of the capture and of the whole study, the peak
+    memory the run measured (GB) and of what (``peak of``: "the run" where the machine let the study measure its
+    own, :func:`attnlimits.infra.profiling.peak_memory`, else "the process", which may have run other studies
+    first; runs cached before the study measured its own read "the process" too)."""
     return pd.DataFrame(
         {
             f"eager, L = {length} (GB)": [eager_gigabytes(r, length) for r in results],
             "capture (s)": [r.provenance["seconds"]["capture"] for r in results],
             "study (s)": [r.provenance["seconds"]["total"] for r in results],
             "peak memory (GB)": [r.provenance["peak_memory_gb"] for r in results],
+            "peak of": [
+                "the run" if r.provenance.get("peak_memory_scope") == "block" else "the process" for r in results
+            ],
         },
         index=[r.label for r in results],
     )
