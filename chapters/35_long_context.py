@@ -83,7 +83,7 @@ exactness = pd.concat(by_model, names=["model"])
 assert exactness["same mask and window"].all()
 assert (exactness["weights (max abs diff)"] < 1e-4).all()
 cost = report.cost_table(results, length=8192)
-# a process's peak also counts the studies it ran before: hold the run's own to the check
+# a process's peak also counts the studies it ran before: check the run's own
 own = cost[cost["peak of"] == "the run"]
 assert (own["peak memory (GB)"] < 8).all()
 exactness
