@@ -16,6 +16,13 @@ from attnlimits.theory import sweeps
 
 ALL = list(nz.NORMALIZERS.items())
 IDS = list(nz.NORMALIZERS)
+#: The maps whose rows are distributions, and those whose rows need not sum to one (registered as such).
+DISTRIBUTIONS = [(n, e) for n, e in ALL if e.sums_to_one]
+UNNORMALISED = [(n, e) for n, e in ALL if not e.sums_to_one]
+#: The maps that read the logits' level, not only their differences: softpick's e^l - 1, the sink logit, sigmoid's
+#: independent entries.
+LEVEL_DEPENDENT = {"softpick", "softmax-with-sink", "sigmoid"}
+SHIFT_INVARIANT = [(n, e) for n, e in ALL if n not in LEVEL_DEPENDENT]
 
 logit_rows = arrays(
     np.float64,
@@ -24,7 +31,7 @@ logit_rows = arrays(
 )
 
 
-@pytest.mark.parametrize(("name", "fn"), ALL, ids=IDS)
+@pytest.mark.parametrize(("name", "fn"), DISTRIBUTIONS, ids=[n for n, _ in DISTRIBUTIONS])
 @settings(max_examples=60, deadline=None)
 @given(logits=logit_rows, T=st.floats(1e-3, 1e3))
 def test_weights_are_a_distribution(name, fn, logits, T):
@@ -41,7 +48,8 @@ def test_weights_are_a_distribution(name, fn, logits, T):
 def test_shift_invariance_and_permutation_equivariance(name, fn, logits, shift, seed):
     x = torch.from_numpy(logits)
     w = fn(x)
-    torch.testing.assert_close(fn(x + shift), w, rtol=0, atol=1e-9)
+    if name not in LEVEL_DEPENDENT:
+        torch.testing.assert_close(fn(x + shift), w, rtol=0, atol=1e-9)
     perm = torch.from_numpy(np.random.default_rng(seed).permutation(x.shape[-1]))
     torch.testing.assert_close(fn(x[:, perm]), w[:, perm], rtol=0, atol=1e-12)
 
@@ -57,7 +65,54 @@ def test_masked_positions_get_exactly_zero(name, fn):
     x = torch.tensor([[0.3, -1.0, -math.inf, 2.0], [-math.inf, -math.inf, 1.0, 0.0]], dtype=torch.float64)
     w = fn(x)
     assert torch.all(w[torch.isneginf(x)] == 0)
-    torch.testing.assert_close(w.sum(-1), torch.ones(2, dtype=torch.float64))
+    # a masked entry is no token: the row is the map of its unmasked entries alone
+    torch.testing.assert_close(w[0, [0, 1, 3]], fn(x[0, [0, 1, 3]]), rtol=0, atol=1e-15)
+    torch.testing.assert_close(w[1, 2:], fn(x[1, 2:]), rtol=0, atol=1e-15)
+    if fn.sums_to_one:
+        torch.testing.assert_close(w.sum(-1), torch.ones(2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize(("name", "fn"), UNNORMALISED, ids=[n for n, _ in UNNORMALISED])
+@settings(max_examples=60, deadline=None)
+@given(logits=logit_rows, T=st.floats(1e-2, 1e2))
+def test_unnormalised_rows_are_weights_in_zero_one(name, fn, logits, T):
+    """Rows that need not sum to one still hold weights in [0, 1]; softpick's and the sink's sum to at most one."""
+    w = fn(torch.from_numpy(logits), T=T)
+    assert w.shape == logits.shape and torch.isfinite(w).all()
+    assert torch.all((w >= 0) & (w <= 1))
+    if name != "sigmoid":
+        assert torch.all(w.sum(-1) <= 1 + 1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(logits=arrays(np.float64, st.integers(1, 30), elements=st.floats(-20, 20)), T=st.floats(0.1, 10))
+def test_the_new_maps_are_their_papers_formulas(logits, T):
+    z = torch.from_numpy(logits) / T
+    n = len(logits)
+    e = torch.exp(z) - 1  # softpick: ReLU(e^z - 1) / (sum |e^z - 1| + eps), as printed
+    torch.testing.assert_close(nz.softpick(z * T, T=T), torch.relu(e) / (e.abs().sum() + 1e-6), rtol=1e-9, atol=1e-12)
+    assert torch.all(nz.softpick(z * T, T=T)[z <= 0] == 0)  # a logit <= 0 gets exactly nothing
+    sink = torch.exp(z) / (math.exp(0.5) + torch.exp(z).sum())
+    torch.testing.assert_close(nz.softmax_with_sink(z * T, T=T, sink=0.5), sink, rtol=1e-9, atol=1e-15)
+    torch.testing.assert_close(nz.sigmoid(z * T, T=T), torch.sigmoid(z - math.log(n)), rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(nz.sigmoid(z * T, T=T, bias=-2.0), torch.sigmoid(z - 2.0), rtol=1e-12, atol=1e-15)
+    scale = max(1.0, math.log(n) / math.log(8))  # plain softmax up to n0, sharpened by log n / log n0 beyond
+    torch.testing.assert_close(nz.log_length(z * T, T=T, n0=8), torch.softmax(z * scale, -1), rtol=1e-9, atol=1e-15)
+
+
+def test_a_very_negative_sink_is_softmax_and_a_row_below_zero_is_softpicks_empty_row():
+    z = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64)
+    torch.testing.assert_close(nz.softmax_with_sink(z, sink=-60.0), nz.softmax(z), rtol=0, atol=1e-15)
+    assert float(nz.softmax_with_sink(z, sink=0.0).sum()) == pytest.approx(1 - 1 / (1 + float(torch.exp(z).sum())))
+    assert torch.equal(nz.softpick(torch.tensor([-0.5, -3.0, 0.0])), torch.zeros(3))  # attends to nothing
+    big = torch.tensor([800.0, 799.0, -5.0], dtype=torch.float64)  # e^800 overflows: the scaled form does not
+    assert torch.isfinite(nz.softpick(big)).all() and torch.isfinite(nz.softmax_with_sink(big)).all()
+    for kwargs, match in [({"eps": -1.0}, "eps"), ({"sink": math.inf}, "sink"), ({"n0": 1}, "n0")]:
+        fn = {"eps": nz.softpick, "sink": nz.softmax_with_sink, "n0": nz.log_length}[next(iter(kwargs))]
+        with pytest.raises(ValueError, match=match):
+            fn([1.0, 2.0], **kwargs)
+    with pytest.raises(ValueError, match="bias"):
+        nz.sigmoid([1.0, 2.0], bias=math.nan)
 
 
 @settings(max_examples=80, deadline=None)
@@ -120,10 +175,10 @@ def test_scalable_softmax_top_weight_does_not_vanish_while_softmax_does():
     assert top_ssmax[-1] > 0.99
 
 
-@pytest.mark.parametrize("name", list(nz.NORMALIZERS))
+@pytest.mark.parametrize("name", [n for n, _ in DISTRIBUTIONS])
 def test_causal_rows_of_one_token_put_their_weight_on_it(name):
-    """The first row of a causal mask sees one token: every normaliser gives it weight 1 and the masked entries 0
-    (Scalable-Softmax's log L is 0 there, and -inf * 0 must not turn them into NaN)."""
+    """The first row of a causal mask sees one token: every normaliser whose rows sum to one gives it weight 1 and
+    the masked entries 0 (Scalable-Softmax's log L is 0 there, and -inf * 0 must not turn them into NaN)."""
     logits = torch.tensor([[0.7, -math.inf, -math.inf], [0.2, 1.5, -math.inf], [1.0, -0.5, 2.0]])
     w = nz.NORMALIZERS[name](logits.double(), dim=-1)
     assert torch.isfinite(w).all()
@@ -176,7 +231,8 @@ def test_max_weight_sweep_is_seeded_and_matches_the_normalisers():
     a = sweeps.max_weight_sweep([1, 8, 64], draws=5, seed=3, gap=1.0)
     b = sweeps.max_weight_sweep([1, 8, 64], draws=5, seed=3, gap=1.0)
     assert a.equals(b)
-    assert set(a["normalizer"]) == set(nz.NORMALIZERS) and len(a) == 3 * len(nz.NORMALIZERS)
+    paper = nz.names("paper")  # the theory chapters' sweeps show the paper's family
+    assert set(a["normalizer"]) == set(paper) and len(a) == 3 * len(paper)
     assert (a.loc[a["L"] == 1, "max_weight"] == 1).all()  # one token takes all the mass
     torch.testing.assert_close(
         torch.tensor(a["L_times_max_weight"].to_numpy()), torch.tensor((a["L"] * a["max_weight"]).to_numpy())
@@ -205,12 +261,23 @@ def test_max_weight_sweep_rejects_bad_arguments(kwargs, match):
 
 def test_registry_entries_call_their_function_and_carry_label_and_colour():
     logits = torch.randn(3, 9, dtype=torch.float64)
-    fns = [nz.softmax, nz.sparsemax, nz.entmax15, nz.scalable_softmax, nz.adaptive_temperature]
+    fns = [nz.softmax, nz.sparsemax, nz.entmax15, nz.scalable_softmax, nz.adaptive_temperature,
+           nz.softpick, nz.softmax_with_sink, nz.sigmoid, nz.log_length]  # fmt: skip
     for entry, fn in zip(nz.NORMALIZERS.values(), fns, strict=True):
         assert isinstance(entry, nz.Normalizer) and entry.fn is fn and entry.label
         torch.testing.assert_close(entry(logits, dim=0, T=0.5), fn(logits, dim=0, T=0.5), rtol=0, atol=0)
     colors = [entry.color for entry in nz.NORMALIZERS.values()]
     assert len(set(colors)) == len(colors)
+    assert nz.names("paper") == IDS[:5] and nz.names("recent") == IDS[5:] and nz.names() == IDS
+    # the registry's fixed parameters, overridden by the call's own
+    fixed = nz.Normalizer(nz.log_length, "n0 = 4", params={"n0": 4})
+    torch.testing.assert_close(fixed(logits), nz.log_length(logits, n0=4), rtol=0, atol=0)
+    torch.testing.assert_close(fixed(logits, n0=16), nz.log_length(logits, n0=16), rtol=0, atol=0)
+    assert nz.resolve(None, "recent") == IDS[5:] and nz.resolve(["sigmoid"]) == ["sigmoid"]
+    with pytest.raises(ValueError, match=r"unknown normaliser\(s\) \['nope'\]"):
+        nz.resolve(["softmax", "nope"])
+    with pytest.raises(ValueError, match="families: unknown"):
+        nz.names("modern")
 
 
 def test_registry_entries_reject_what_cannot_be_drawn_or_called():
@@ -218,6 +285,10 @@ def test_registry_entries_reject_what_cannot_be_drawn_or_called():
         nz.Normalizer("softmax", "softmax")
     with pytest.raises(ValueError, match="label: must be a non-empty string"):
         nz.Normalizer(nz.softmax, "")
+    with pytest.raises(ValueError, match="family: must be one of"):
+        nz.Normalizer(nz.softmax, "softmax", family="new")
+    with pytest.raises(ValueError, match="sums_to_one: must be True or False"):
+        nz.Normalizer(nz.softmax, "softmax", sums_to_one=1)
 
 
 def test_every_normaliser_gets_a_colour_of_its_own(monkeypatch):

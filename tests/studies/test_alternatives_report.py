@@ -154,8 +154,9 @@ def test_figures_draw_each_normaliser_in_its_registered_colour():
     fig = show.distance_figure(tables.distance, 3)
     try:
         drawn = {line.get_label(): line.get_color() for line in fig.axes[1].get_lines()}
+        labels = plotting.normalizer_labels()  # a line is labelled with its entry's label
         for name, color in plotting.NORMALIZER_COLORS.items():
-            assert matplotlib.colors.to_rgb(drawn[name]) == color
+            assert matplotlib.colors.to_rgb(drawn[labels[name]]) == color
     finally:
         plt.close(fig)
 

@@ -60,7 +60,8 @@ def test_model_weights_and_seeded_initialisation():
         model = training.SelectionAttention(x.shape[-1], 4, normalizer=name, T=[0.5, 2.0], seeds=[0, 1])
         pred, alpha = model(stacked)
         assert pred.shape == (2, 3, 4) and alpha.shape == (2, 3, 10)
-        torch.testing.assert_close(alpha.sum(-1), torch.ones(2, 3))
+        if normalizers.NORMALIZERS[name].sums_to_one:
+            torch.testing.assert_close(alpha.sum(-1), torch.ones(2, 3))
         outs[name] = [p.detach().clone() for p in model.parameters()]
         # the normaliser is applied to q . W_k x / T
         z = torch.einsum("bld,dk,k->bl", x, model.w_key[1], model.query[1]) / 2.0

@@ -17,6 +17,9 @@ weight-scaled tokens and ``s = sum_{i in I_N} y_i`` is the context vector.
 
 Every function accepts tensors, arrays or nested lists, returns ``torch`` tensors, keeps float32/float64 (mixed
 inputs are promoted), loops over no rows, and raises ``ValueError`` naming the argument on invalid input.
+``sums_to_one=False`` (:func:`token_distances`, :func:`cumulative_distance`, :func:`random_selection_expectation`,
+:func:`distinguishable_fraction`) accepts rows that do not sum to one (sigmoid attention, softpick, a softmax with
+a sink): each quantity is then the same formula on the weights as they are, the vectors ``y_i`` the layer mixes.
 
 Every position of ``alpha`` is a token. On a captured model, pass one query's weights over the keys it sees,
 ``cap[layer].row(i, head=h)`` (:meth:`attnlimits.models.LayerCapture.row`: under a causal mask the prefix
@@ -99,41 +102,42 @@ def context_vector(alpha, x, n: int) -> torch.Tensor:
     return _scaled_and_context(a, xt, mask)[1]
 
 
-def token_distances(alpha, x, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+def token_distances(alpha, x, n: int, *, sums_to_one: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Distances ||alpha_i x_i - s|| for every token i, shape ``(..., L)``, and the mask of I_N.
 
     For a selected i this is ||sum_{j in I_N, j != i} alpha_j x_j|| (the X_i of Theorem 2); for a non-selected i it
-    is the i-th term of the cumulative distance of Theorem 1.
+    is the i-th term of the cumulative distance of Theorem 1. ``sums_to_one=False`` accepts rows that do not sum
+    to one (sigmoid attention, softpick): the distances are then those of the weights as they are.
     """
-    a, xt = validation.weights(alpha, x)
+    a, xt = validation.weights(alpha, x, sums_to_one=sums_to_one)
     mask = _mask(a, validation.selection_size(n, a.shape[-1]))
     y, s = _scaled_and_context(a, xt, mask)
     dist = torch.linalg.vector_norm(y - s.unsqueeze(-2), dim=-1)
     return dist, mask.expand(dist.shape)
 
 
-def cumulative_distance(alpha, x, n: int) -> torch.Tensor:
+def cumulative_distance(alpha, x, n: int, *, sums_to_one: bool = True) -> torch.Tensor:
     """Cumulative representation distance d~ = sum_{i not in I_N} ||alpha_i x_i - s||, shape ``(...)``.
 
     How far, in total, the tokens attention drops lie from what it keeps; 0 when n = L. Every position of ``alpha``
     counts as a token: for a captured causal row pass only the visible keys, ``cap[layer].row(i, head=h)`` (see the
     module note), or the masked ones each add ``||s||``.
     """
-    dist, mask = token_distances(alpha, x, n)
+    dist, mask = token_distances(alpha, x, n, sums_to_one=sums_to_one)
     return torch.where(mask, torch.zeros_like(dist), dist).sum(dim=-1)
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # random selection: E over I_N uniform among the C(L, n) subsets
 # ----------------------------------------------------------------------------------------------------------------
-def random_selection_expectation(alpha, x, n: int) -> torch.Tensor:
+def random_selection_expectation(alpha, x, n: int, *, sums_to_one: bool = True) -> torch.Tensor:
     """Closed-form main term of E_{I_N}[d~] when I_N is a uniformly random n-subset, shape ``(...)``.
 
     ((L - n) / L) * sum_i || alpha_i x_i - (n / (L - 1)) * sum_{j != i} alpha_j x_j ||: the norm of the conditional
     mean of alpha_i x_i - s given i not in I_N. By Jensen the exact expectation is this term plus a residual >= 0
     (see the distance-collapse chapter and :func:`attnlimits.core.bounds.jensen_residual_bound`).
     """
-    a, xt = validation.weights(alpha, x)
+    a, xt = validation.weights(alpha, x, sums_to_one=sums_to_one)
     length = a.shape[-1]
     n = validation.selection_size(n, length)
     y = a.unsqueeze(-1) * xt
@@ -221,7 +225,7 @@ def random_selection_monte_carlo(alpha, x, n: int, samples: int = 1000, seed: in
 # ----------------------------------------------------------------------------------------------------------------
 # geometric separability
 # ----------------------------------------------------------------------------------------------------------------
-def distinguishable_fraction(alpha, x, n: int, r=None) -> torch.Tensor:
+def distinguishable_fraction(alpha, x, n: int, r=None, *, sums_to_one: bool = True) -> torch.Tensor:
     """N_s / N: the fraction of selected tokens that the ball B_r(s) tells apart from every non-selected one.
 
     A selected token i is distinguishable when ||alpha_i x_i - s|| <= r (inside the closed ball) while every
@@ -233,7 +237,7 @@ def distinguishable_fraction(alpha, x, n: int, r=None) -> torch.Tensor:
     for the selected token). With n = L there is no non-selected token: the default r is +inf and N_s / N = 1.
     An explicit ``r`` (a number or a tensor broadcasting to the leading dims) must be >= 0 and not NaN.
     """
-    dist, mask = token_distances(alpha, x, n)
+    dist, mask = token_distances(alpha, x, n, sums_to_one=sums_to_one)
     n = int(n)  # validated by token_distances
     inf = torch.full_like(dist, math.inf)
     nearest_out = torch.where(mask, inf, dist).amin(dim=-1)  # +inf when n = L

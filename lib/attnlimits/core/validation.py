@@ -54,11 +54,12 @@ def check_finite(name: str, t: torch.Tensor) -> None:
         raise ValueError(f"{name}: contains inf; all entries must be finite")
 
 
-def weights(alpha, x=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def weights(alpha, x=None, *, sums_to_one: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Validate attention weights ``alpha`` (..., L) (and tokens ``x`` (..., L, d) when given).
 
     Returns both in one common floating dtype. The weights must be finite, >= 0, and each slice must sum to 1
-    within :data:`SUM_TOL` of alpha's own dtype; ``x`` must be finite with leading dims broadcasting against alpha's.
+    within :data:`SUM_TOL` of alpha's own dtype (unless ``sums_to_one=False``: the rows of a normaliser such as
+    sigmoid attention or softpick); ``x`` must be finite with leading dims broadcasting against alpha's.
     """
     a = real_tensor("alpha", alpha)
     if a.dim() == 0:
@@ -89,7 +90,7 @@ def weights(alpha, x=None) -> tuple[torch.Tensor, torch.Tensor | None]:
     if (a < 0).any():
         raise ValueError("alpha: contains negative weights; attention weights must be >= 0")
     total = a.sum(dim=-1)
-    if ((total - 1).abs() > tol).any():
+    if sums_to_one and ((total - 1).abs() > tol).any():
         worst = float((total - 1).abs().max())
         raise ValueError(f"alpha: each row must sum to 1 within {tol:g} ({a.dtype}); worst |sum - 1| = {worst:.3g}")
     return a, xt

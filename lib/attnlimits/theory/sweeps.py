@@ -130,16 +130,13 @@ def vanishing_sweep(
 
     Keys uniform on the unit sphere in R^d (one draw of max(lengths) keys; each L uses the first L), ``rows`` random
     unit queries scaled by ``rho``, T = 1: logits q.k_i in [-rho, rho], so Delta / T = rho. For each normaliser of
-    :data:`attnlimits.core.normalizers.NORMALIZERS` (default parameters) and each L: mean over queries of L * max alpha
+    the paper's family of :data:`attnlimits.core.normalizers.NORMALIZERS` (default parameters) and each L: mean over queries of L * max alpha
     (Corollary 1 keeps it in [e^{-2 rho}, e^{2 rho}] for softmax), the fraction of exactly-zero weights, and
     T ||J||_2 (sensitivity; 1/2 is the softmax ceiling of chapter 15). Returns a long DataFrame.
     """
-    from attnlimits.core.normalizers import NORMALIZERS
+    from attnlimits.core.normalizers import NORMALIZERS, resolve
 
-    names = list(NORMALIZERS) if names is None else list(names)
-    unknown = sorted(set(names) - set(NORMALIZERS))
-    if unknown:
-        raise ValueError(f"names: unknown normaliser(s) {unknown}; allowed: {list(NORMALIZERS)}")
+    names = resolve(names, "paper")
     lengths = sorted({int(L) for L in lengths})
     if not lengths or lengths[0] < 1:
         raise ValueError(f"lengths: need integers >= 1, got {lengths}")
@@ -314,12 +311,9 @@ def max_weight_sweep(
     Returns a long pandas DataFrame with columns ``normalizer, L, max_weight, L_times_max_weight``. Seeded: the
     same arguments give the same table.
     """
-    from attnlimits.core.normalizers import NORMALIZERS
+    from attnlimits.core.normalizers import NORMALIZERS, resolve
 
-    names = list(NORMALIZERS) if names is None else list(names)
-    unknown = sorted(set(names) - set(NORMALIZERS))
-    if unknown:
-        raise ValueError(f"names: unknown normaliser(s) {unknown}; allowed: {list(NORMALIZERS)}")
+    names = resolve(names, "paper")
     lengths = [int(L) for L in lengths]
     if not lengths or min(lengths) < 1:
         raise ValueError(f"lengths: need a non-empty list of integers >= 1, got {lengths}")

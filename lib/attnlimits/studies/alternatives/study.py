@@ -68,11 +68,7 @@ __all__ = [
 
 
 def _names(names) -> list[str]:
-    names = list(normalizers.NORMALIZERS) if names is None else list(names)
-    unknown = [n for n in names if n not in normalizers.NORMALIZERS]
-    if unknown or not names:
-        raise ValueError(f"names: unknown normaliser(s) {unknown}; allowed: {list(normalizers.NORMALIZERS)}")
-    return names
+    return normalizers.resolve(names)
 
 
 def _check_heads(logits: torch.Tensor, x: torch.Tensor | None = None) -> None:
@@ -146,7 +142,7 @@ def nonzero_separability(alpha: torch.Tensor, x: torch.Tensor, ns) -> torch.Tens
     it out). For softmax, whose weights are all positive, it is N_s/N."""
     out = []
     for n in ns:
-        dist, chosen = selection.token_distances(alpha, x.unsqueeze(1), int(n))
+        dist, chosen = selection.token_distances(alpha, x.unsqueeze(1), int(n), sums_to_one=False)
         positive = alpha > 0
         radius = torch.where(~chosen & positive, dist, torch.inf).amin(-1, keepdim=True)
         kept = chosen & positive

@@ -13,7 +13,8 @@ The quantities (the ``quantity`` column of :attr:`LongResults.stats`; the experi
 - ``max_weight``, ``max_weight_x_len`` (the largest weight, and it times the row's token count l: flat when the
   weights vanish like 1/L, Lemma 1), ``rest_max_x_len`` (the same without token 0, the attention sink: the largest
   other weight renormalised, times the other tokens' count), ``sink_weight`` (token 0's weight, on the rows that
-  see it); also under every other normaliser of :data:`attnlimits.core.normalizers.NORMALIZERS` on the same logits;
+  see it); also under every other normaliser of the paper's family (:func:`attnlimits.core.normalizers.names`) on
+  the same logits;
 - ``d_tilde`` and ``E`` (the book's reconstruction of Eq. (10)) at Algorithm 1's N and on a geometric grid of N
   (Algorithm 3's critical N is read on that grid), ``E_full`` (the inner factor N/(l-1) replaced by 1) at N;
 - ``ns_frac`` (Algorithm 4's N_s/N on the values) and ``g`` (Algorithm 5's g(T, eps) on the model's logits).
@@ -275,13 +276,13 @@ def _length_records(w, layer: int, L: int, p: LongPreset, seed: int) -> list[tup
 def _logit_records(w, layer: int, L: int, p: LongPreset, seed: int, add) -> None:
     """On the logits of ``g_rows`` sampled rows: Algorithm 5's g(T, eps) (every row: exactly
     :func:`attnlimits.experiments.gradient_table`'s per-head means, the same directions), and the weight quantities
-    under every other normaliser of :data:`attnlimits.core.normalizers.NORMALIZERS` applied to the same logits."""
+    under every other normaliser of the paper's family (:func:`attnlimits.core.normalizers.names`) applied to the same logits."""
     pos, wt = sample_rows(L, p.g_rows, seed + 1_000_003 * w.index + 7 * L + 1)
     logits = w.logits(layer, L, rows=pos).double()
     pos = pos.to(logits.device)
     window = w.window(layer, L)
     lengths = rowstats.row_lengths(L, 0, logits.device, window)[pos]
-    for name in normalizers.NORMALIZERS:
+    for name in normalizers.names("paper"):
         if name == "softmax":
             continue
         a = normalizers.NORMALIZERS[name](logits, dim=-1)

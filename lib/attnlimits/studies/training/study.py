@@ -499,7 +499,8 @@ def _final(model, tests, losses, gnorms, base, alive, diverged_at, target) -> pd
 @dataclass(frozen=True)
 class TrainingPreset(presets.StudyPreset):
     """The grids of chapter 32. ``temperatures`` at (``L``, ``N_fixed``); ``fractions`` N/L at ``L`` (T = 1);
-    ``lengths`` at ``length_fraction`` (T = 1); every run for every normaliser and seed, at learning rate ``lr``.
+    ``lengths`` at ``length_fraction`` (T = 1); every run for every normaliser of ``normalizers`` (by default the
+    paper's family, :func:`attnlimits.core.normalizers.names`) and seed, at learning rate ``lr``.
     The learning-rate grid: the temperature grid again for each normaliser of ``lr_normalizers``, at every
     learning rate of ``lr_grid`` and with each query initialisation of ``inits`` (:data:`INITS`), for
     ``lr_steps`` steps (none when ``lr_grid`` is empty)."""
@@ -513,7 +514,7 @@ class TrainingPreset(presets.StudyPreset):
     fractions: tuple[float, ...]
     lengths: tuple[int, ...]
     length_fraction: float
-    normalizers: tuple[str, ...] = tuple(normalizers.NORMALIZERS)
+    normalizers: tuple[str, ...] = tuple(normalizers.names("paper"))
     pool: int = 256
     test: int = 256
     lr: float = 3e-2
@@ -560,9 +561,9 @@ PRESETS = presets.Registry(
         length_fraction=0.0625,
         pool=2048,
         lr_grid=_LR_GRID,
-        lr_normalizers=tuple(normalizers.NORMALIZERS),
+        lr_normalizers=tuple(normalizers.names("paper")),
         lr_steps=1500,
-        notes="full: 5 seeds, 1500 Adam steps of 64 sequences, 11 fractions N/L; every normaliser's temperature "
+        notes="full: 5 seeds, 1500 Adam steps of 64 sequences, 11 fractions N/L; every normaliser's (the paper's family) temperature "
         "grid at 5 learning rates and 2 initialisations",
     ),
     TrainingPreset(
