@@ -283,8 +283,8 @@ class Normalizer:
     colour; ``None`` lets :func:`attnlimits.infra.plotting.normalizer_colors` give it a palette colour no other
     normaliser uses, so a new normaliser is always drawn. ``family``: one of :data:`FAMILIES`, which chapter shows
     it. ``sums_to_one``: False for a map whose rows need not sum to one; every diagnostic then reads the weights as
-    they are (what the layer mixes), and the checks that need a distribution (:func:`attnlimits.core.validation.weights`)
-    are told so.
+    they are (what the layer mixes), and the checks that need a distribution
+    (:func:`attnlimits.core.validation.weights`) are told so.
     """
 
     fn: Callable[..., torch.Tensor]

@@ -130,9 +130,9 @@ def vanishing_sweep(
 
     Keys uniform on the unit sphere in R^d (one draw of max(lengths) keys; each L uses the first L), ``rows`` random
     unit queries scaled by ``rho``, T = 1: logits q.k_i in [-rho, rho], so Delta / T = rho. For each normaliser of
-    the paper's family of :data:`attnlimits.core.normalizers.NORMALIZERS` (default parameters) and each L: mean over queries of L * max alpha
-    (Corollary 1 keeps it in [e^{-2 rho}, e^{2 rho}] for softmax), the fraction of exactly-zero weights, and
-    T ||J||_2 (sensitivity; 1/2 is the softmax ceiling of chapter 15). Returns a long DataFrame.
+    the paper's family of :data:`attnlimits.core.normalizers.NORMALIZERS` (default parameters) and each L: mean over
+    queries of L * max alpha (Corollary 1 keeps it in [e^{-2 rho}, e^{2 rho}] for softmax), the fraction of exactly-
+    zero weights, and T ||J||_2 (sensitivity; 1/2 is the softmax ceiling of chapter 15). Returns a long DataFrame.
     """
     from attnlimits.core.normalizers import NORMALIZERS, resolve
 

@@ -276,7 +276,8 @@ def _length_records(w, layer: int, L: int, p: LongPreset, seed: int) -> list[tup
 def _logit_records(w, layer: int, L: int, p: LongPreset, seed: int, add) -> None:
     """On the logits of ``g_rows`` sampled rows: Algorithm 5's g(T, eps) (every row: exactly
     :func:`attnlimits.experiments.gradient_table`'s per-head means, the same directions), and the weight quantities
-    under every other normaliser of the paper's family (:func:`attnlimits.core.normalizers.names`) applied to the same logits."""
+    under every other normaliser of the paper's family (:func:`attnlimits.core.normalizers.names`) applied to the
+    same logits."""
     pos, wt = sample_rows(L, p.g_rows, seed + 1_000_003 * w.index + 7 * L + 1)
     logits = w.logits(layer, L, rows=pos).double()
     pos = pos.to(logits.device)

@@ -563,8 +563,8 @@ PRESETS = presets.Registry(
         lr_grid=_LR_GRID,
         lr_normalizers=tuple(normalizers.names("paper")),
         lr_steps=1500,
-        notes="full: 5 seeds, 1500 Adam steps of 64 sequences, 11 fractions N/L; every normaliser's (the paper's family) temperature "
-        "grid at 5 learning rates and 2 initialisations",
+        notes="full: 5 seeds, 1500 Adam steps of 64 sequences, 11 fractions N/L; the temperature grid of every "
+        "normaliser of the paper's family at 5 learning rates and 2 initialisations",
     ),
     TrainingPreset(
         name="quick",
