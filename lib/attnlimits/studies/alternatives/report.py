@@ -17,30 +17,43 @@ change.
 - :func:`zero_weight_table`   N_s / N with and without the zero-weight tokens, per normaliser and N.
 - :func:`one_logit_figure`    Scalable-Softmax's Figure 1, recomputed: the largest weight against the row's length.
 - :func:`execution_times`     the wall time of each cached computation, and the full preset's extrapolated.
+
+Chapter 36 (a model's tables over several windows, the units of its intervals):
+
+- :func:`window_values`       each diagnostic per normaliser and window.
+- :func:`interval_table`      each diagnostic's mean over windows with its Student-t interval, and the shown table.
+- :func:`critical_gammas`     the critical scaling's gamma per window.
+- :func:`gamma_figure`        the largest weight's slope against L per gamma, one line per window.
 """
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
 from attnlimits.experiments import paper_claims
 from attnlimits.infra import plotting
+from attnlimits.infra.statistics import t_interval
 from attnlimits.studies import training
 from attnlimits.studies.alternatives import study
 
 __all__ = [
+    "critical_gammas",
     "critical_table",
     "distance_figure",
     "execution_times",
+    "gamma_figure",
     "gradient_figure",
+    "interval_table",
     "max_weight_slopes",
     "model_figure",
     "plot_by_length",
     "plot_g",
     "one_logit_figure",
     "verdict_table",
+    "window_values",
     "zero_weight_table",
 ]
 
@@ -75,11 +88,11 @@ def max_weight_slopes(weights: pd.DataFrame, column: str = "max_weight") -> pd.S
     return pd.Series(slopes, name=f"slope of {column.replace('_', ' ')} vs L")
 
 
-def critical_table(critical: pd.DataFrame) -> pd.DataFrame:
-    """Algorithm 3's critical N / L (``critical`` from :func:`attnlimits.studies.alternatives.critical_fraction`), one
-    row
-    per length and one column per normaliser."""
-    return critical.pivot(index="L", columns="normalizer", values="critical_fraction")
+def critical_table(critical: pd.DataFrame, reading: str = "E") -> pd.DataFrame:
+    """Algorithm 3's critical N / L under ``reading`` (``critical`` from
+    :func:`attnlimits.studies.alternatives.critical_fraction`), one row per length and one column per normaliser."""
+    part = critical[critical.reading == reading]
+    return part.pivot(index="L", columns="normalizer", values="critical_fraction")
 
 
 def plot_by_length(ax, table: pd.DataFrame, y: str, title: str, *, logy: bool = True) -> None:
@@ -255,3 +268,91 @@ def execution_times(
     times = pd.DataFrame({"computed in (s)": seconds})
     times["full preset, extrapolated (min)"] = times["computed in (s)"] * ratio / 60
     return times
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# chapter 36: the diagnostics per window, and their intervals over windows
+# ----------------------------------------------------------------------------------------------------------------
+#: Chapter 36's diagnostics, in the order its table shows them.
+DIAGNOSTICS = ("max-weight slope", "row sum", "critical N/L (E)", "critical N/L (E_full)", "N_s/N", "‖J‖ mean",
+               "sink rate")  # fmt: skip
+
+
+def window_values(model: study.AlternativesTables, fixed_N: int) -> pd.DataFrame:
+    """Each of :data:`DIAGNOSTICS` per normaliser and window of a model's tables (``window`` column): the log-log
+    slope of the median head's largest weight against L; the mean row sum, Algorithm 3's critical N / L under E
+    and E_full, the mean N_s / N at the largest N of the grid up to ``fixed_N`` and the mean Jacobian norm, each
+    at the largest length; the sink rate. Columns ``normalizer, window`` and one per diagnostic."""
+    top = model.distance.L.max()
+    rows = []
+    for (name, window), w in model.weights.groupby(["normalizer", "window"], sort=False):
+        at = {"normalizer": name, "window": window}
+
+        def part(table, at=at):
+            return table[(table.normalizer == at["normalizer"]) & (table.window == at["window"])]
+
+        med = w.groupby("L").max_weight.median()
+        d = part(model.distance).query("L == @top")
+        crit = part(model.critical).query("L == @top").set_index("reading").critical_fraction
+        rows.append({**at,
+                     "max-weight slope": paper_claims.loglog_slope(med.index, med.values),
+                     "row sum": w[w.L == top].row_sum.mean(),
+                     "critical N/L (E)": crit["E"], "critical N/L (E_full)": crit["E_full"],
+                     "N_s/N": d[d.N == d.N[d.N <= fixed_N].max()].ns_frac.mean(),
+                     "‖J‖ mean": part(model.jacobian).jacobian_mean.mean(),
+                     "sink rate": part(model.sink).sink_rate.iloc[0]})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def interval_table(values: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per normaliser and diagnostic of :func:`window_values`: the mean over windows with its 95 % Student-t
+    interval (:func:`attnlimits.infra.statistics.t_interval`: the windows are the independent units) and how many
+    windows it rests on (a window where the value is NaN, a critical N that no N of the grid reached, is left out
+    and not counted). Returns the tidy table (``normalizer, diagnostic, value, lo, hi, windows``) and the one the
+    chapter shows: one row per diagnostic, one column per normaliser label, ``value ± half-width`` (the t
+    interval is symmetric)."""
+    rows = []
+    for name, part in values.groupby("normalizer", sort=False):
+        for diagnostic in DIAGNOSTICS:
+            x = part[diagnostic].to_numpy(float)
+            if np.isnan(x).all():
+                rows.append({"normalizer": name, "diagnostic": diagnostic, "value": np.nan, "lo": np.nan,
+                             "hi": np.nan, "windows": 0})  # fmt: skip
+                continue
+            iv = t_interval(x[~np.isnan(x)])
+            rows.append({"normalizer": name, "diagnostic": diagnostic, "value": iv.value, "lo": iv.lo, "hi": iv.hi,
+                         "windows": iv.units})  # fmt: skip
+    tidy = pd.DataFrame(rows)
+    cell = tidy.apply(lambda r: f"{r.value:.3g} ± {(r.hi - r.lo) / 2:.2g}" if r.windows else "none reached", axis=1)
+    labels = plotting.normalizer_labels(_names(tidy))
+    shown = tidy.assign(cell=cell, normalizer=tidy.normalizer.map(labels))
+    shown = shown.pivot(index="diagnostic", columns="normalizer", values="cell")
+    return tidy, shown.reindex(index=list(DIAGNOSTICS), columns=list(labels.values()))
+
+
+def critical_gammas(gamma: pd.DataFrame, threshold: float = study.HOLDS) -> pd.Series:
+    """The critical scaling's gamma (:func:`attnlimits.studies.alternatives.critical_gamma`) per window of a model's
+    ``gamma`` table."""
+    return gamma.groupby("window").apply(lambda g: study.critical_gamma(study.gamma_slopes(g), threshold))
+
+
+def gamma_figure(gamma: pd.DataFrame, threshold: float = study.HOLDS):
+    """Left: the slope against L of the median head's largest weight under softmax(gamma log L l), against gamma,
+    one thin line per window, with ``threshold`` dotted and each window's critical gamma marked. Right: the median
+    head's largest weight at the largest L against gamma (the mean over windows)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    crit = critical_gammas(gamma, threshold)
+    for _, part in gamma.groupby("window"):
+        slopes = study.gamma_slopes(part)
+        axes[0].plot(slopes.index, slopes.values, color="0.4", lw=0.8, alpha=0.7)
+    axes[0].axhline(threshold, color="0.2", ls=":", lw=1)
+    axes[0].plot(crit.values, np.full(len(crit), threshold), "o", color=plotting.NORMALIZER_COLORS["scalable-softmax"],
+                 label="critical gamma of each window")  # fmt: skip
+    axes[0].set(xscale="log", xlabel="gamma", ylabel="slope of the largest weight vs L",
+                title="does the largest weight vanish?")  # fmt: skip
+    axes[0].legend(fontsize=7)
+    top = gamma[gamma.L == gamma.L.max()].groupby(["window", "gamma"]).max_weight.median().groupby("gamma").mean()
+    axes[1].plot(top.index, top.values, marker="o", color=plotting.NORMALIZER_COLORS["scalable-softmax"])
+    axes[1].set(xscale="log", xlabel="gamma", ylabel=f"largest weight at L = {gamma.L.max()}",
+                title="median head, mean over windows", ylim=(0, 1.02))  # fmt: skip
+    return fig

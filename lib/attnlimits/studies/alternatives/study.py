@@ -16,6 +16,10 @@ the experiments' own kernels (:mod:`attnlimits.core.rowstats`, Algorithm 3's KS 
 - :func:`jacobian_table`        the spectral norm of each row's Jacobian d alpha / d l.
 - :func:`g_table`               Algorithm 5's g(T, eps) per normaliser.
 - :func:`row_cost`              wall time of one normaliser call per row (microseconds; a measurement).
+- :func:`gamma_table`, :func:`gamma_slopes`, :func:`critical_gamma`
+                                the critical attention scaling softmax(gamma log L l): the largest weight per gamma
+                                and L, its slope against L, and the gamma where it stops vanishing.
+- :func:`sink_table`            the sink rate of Gu et al. per normaliser on a model's logits.
 - :func:`one_logit_apart`       Scalable-Softmax's Figure 1: the largest weight of a row with one logit apart,
                                 under softmax and Scalable-Softmax, against the row's length.
 - :func:`results`               every diagnostic of the chapter on the synthetic heads, or on a model's heads
@@ -44,13 +48,19 @@ from attnlimits.infra.statistics import ks_test
 from attnlimits.theory import synthetic
 
 __all__ = [
+    "HOLDS",
     "PRESETS",
+    "READINGS",
+    "RECENT_PRESETS",
     "AlternativesPreset",
     "AlternativesTables",
     "all_tables",
     "critical_fraction",
+    "critical_gamma",
     "distance_table",
     "g_table",
+    "gamma_slopes",
+    "gamma_table",
     "get_preset",
     "jacobian_table",
     "model_heads",
@@ -61,6 +71,7 @@ __all__ = [
     "one_logit_apart",
     "results",
     "row_cost",
+    "sink_table",
     "synthetic_tables",
     "weight_table",
     "work",
@@ -102,6 +113,10 @@ def model_heads(windows, lengths: Sequence[int], rows: int) -> dict[int, tuple[t
     return {m: (z[:, m - 1 : m - 1 + rows, :m].contiguous(), v[:, :m].contiguous()) for m in lengths}
 
 
+#: The readings of the random-selection expectation the critical N is decided on (:func:`critical_fraction`).
+READINGS = ("E", "E_full")
+
+
 def n_grid(L: int, points: int = 16) -> list[int]:
     """About ``points`` selection sizes from 1 to L - 1, geometrically spaced (distinct integers)."""
     grid = torch.logspace(0, math.log10(max(L - 1, 1)), points, dtype=torch.float64).round().long().tolist()
@@ -113,8 +128,9 @@ def _weights(name: str, logits: torch.Tensor, T: float = 1.0) -> torch.Tensor:
 
 
 def weight_table(inputs: dict, names=None) -> pd.DataFrame:
-    """Per normaliser, length L and head: mean over rows of the largest weight, of L * largest weight and of the
-    support size (number of non-zero weights). ``inputs``: ``{L: (logits, x)}``."""
+    """Per normaliser, length L and head: mean over rows of the largest weight, of L * largest weight, of the
+    support size (number of non-zero weights) and of the row's sum (1 for a distribution; what a normaliser whose
+    rows need not sum to one hands to no token is 1 minus it). ``inputs``: ``{L: (logits, x)}``."""
     rows = []
     for L, (logits, _) in sorted(inputs.items()):
         _check_heads(logits)
@@ -122,10 +138,11 @@ def weight_table(inputs: dict, names=None) -> pd.DataFrame:
             a = _weights(name, logits)
             top = a.amax(-1).mean(-1)
             support = (a > 0).sum(-1).double().mean(-1)
+            total = a.sum(-1).mean(-1)
             for h in range(a.shape[0]):
                 rows.append({"normalizer": name, "L": L, "head": h, "max_weight": float(top[h]),
                              "L_max_weight": L * float(top[h]), "support": float(support[h]),
-                             "support_fraction": float(support[h]) / L})  # fmt: skip
+                             "support_fraction": float(support[h]) / L, "row_sum": float(total[h])})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -153,12 +170,13 @@ def nonzero_separability(alpha: torch.Tensor, x: torch.Tensor, ns) -> torch.Tens
 
 
 def distance_table(inputs: dict, Ns: dict | Sequence[int], names=None) -> pd.DataFrame:
-    """Per normaliser, length L, selection size N and head: the row means of d~, E (the closed-form main term) and
-    N_s/N at Algorithm 4's radius (the smallest distance of a dropped token to s), by the experiments' kernels
-    (:mod:`attnlimits.core.rowstats`, every row seeing all L tokens), and ``ns_frac_nonzero``, N_s/N with the
-    zero-weight tokens left out (:func:`nonzero_separability`; the mean over the rows that drop a token of positive
-    weight, NaN for a head with none) with ``compared``, the share of the head's rows that do. ``Ns``: one list for
-    every length, or ``{L: list}``."""
+    """Per normaliser, length L, selection size N and head: the row means of d~, E (the closed-form main term),
+    E_full (the reading with the inner factor N/(L-1) replaced by 1) and N_s/N at Algorithm 4's radius (the smallest
+    distance of a dropped token to s), by the experiments' kernels (:mod:`attnlimits.core.rowstats`, every row
+    seeing all L tokens), and ``ns_frac_nonzero``, N_s/N with the zero-weight tokens left out
+    (:func:`nonzero_separability`; the mean over the rows that drop a token of positive weight, NaN for a head with
+    none) with ``compared``, the share of the head's rows that do. ``Ns``: one list for every length, or ``{L:
+    list}``."""
     rows = []
     for L, (logits, x) in sorted(inputs.items()):
         _check_heads(logits, x)
@@ -172,34 +190,37 @@ def distance_table(inputs: dict, Ns: dict | Sequence[int], names=None) -> pd.Dat
             a = _weights(name, logits)
             d = rowstats.distances(a, xs, grid, positions=seen)[0].mean(-1)  # (len(grid), H)
             e = rowstats.expectation(a, xs, grid, positions=seen).mean(-1)
+            e_full = rowstats.expectation(a, xs, grid, positions=seen, full=True).mean(-1)
             ns = rowstats.separability(a, xs, grid, positions=seen)[0].mean(-1)
             nz_rows = nonzero_separability(a, xs, grid)
             nz, compared = nz_rows.nanmean(-1), nz_rows.isfinite().double().mean(-1)
             for j, n in enumerate(grid):
                 for h in range(a.shape[0]):
                     rows.append({"normalizer": name, "L": L, "N": n, "head": h, "d_tilde": float(d[j, h]),
-                                 "E": float(e[j, h]), "ns_frac": float(ns[j, h]),
+                                 "E": float(e[j, h]), "E_full": float(e_full[j, h]), "ns_frac": float(ns[j, h]),
                                  "ns_frac_nonzero": float(nz[j, h]),
                                  "compared": float(compared[j, h])})  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def critical_fraction(table: pd.DataFrame, level: float = 0.05) -> pd.DataFrame:
+def critical_fraction(table: pd.DataFrame, level: float = 0.05, reading: str = "E") -> pd.DataFrame:
     """Per normaliser and L: the first N of ``table``'s grid at which the two-sample KS test between the heads'
-    mean d~ and their mean E gives p >= ``level`` (cannot tell them apart), its fraction N / L and the p-value;
-    NaN when no N of the grid reaches the level."""
+    mean d~ and their mean ``reading`` (``"E"`` or ``"E_full"``) gives p >= ``level`` (cannot tell them apart),
+    its fraction N / L and the p-value; NaN when no N of the grid reaches the level."""
     if not 0 < level < 1:
         raise ValueError(f"level: must lie in (0, 1), got {level}")
+    if reading not in READINGS:
+        raise ValueError(f"reading: must be one of {READINGS}, got {reading!r}")
     out = []
     for (name, L), part in table.groupby(["normalizer", "L"], sort=False):
         found = None
         for n, g in part.groupby("N", sort=True):
-            p = ks_test(g.d_tilde.to_numpy(), g.E.to_numpy())[1]
+            p = ks_test(g.d_tilde.to_numpy(), g[reading].to_numpy())[1]
             if p >= level:
                 found = (n, p)
                 break
         n = found[0] if found else math.nan
-        out.append({"normalizer": name, "L": L, "critical_N": n, "critical_fraction": n / L,
+        out.append({"normalizer": name, "L": L, "reading": reading, "critical_N": n, "critical_fraction": n / L,
                     "p_value": found[1] if found else math.nan})  # fmt: skip
     return pd.DataFrame(out)
 
@@ -251,6 +272,71 @@ def one_logit_apart(ns: Sequence[int], *, high: float = 3.0, low: float = -2.0, 
     return pd.DataFrame(rows)
 
 
+def gamma_table(inputs: dict, gammas: Sequence[float]) -> pd.DataFrame:
+    """The critical attention scaling's sweep: per gamma of ``gammas``, length L and head, the mean over rows of the
+    largest weight of softmax(gamma * log L * l) (:func:`attnlimits.core.normalizers.scalable_softmax` with s =
+    gamma) on the logits of ``inputs`` (``{L: (logits, x)}``)."""
+    gammas = [float(g) for g in gammas]
+    if not gammas or not all(math.isfinite(g) and g > 0 for g in gammas):
+        raise ValueError(f"gammas: need numbers > 0, got {gammas}")
+    rows = []
+    for L, (logits, _) in sorted(inputs.items()):
+        _check_heads(logits)
+        for gamma in gammas:
+            top = normalizers.scalable_softmax(logits, dim=-1, s=gamma).amax(-1).mean(-1)
+            rows += [{"gamma": gamma, "L": L, "head": h, "max_weight": float(top[h])} for h in range(len(top))]
+    return pd.DataFrame(rows)
+
+
+def gamma_slopes(table: pd.DataFrame) -> pd.Series:
+    """Per gamma, the log-log slope against L of the median head's largest weight (``table`` from
+    :func:`gamma_table`, one window): -1 is attention spreading like 1/L, 0 a largest weight that holds."""
+    from attnlimits.experiments.paper_claims import loglog_slope
+
+    out = {}
+    for gamma, part in table.groupby("gamma", sort=True):
+        med = part.groupby("L").max_weight.median()
+        out[gamma] = loglog_slope(med.index, med.values)
+    return pd.Series(out, name="slope").rename_axis("gamma")
+
+
+#: The slope of the largest weight against L above which the book calls attention "not vanishing" (the same
+#: -0.1 chapter 33 holds Scalable-Softmax to).
+HOLDS = -0.1
+
+
+def critical_gamma(slopes: pd.Series, threshold: float = HOLDS) -> float:
+    """The book's reading of the critical scaling: the gamma at which the largest weight's slope against L
+    (:func:`gamma_slopes`) first reaches ``threshold``, interpolated linearly in log gamma between the grid's
+    points; NaN when the grid never reaches it or starts above it. For one logit ahead of the rest by a gap Delta
+    the slope is about gamma Delta - 1 up to gamma = 1/Delta, so the threshold -0.1 is reached near 0.9 / Delta."""
+    g, v = slopes.index.to_numpy(float), slopes.to_numpy(float)
+    above = v >= threshold
+    if not above.any() or above[0]:
+        return math.nan
+    i = int(above.argmax())
+    t = (threshold - v[i - 1]) / (v[i] - v[i - 1])
+    return float(math.exp(math.log(g[i - 1]) + t * (math.log(g[i]) - math.log(g[i - 1]))))
+
+
+def sink_table(windows, names=None) -> pd.DataFrame:
+    """Per normaliser: the sink rate of Gu et al. (:func:`attnlimits.core.sinks.sink_rate`, token 0, eps 0.3, the
+    first 64 rows) over every captured layer's heads of ``windows[0]``, each normaliser applied to the model's own
+    masked logits."""
+    from attnlimits.core import sinks
+    from attnlimits.core.normalizers import NORMALIZERS
+
+    w = windows[0]
+    rows = sinks.SINK_ROWS
+    logits = {layer: w.logits(layer, rows).double() for layer in w.layer_ids}
+    return pd.DataFrame(
+        [
+            {"normalizer": name, "sink_rate": sinks.sink_rate(NORMALIZERS[name](z) for z in logits.values())}
+            for name in _names(names)
+        ]
+    )
+
+
 def row_cost(L: int, names=None, *, rows: int = 256, repeats: int = 5, seed: int = 0) -> pd.DataFrame:
     """Median wall time, in microseconds per row, of one call of each normaliser on ``rows`` float32 rows of
     length L (a measurement on this machine: it varies with the machine and its load)."""
@@ -274,11 +360,13 @@ def row_cost(L: int, names=None, *, rows: int = 256, repeats: int = 5, seed: int
 # ----------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AlternativesPreset(presets.StudyPreset):
-    """The grids of chapter 33: the synthetic heads (lengths, heads, rows per head, and the head scales and token
-    dimension of :func:`attnlimits.theory.synthetic.gaussian_heads`), the model's heads (lengths, rows per length, how
-    many
-    layers), the N grid (``n_points`` at the largest length, ``fixed_N`` at every length), Algorithm 5's T and eps
-    grids, and the seed."""
+    """The grids of chapters 33 and 36: the synthetic heads (lengths, heads, rows per head, and the head scales and
+    token dimension of :func:`attnlimits.theory.synthetic.gaussian_heads`), the model's heads (lengths, rows per
+    length, how many layers, and how many windows of the text: ``model_windows``, spread over the whole text, the
+    units of chapter 36's intervals), the N grid (``n_points`` at the largest length, ``fixed_N`` at every length),
+    Algorithm 5's T and eps grids, the seed, the normalisers (``family``: None for every registered one, else
+    softmax and that family of :func:`attnlimits.core.normalizers.names`) and the critical scaling's ``gammas``
+    (none: not swept)."""
 
     synthetic_L: tuple[int, ...]
     heads: int
@@ -293,6 +381,15 @@ class AlternativesPreset(presets.StudyPreset):
     seed: int = 0
     synthetic_scales: tuple[float, float] = (0.5, 4.0)
     synthetic_d: int = 16
+    model_windows: int = 1
+    family: str | None = None
+    gammas: tuple[float, ...] = ()
+
+    def normalizer_names(self) -> list[str]:
+        """The normalisers the preset runs: every registered one, or softmax (the reference) and its family's."""
+        if self.family is None:
+            return normalizers.names()
+        return list(dict.fromkeys(["softmax", *normalizers.names(self.family)]))
 
 
 PRESETS = presets.Registry(
@@ -341,9 +438,22 @@ PRESETS = presets.Registry(
 )
 
 
+_GAMMAS = tuple(float(f"{g:.3g}") for g in torch.logspace(-1.5, 0.5, 17, dtype=torch.float64).tolist())
+#: Chapter 36's grids: softmax and the normalisers proposed after the paper (the ``"recent"`` family) on the grids
+#: of :data:`PRESETS` of the same name, read on ``model_windows`` windows spread over the text (the units of the
+#: chapter's intervals), with the critical scaling swept over 17 gammas from 0.03 to 3.
+RECENT_PRESETS = presets.Registry(
+    "recent normalisers",
+    AlternativesPreset,
+    PRESETS["reduced"].replace(model_windows=8, family="recent", gammas=_GAMMAS),
+    PRESETS["full"].replace(model_windows=16, family="recent", gammas=_GAMMAS),
+    PRESETS["quick"].replace(model_windows=2, family="recent", gammas=_GAMMAS[::4]),
+)
+
+
 def get_preset(preset) -> AlternativesPreset:
     """A preset of chapter 33 by name (``"reduced"``, what the book builds, ``"full"``, or ``"quick"``: a smoke run of
-    seconds), or an :class:`AlternativesPreset` unchanged."""
+    seconds), or an :class:`AlternativesPreset` unchanged (chapter 36's are in :data:`RECENT_PRESETS`)."""
     return PRESETS.get(preset)
 
 
@@ -360,7 +470,11 @@ def all_tables(inputs: dict, p: AlternativesPreset, names=None, *, progress=Fals
     steps = {
         "weights": lambda: weight_table(inputs, names),
         "distance": lambda: distance_table(inputs, grids, names),
-        "critical": lambda: critical_fraction(out["distance"][out["distance"].L == top]),  # the table just made
+        # on the table just made, under each reading
+        "critical": lambda: pd.concat(
+            [critical_fraction(out["distance"][out["distance"].L == top], reading=r) for r in READINGS],
+            ignore_index=True,
+        ),
         "jacobian": lambda: jacobian_table({top: inputs[top]}, names),
         "g": lambda: g_table(inputs[top][0], p.T_grid, p.eps, names, seed=p.seed),
     }
@@ -373,7 +487,10 @@ def all_tables(inputs: dict, p: AlternativesPreset, names=None, *, progress=Fals
 class AlternativesTables:
     """Every diagnostic of chapter 33 on one set of heads (:func:`all_tables`: ``weights``, ``distance``,
     ``critical``, ``jacobian``, ``g``), the wall time that took (``seconds``: one row per ``part``, a measurement)
-    and, for a model's heads, the layers they were captured from (``layers``; None for the synthetic heads).
+    and, for a model's heads, the layers they were captured from (``layers``; None for the synthetic heads), the
+    sink rate per normaliser (``sink``, :func:`sink_table`) and the critical scaling's sweep (``gamma``,
+    :func:`gamma_table`, when the preset has ``gammas``). A model's tables have a ``window`` column: the window
+    of the text (0, 1, ...) each row was measured on.
 
     :meth:`save` pickles the tables into one file, ``result.pkl``, as a dict in :attr:`TABLES` order: the pickle
     keeps every dtype and every float bit, so :meth:`load` returns the tables as computed."""
@@ -385,9 +502,22 @@ class AlternativesTables:
     g: pd.DataFrame
     seconds: pd.DataFrame
     layers: pd.DataFrame | None = None
+    sink: pd.DataFrame | None = None
+    gamma: pd.DataFrame | None = None
 
-    TABLES = ("weights", "distance", "critical", "jacobian", "g", "seconds", "layers")
+    TABLES = ("weights", "distance", "critical", "jacobian", "g", "seconds", "layers", "sink", "gamma")
     FILE = "result.pkl"
+
+    def only(self, names) -> AlternativesTables:
+        """The same tables restricted to the normalisers ``names`` (the rows of the others left out)."""
+        names = normalizers.resolve(names)
+
+        def keep(table):
+            if table is None or "normalizer" not in table:
+                return table
+            return table[table.normalizer.isin(names)].reset_index(drop=True)
+
+        return AlternativesTables(**{name: keep(getattr(self, name)) for name in self.TABLES})
 
     def save(self, folder) -> Path:
         """Write the tables (``layers`` only when there is one) into ``folder``/``result.pkl``; returns ``folder``."""
@@ -412,7 +542,8 @@ def synthetic_tables(preset="reduced", *, progress=False) -> AlternativesTables:
     t0 = time.perf_counter()
     scales = synthetic.geometric_scales(*p.synthetic_scales, p.heads)
     logits, x = synthetic.gaussian_heads(max(p.synthetic_L), scales, rows=p.rows, d=p.synthetic_d, seed=p.seed)
-    tables = all_tables({L: (logits[:, :, :L], x[:, :L]) for L in p.synthetic_L}, p, progress=progress)
+    inputs = {L: (logits[:, :, :L], x[:, :L]) for L in p.synthetic_L}
+    tables = all_tables(inputs, p, p.normalizer_names(), progress=progress)
     seconds = pd.DataFrame([{"part": "synthetic", "seconds": time.perf_counter() - t0}])
     return AlternativesTables(**tables, seconds=seconds)
 
@@ -441,23 +572,34 @@ def model_layers(n_layers: int, count) -> list[int]:
 
 
 def model_tables(model, text, preset="reduced", *, progress=False) -> AlternativesTables:
-    """:func:`all_tables` on one window of ``text`` captured from ``model`` (:func:`model_heads`): the model's own
-    logits and value vectors, every normaliser swapped in on the same logits."""
+    """:func:`all_tables`, the sink rates (:func:`sink_table`) and, with the preset's ``gammas``, the critical
+    scaling's sweep (:func:`gamma_table`) on each of the preset's ``model_windows`` windows of ``text``, spread over
+    the whole text and captured from ``model`` (:func:`model_heads`): the model's own logits and value vectors,
+    every normaliser swapped in on the same logits. Each table's ``window`` column says which window."""
     from attnlimits import models
+    from attnlimits.core import sinks
     from attnlimits.models.windows import capture_windows
 
     p = get_preset(preset)
+    names = p.normalizer_names()
     t0 = time.perf_counter()
     layers = model_layers(models.facts(model)["n_layers"], p.layers)
-    length = max(p.model_L) + p.model_rows - 1
-    windows = capture_windows(model, text, length=length, count=1, layers=layers, progress=progress)
-    inputs = model_heads(windows, p.model_L, p.model_rows)
+    length = max(max(p.model_L) + p.model_rows - 1, sinks.SINK_ROWS)
+    windows = capture_windows(model, text, length=length, count=p.model_windows, layers=layers, progress=progress)
     captured = time.perf_counter() - t0
-    tables = all_tables(inputs, p, progress=progress)
+    parts = []
+    for i, w in enumerate(windows):
+        inputs = model_heads([w], p.model_L, p.model_rows)
+        tables = all_tables(inputs, p, names, progress=progress)
+        tables["sink"] = sink_table([w], names)
+        if p.gammas:
+            tables["gamma"] = gamma_table(inputs, p.gammas)
+        parts.append({name: table.assign(window=i) for name, table in tables.items()})
+    merged = {name: pd.concat([part[name] for part in parts], ignore_index=True) for name in parts[0]}
     seconds = pd.DataFrame(
         [{"part": "capture", "seconds": captured}, {"part": "model", "seconds": time.perf_counter() - t0}]
     )
-    return AlternativesTables(**tables, seconds=seconds, layers=pd.DataFrame({"layer": layers}))
+    return AlternativesTables(**merged, seconds=seconds, layers=pd.DataFrame({"layer": layers}))
 
 
 def _model_data(model, text, p: AlternativesPreset) -> dict:
