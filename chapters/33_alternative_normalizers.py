@@ -31,7 +31,8 @@
 #
 # The paper {cite}`mudarisov2025limitations` recommends sparse normalisers (sparsemax, $\alpha$-entmax),
 # length-aware ones (Scalable-Softmax) and temperature control, but measures none of them. Here each normaliser
-# of {doc}`11_attention_as_selection` gets the paper's diagnostics on *the same logits*: the largest weight
+# of {doc}`11_attention_as_selection` gets the paper's diagnostics on *the same logits* (the variants proposed
+# since the paper are in {doc}`36_recent_normalizers`): the largest weight
 # against $L$ (vanishing attention), the distances $\tilde d$ and $E$ and the critical $N$ (distance collapse),
 # the separable fraction $N_s/N$ (geometric separability), and the Jacobian's spectral norm and Algorithm 5's
 # $g(T, \varepsilon)$ (gradient sensitivity).
@@ -57,7 +58,8 @@ alt = alternatives
 show = alternatives.report  # chapter 33's tables and figures
 start = time.perf_counter()
 # computed once, then read from results/alternatives/
-syn = alt.results(preset=preset)  # the synthetic heads
+paper = al.normalizers.names("paper")  # the paper's family; the later ones: chapter 36
+syn = alt.results(preset=preset).only(paper)  # the synthetic heads
 print(textwrap.fill(f"preset {alt.get_preset(preset)}", 88, subsequent_indent="    "))
 print(f"synthetic diagnostics read or computed in {time.perf_counter() - start:.1f} s "
       f"(computed in {syn.seconds.seconds.sum():.0f} s)")
@@ -136,7 +138,7 @@ model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
 start = time.perf_counter()
-mod = alt.results(model, text, preset)  # the model's heads
+mod = alt.results(model, text, preset).only(paper)  # the model's heads
 print(f"layers {list(mod.layers.layer)}; read or computed in "
       f"{time.perf_counter() - start:.1f} s "
       f"(computed in {mod.seconds.seconds.max():.0f} s)")
@@ -208,7 +210,7 @@ plotting.finish(fig, "33_ssmax_figure1")
 
 # %%
 sink = several_models.results("reduced")  # read back from results/, no model loaded
-rates = several_models.report.sink_rate_table(sink.manifest)
+rates = several_models.report.sink_rate_table(sink.manifest)[paper]
 rates.style.format("{:.2f}")
 
 # %% [markdown]

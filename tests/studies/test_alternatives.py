@@ -10,8 +10,10 @@ import math
 import pandas as pd
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from attnlimits.core import normalizers, rowstats, selection
+from attnlimits.core import normalizers, rowstats, selection, sinks
 from attnlimits.infra import presets
 from attnlimits.studies.alternatives import study as alt
 from attnlimits.theory import synthetic
@@ -295,3 +297,89 @@ def test_one_logit_apart_is_scalable_softmaxs_figure_1():
     assert ss.min() > 0.8 and ss.loc[2:].is_monotonic_increasing
     with pytest.raises(ValueError, match="ns: must hold integers"):
         alt.one_logit_apart([0])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# chapter 36: rows that need not sum to one, the sink rate, the critical scaling, several windows
+# ----------------------------------------------------------------------------------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), scale=st.floats(0.01, 100.0), n=st.integers(1, 7))
+def test_the_separable_fraction_does_not_depend_on_a_rows_sum(seed, scale, n):
+    """Distances and radius scale together: N_s/N of c * alpha is N_s/N of alpha, for rows of any sum."""
+    gen = torch.Generator().manual_seed(seed)
+    alpha = torch.rand(3, 8, generator=gen, dtype=torch.float64)  # sums anywhere in (0, 8)
+    x = torch.randn(3, 8, 4, generator=gen, dtype=torch.float64)
+    one = selection.distinguishable_fraction(alpha, x, n, sums_to_one=False)
+    torch.testing.assert_close(selection.distinguishable_fraction(scale * alpha, x, n, sums_to_one=False), one)
+    d = selection.cumulative_distance(alpha, x, n, sums_to_one=False)  # while d~ scales with the row
+    torch.testing.assert_close(selection.cumulative_distance(scale * alpha, x, n, sums_to_one=False), scale * d)
+    with pytest.raises(ValueError, match="each row must sum to 1"):
+        selection.distinguishable_fraction(alpha, x, n)  # a distribution is still required by default
+
+
+def test_the_critical_gamma_of_one_logit_apart_is_where_its_closed_form_stops_vanishing():
+    """One logit ahead by Delta: the largest weight is 1 / (1 + (n - 1) n^{-gamma Delta}), whose slope against n
+    is about gamma Delta - 1, so the slope reaches -0.1 near gamma = 0.9 / Delta."""
+    delta, lengths = 4.0, [256, 1024, 4096, 16384]
+    inputs = {}
+    for L in lengths:
+        z = torch.zeros(1, 1, L, dtype=torch.float64)
+        z[..., 0] = delta
+        inputs[L] = (z, None)
+    table = alt.gamma_table(inputs, torch.logspace(-1.5, 0.5, 41).tolist())
+    found = alt.critical_gamma(alt.gamma_slopes(table))
+    assert found == pytest.approx(0.9 / delta, rel=0.05)
+    slopes = alt.gamma_slopes(table)
+    assert slopes.iloc[0] < -0.8 and slopes.iloc[-1] > -0.01  # spread out at small gamma, one-hot at large
+    assert math.isnan(alt.critical_gamma(slopes.iloc[-5:]))  # the grid starts above the threshold
+    assert math.isnan(alt.critical_gamma(slopes.iloc[:3]))  # never reached
+    with pytest.raises(ValueError, match="gammas: need numbers > 0"):
+        alt.gamma_table(inputs, [0.0])
+
+
+def test_the_sink_table_is_gu_et_al_s_rate_per_normaliser():
+    w = _FakeWindow(length=70)
+    table = alt.sink_table([w], ["softmax", "sigmoid"]).set_index("normalizer").sink_rate
+    for name in ("softmax", "sigmoid"):
+        fn = normalizers.NORMALIZERS[name]
+        want = sinks.sink_rate(fn(w.logits(layer, 64).double()) for layer in w.layer_ids)
+        assert table[name] == want
+
+
+def test_several_windows_give_one_table_with_a_window_column(monkeypatch):
+    """The model's tables on each window, stacked with their window number; each window's part is what the
+    study computes on that window alone."""
+    from attnlimits import models
+    from attnlimits.models import windows as capturing
+
+    class Window(_FakeWindow):
+        def __init__(self, index):
+            super().__init__(length=70)
+            self._z = {k: v + index for k, v in self._z.items()}  # another passage, other logits
+
+    monkeypatch.setattr(
+        capturing, "capture_windows", lambda model, text, count, **kw: [Window(i) for i in range(count)]
+    )
+    monkeypatch.setattr(models, "facts", lambda model: {"n_layers": 6})
+    p = alt.RECENT_PRESETS["quick"].replace(model_L=(8, 16), model_rows=2, layers=2, n_points=4, T_grid=(1.0,))
+    tables = alt.model_tables(object(), "text", p)
+    assert p.normalizer_names() == ["softmax", *normalizers.names("recent")]
+    for name in ("weights", "distance", "critical", "jacobian", "g", "sink", "gamma"):
+        assert sorted(set(getattr(tables, name).window)) == [0, 1], name
+    one = alt.all_tables(alt.model_heads([Window(1)], p.model_L, p.model_rows), p, p.normalizer_names())
+    pd.testing.assert_frame_equal(
+        tables.distance[tables.distance.window == 1].drop(columns="window").reset_index(drop=True), one["distance"]
+    )
+    assert set(tables.critical.reading) == set(alt.READINGS)
+    only = tables.only(["softmax", "sigmoid"])
+    assert set(only.weights.normalizer) == {"softmax", "sigmoid"} and only.gamma is tables.gamma
+
+
+def test_a_toy_variant_of_the_recent_family_joins_chapter_36_by_one_registry_entry(monkeypatch, heads):
+    toy = normalizers.Normalizer(lambda z, dim=-1, T=1.0: 0.5 * torch.softmax(z / T, dim), "toy", family="recent",
+                                 sums_to_one=False)  # fmt: skip
+    monkeypatch.setitem(normalizers.NORMALIZERS, "toy", toy)
+    p = alt.RECENT_PRESETS["quick"]
+    assert p.normalizer_names()[-1] == "toy" and "toy" not in normalizers.names("paper")
+    rows = alt.weight_table(heads, p.normalizer_names())
+    assert rows[rows.normalizer == "toy"].row_sum.to_numpy() == pytest.approx(0.5)

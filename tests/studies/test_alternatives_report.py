@@ -97,9 +97,11 @@ def test_max_weight_slopes_recovers_power_laws():
 
 
 def test_critical_table_is_one_column_per_normaliser():
-    critical = pd.DataFrame({"normalizer": ["x", "y"], "L": [64, 64], "critical_fraction": [0.5, 0.75]})
+    critical = pd.DataFrame({"normalizer": ["x", "y", "x", "y"], "L": 64, "reading": ["E", "E", "E_full", "E_full"],
+                             "critical_fraction": [0.5, 0.75, 0.25, 0.125]})  # fmt: skip
     table = show.critical_table(critical)
     assert table.loc[64, "x"] == 0.5 and table.loc[64, "y"] == 0.75
+    assert show.critical_table(critical, "E_full").loc[64, "y"] == 0.125
 
 
 def test_verdict_table_rows_match_the_tables():
@@ -186,3 +188,56 @@ def test_one_logit_figure_and_zero_weight_table():
     zeros = show.zero_weight_table(tables.distance)
     assert list(zeros.columns) == ["N_s/N", "N_s/N, weight > 0", "rows compared"]
     assert list(pd.unique(zeros.index.get_level_values("normalizer"))) == list(pd.unique(tables.distance.normalizer))
+
+
+def _windows(count=4) -> alt.AlternativesTables:
+    """A model's tables on ``count`` windows (each window other synthetic heads), with the sink rates and the
+    gamma sweep, as chapter 36 reads them."""
+    p = alt.RECENT_PRESETS["quick"].replace(n_points=4, T_grid=(1.0,), gammas=(0.1, 0.3, 1.0, 3.0))
+    names = p.normalizer_names()
+    parts = []
+    for window in range(count):
+        gen = torch.Generator().manual_seed(10 + window)
+        logits = 2 * torch.randn(3, 2, 16, generator=gen, dtype=torch.float64)
+        x = torch.randn(3, 16, 4, generator=gen, dtype=torch.float64)
+        inputs = {L: (logits[:, :, :L], x[:, :L]) for L in (8, 16)}
+        tables = alt.all_tables(inputs, p, names)
+        tables["sink"] = pd.DataFrame({"normalizer": names, "sink_rate": np.linspace(0, 1, len(names))})
+        tables["gamma"] = alt.gamma_table(inputs, p.gammas)
+        parts.append({k: v.assign(window=window) for k, v in tables.items()})
+    merged = {k: pd.concat([part[k] for part in parts], ignore_index=True) for k in parts[0]}
+    return alt.AlternativesTables(**merged, seconds=_seconds(model=1.0))
+
+
+def test_chapter_36_intervals_are_t_intervals_over_the_windows():
+    tables = _windows()
+    values = show.window_values(tables, fixed_N=3)
+    assert len(values) == 4 * len(pd.unique(tables.weights.normalizer))
+    tidy, shown = show.interval_table(values)
+    # one value per window, by hand: softmax's mean N_s/N at the grid's largest N up to 3, at L = 16
+    d = tables.distance[tables.distance.L == 16]
+    n = d.N[d.N <= 3].max()
+    per_window = d[(d.normalizer == "softmax") & (d.N == n)].groupby("window").ns_frac.mean()
+    row = tidy.set_index(["normalizer", "diagnostic"]).loc[("softmax", "N_s/N")]
+    half = 3.182446305284263 * per_window.std(ddof=1) / 2  # t(0.975, 3) s / sqrt(4)
+    assert row.value == pytest.approx(per_window.mean()) and row.windows == 4
+    assert (row.hi - row.lo) / 2 == pytest.approx(half)
+    assert list(shown.index) == list(show.DIAGNOSTICS)
+    assert list(shown.columns) == list(plotting.normalizer_labels(pd.unique(tidy.normalizer)).values())
+    assert shown.loc["N_s/N", "softmax"] == f"{row.value:.3g} ± {half:.2g}"
+    # the sink rates were set 0 ... 1 by normaliser: the same in every window, an interval of width 0
+    sink = tidy[tidy.diagnostic == "sink rate"]
+    assert np.allclose(sink.value, np.linspace(0, 1, len(sink))) and np.allclose(sink.hi - sink.lo, 0)
+
+
+def test_chapter_36_gamma_figure_marks_each_windows_critical_gamma():
+    tables = _windows()
+    crit = show.critical_gammas(tables.gamma)
+    for window, value in crit.items():
+        part = tables.gamma[tables.gamma.window == window]
+        assert value == alt.critical_gamma(alt.gamma_slopes(part)) or (np.isnan(value))
+    fig = show.gamma_figure(tables.gamma)
+    try:
+        assert len(fig.axes[0].get_lines()) == 4 + 2  # a line per window, the threshold, the marks
+    finally:
+        plt.close(fig)

@@ -25,7 +25,7 @@ rows that need not sum to one (:attr:`Normalizer.sums_to_one`):
 - :func:`log_length`           softmax(l * max(1, log n / log n0)) (Chiang & Cholak 2022; Qwen's log-n scaling, Llama
                                4's attention temperature): the logits sharpen once the row is longer than n0.
 
-The critical attention scaling of Chen et al. (2025), softmax(gamma * log n * l), is :func:`scalable_softmax` with
+The critical attention scaling of arXiv:2510.05554 (2025), softmax(gamma * log n * l), is :func:`scalable_softmax` with
 s = gamma; :func:`attnlimits.studies.alternatives.critical_gamma` sweeps it.
 
 :data:`NORMALIZERS` registers them by name, each as a :class:`Normalizer` carrying its display label, colour, family,
