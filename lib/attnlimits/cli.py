@@ -318,6 +318,11 @@ def _grid_problem(args, long: bool) -> str | None:
     from attnlimits.studies import long_context
 
     if long:
+        if args.normalizer is not None:
+            return (
+                "--normalizer: the long-context study (--lengths, --rows) already reads every normaliser of the "
+                "paper's family on the same logits; give --normalizer without --lengths and --rows"
+            )
         if (args.preset or "reduced") not in long_context.PRESETS:
             return (
                 f"--preset: the long-context study (--lengths, --rows) has the presets "
@@ -368,6 +373,7 @@ def _run_analyze(args) -> int:
             seed=args.seed,
             progress="lines",
             n_jobs=args.jobs,
+            normalizer=args.normalizer,
         )
 
         _write_into_place(out, lambda folder: run_page.write(res, folder, command=args.command_line))
@@ -387,6 +393,7 @@ def _run_analyze(args) -> int:
 
 
 def _add_analyze(subparsers) -> None:
+    from attnlimits.core.normalizers import NORMALIZERS
     from attnlimits.experiments import PRESETS
     from attnlimits.studies import long_context
 
@@ -461,6 +468,14 @@ def _add_analyze(subparsers) -> None:
     )
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model and the work run")
     p.add_argument("--exclude-sink", action="store_true", help="drop token 0 from selection and comparison")
+    p.add_argument(
+        "--normalizer",
+        choices=list(NORMALIZERS),
+        default=None,
+        metavar="NAME",
+        help="swap this normaliser in for softmax on the model's own logits, in every algorithm: "
+        f"{', '.join(NORMALIZERS)} (default: the model's softmax)",
+    )
     p.add_argument(
         "--precision",
         choices=["float32", "float64"],

@@ -480,6 +480,35 @@ def test_seeded_runs_repeat_exactly_and_merge(tiny_dir, text, tmp_path):
         experiments.merge([parts[0], parts[0]])
 
 
+def test_a_run_with_a_normaliser_swapped_in_reads_it_everywhere(tiny_dir, text):
+    """normalizer= puts the registered map in softmax's place for every algorithm: the sink table is its weights'
+    mean on token 0, Algorithm 5 perturbs the logits through it, and the provenance and summary say so."""
+    model = models.load(str(tiny_dir))
+    caps = experiments.capture_windows(model, text, length=TINY_PRESET.max_length, count=1)
+    own = experiments.run(model, text, TINY_PRESET, windows=1, captures=caps)
+    swapped = experiments.run(model, text, TINY_PRESET, windows=1, captures=caps, normalizer="sigmoid")
+    assert swapped.provenance["normalizer"] == "sigmoid" and own.provenance["normalizer"] is None
+    assert "normaliser sigmoid" in swapped.summary()
+    w, L = caps[0], TINY_PRESET.max_length
+    layer = w.layer_ids[0]
+    alpha = normalizers.sigmoid(w.logits(layer, L).double())
+    sink = swapped.sink[swapped.sink.layer == layer].sort_values("head").sink_weight.to_numpy()
+    np.testing.assert_allclose(sink, alpha[:, 1:, 0].mean(-1).numpy(), rtol=1e-12)
+    g = swapped.gradient
+    g = g[(g.layer == layer) & (g.logit_scaling == "model")].sort_values(["head", "T", "eps"])
+    ref = rowstats.finite_difference_g(w.logits(layer, TINY_PRESET.alg5_L).double(), T=TINY_PRESET.alg5_T,
+                                       eps=TINY_PRESET.alg5_eps, seed=layer, reduce=False,
+                                       normalizer=normalizers.NORMALIZERS["sigmoid"])  # fmt: skip
+    np.testing.assert_allclose(g.g.to_numpy(), ref.reshape(-1).numpy(), rtol=1e-12)
+    assert not np.allclose(swapped.distance.d_tilde, own.distance.d_tilde)
+    with pytest.raises(ValueError, match="parts: runs of different"):
+        experiments.merge([own, swapped])
+    with pytest.raises(ValueError, match="normalizer: must be None"):
+        experiments.run(model, text, TINY_PRESET, windows=1, captures=caps, normalizer="relu")
+    with pytest.raises(ValueError, match="another normalizer"):
+        experiments.run(model, text, TINY_PRESET, windows=1, captures=caps, shared=own, normalizer="sigmoid")
+
+
 @pytest.mark.parametrize("backend", ["threading", "loky"])
 def test_parallel_windows_give_the_same_tables(tiny_dir, text, tmp_path, backend):
     """n_jobs=2 (threads by default, or processes when joblib's configuration says so) writes byte-identical
@@ -622,6 +651,19 @@ def test_cli_analyze_end_to_end(tiny_dir, tmp_path, capsys):
     assert set(readings.key) == set(paper_claims.READING_RULES) and (readings.units <= 1).all()  # one window
     predictions = pd.read_csv(out / "predictions.csv")
     assert set(predictions.reading) == set(experiments.READINGS)
+
+
+def test_cli_analyze_swaps_a_normaliser_in(tiny_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["analyze", "--model", str(tiny_dir), "--text", "pydoc-topics", "--preset", "quick", "--windows", "1"]
+    assert cli.main([*args, "--normalizer", "softpick", "--out", str(out)]) == 0
+    assert experiments.Results.load(out).provenance["normalizer"] == "softpick"
+    assert "softpick in softmax's place" in (out / "report.md").read_text()
+    with pytest.raises(SystemExit):
+        cli.main([*args, "--normalizer", "relu", "--out", str(tmp_path / "no")])
+    assert "invalid choice: 'relu'" in capsys.readouterr().err
+    assert cli.main([*args, "--normalizer", "sigmoid", "--lengths", "32", "--out", str(tmp_path / "long")]) == 2
+    assert "--normalizer: the long-context study" in capsys.readouterr().err
 
 
 def test_text_too_short_for_the_windows(tiny_dir):

@@ -49,6 +49,7 @@ __all__ = [
     "NORMALIZERS",
     "Normalizer",
     "adaptive_temperature",
+    "check_normalizer",
     "entmax15",
     "general",
     "log_length",
@@ -336,6 +337,14 @@ def names(*families: str) -> list[str]:
     if unknown:
         raise ValueError(f"families: unknown {unknown}; allowed: {list(FAMILIES)}")
     return [n for n, e in NORMALIZERS.items() if not families or e.family in families]
+
+
+def check_normalizer(name: str | None) -> str | None:
+    """``name`` when it is None (the model's own softmax, where a model's weights are read) or a registered
+    normaliser; a ValueError naming the argument and the allowed names otherwise."""
+    if name is not None and name not in NORMALIZERS:
+        raise ValueError(f"normalizer: must be None (softmax) or one of {list(NORMALIZERS)}, got {name!r}")
+    return name
 
 
 def resolve(chosen=None, *families: str) -> list[str]:

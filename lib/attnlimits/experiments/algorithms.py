@@ -1,8 +1,8 @@
 """Algorithms 1-5 of the paper on a list of window captures, each returning a tidy table.
 
-Algorithms 1-4 take ``normalizer``: None reads the model's own softmax weights; a name of
+Every algorithm takes ``normalizer``: None reads the model's own softmax weights; a name of
 :data:`attnlimits.core.normalizers.NORMALIZERS` swaps that normaliser in on the same masked logits
-(:meth:`attnlimits.models.Capture.inputs`).
+(:meth:`attnlimits.models.Capture.inputs`; Algorithm 5 perturbs the logits through it).
 
 Each algorithm reads every query row of a window, or a stratified sample of them (``row_stride`` / ``stride``,
 :func:`sample_rows`: every row below :data:`SAMPLE_FROM`, then one seeded row per block), each head's mean then the
@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 
 from attnlimits.core import bounds, rowstats
+from attnlimits.core.normalizers import NORMALIZERS, check_normalizer
 from attnlimits.core.rowstats import row_means
 from attnlimits.infra.progress import map_layers
 from attnlimits.infra.statistics import ks_test
@@ -817,6 +818,7 @@ def gradient_table(
     stride: int | None = None,
     progress: bool | str | None = None,
     n_jobs: int = 1,
+    normalizer: str | None = None,
 ) -> pd.DataFrame:
     """Algorithm 5: per head, g(T, eps) = mean over rows of ||softmax((l + eps v)/T) - softmax(l/T)|| / eps.
 
@@ -825,10 +827,12 @@ def gradient_table(
     ``window, layer, head, T, eps, g, logit_scaling``. ``stride``: None reads every row; an integer the
     stratified row sample of :func:`sample_rows` (every row below :data:`GRADIENT_FROM`, then one seeded row per
     block of ``stride``, per window and layer), each head's mean weighted by the rows each sampled row stands for.
-    ``n_jobs``: windows in parallel (:func:`map_layers`).
+    ``n_jobs``: windows in parallel (:func:`map_layers`). ``normalizer``: a registered name puts that normaliser in
+    softmax's place (None: softmax).
     """
     check_windows(windows)
     check_stride("stride", stride)
+    fn = None if check_normalizer(normalizer) is None else NORMALIZERS[normalizer]
 
     def one_layer(w, layer):
         records = []
@@ -839,7 +843,7 @@ def gradient_table(
         scale = w[layer].scaling
         for label, values in (("model", logits), ("none", logits / scale)):
             g = rowstats.finite_difference_g(
-                values, T=T, eps=eps, seed=seed + 1_000_003 * w.index + layer, reduce=False, weights=wt
+                values, T=T, eps=eps, seed=seed + 1_000_003 * w.index + layer, reduce=False, weights=wt, normalizer=fn
             )
             g = g.cpu().numpy()
             for h in range(g.shape[0]):
@@ -852,23 +856,26 @@ def gradient_table(
     return pd.DataFrame(records, columns=GRADIENT_COLUMNS)
 
 
-def sink_table(windows, L: int, *, stride: int | None = None, seed: int = 0) -> pd.DataFrame:
+def sink_table(
+    windows, L: int, *, stride: int | None = None, seed: int = 0, normalizer: str | None = None
+) -> pd.DataFrame:
     """Mean weight of token 0 (the attention sink) per head over rows 1..L-1 that see it (a sliding-window layer's
     rows t < w). ``stride``: None reads every row; an integer the stratified row sample of :func:`sample_rows`
     (seeded by ``seed``, per window and layer), the mean weighted by the rows each sampled row stands for.
-    Columns ``window, layer, head, sink_weight``."""
+    ``normalizer``: as in the other algorithms. Columns ``window, layer, head, sink_weight``."""
     check_windows(windows)
     check_stride("stride", stride)
+    check_normalizer(normalizer)
     records = []
     for w in windows:
         for layer in w.layer_ids:
             seen = L if w.window(layer, L) is None else min(L, w.window(layer, L))
             if stride is None:
-                alpha, _ = w.inputs(layer, L)
+                alpha, _ = w.inputs(layer, L, normalizer=normalizer)
                 sink = alpha[:, 1:seen, 0].mean(-1).cpu().numpy()
             else:
                 at, wt = sample_rows(L, seed + 1_000_003 * w.index + 7919 * layer, stride)
-                alpha, _ = w.inputs(layer, L, rows=at)
+                alpha, _ = w.inputs(layer, L, rows=at, normalizer=normalizer)
                 keep = ((at >= 1) & (at < seen)).to(alpha.device)
                 wt = wt.to(alpha.device)[keep]
                 sink = ((alpha[:, keep, 0].double() * wt).sum(-1) / wt.sum()).cpu().numpy()

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from attnlimits.core.normalizers import check_normalizer
 from attnlimits.experiments.presets import Preset, get_preset, validate_grid
 from attnlimits.experiments.tables import Results, compute, provenance_of
 from attnlimits.infra import cache, provenance
@@ -67,6 +68,7 @@ def run(
     captures: Sequence[Capture] | None = None,
     shared: Results | None = None,
     shuffle: int | None = None,
+    normalizer: str | None = None,
 ) -> Results:
     """Algorithms 1-5 (and the sink weights) on ``windows`` windows of ``text`` (the preset's count by default).
 
@@ -110,16 +112,20 @@ def run(
     weights) are taken as they are instead of computed again (their ``seconds`` are then 0). ``shuffle``: None
     reads each window in the text's order; an integer seed reads each window's tokens in a random order (a control:
     the same tokens without their order, :func:`attnlimits.models.texts.windows`), recorded in the provenance.
+    ``normalizer``: None reads the model's own softmax weights; a name of
+    :data:`attnlimits.core.normalizers.NORMALIZERS` swaps that normaliser in on the model's own masked logits for
+    every algorithm (Algorithm 5 perturbs the logits through it), recorded in the provenance.
     """
     dtype_of(precision)
     check_jobs(n_jobs)
+    check_normalizer(normalizer)
     p = get_preset(preset)
     count = p.windows if windows is None else windows
     validate_grid(p, max_positions=_max_positions(model), windows=count)
     if tokens not in TOKENS:
         raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
     if shared is not None:
-        _check_shared(shared, model, text, p, list(range(first_window, first_window + count)), seed)
+        _check_shared(shared, model, text, p, list(range(first_window, first_window + count)), seed, normalizer)
     # Algorithm 4 on the input token embeddings too, in the paper's setting
     embedding = tokens == "value" and not exclude_sink
     started = time.perf_counter()
@@ -140,6 +146,8 @@ def run(
         caps = _check_captures(captures, p.max_length, count, first_window, tokens, embedding)
         capture_seconds = sum(c.seconds for c in caps)
     options = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision, "seed": seed}
+    if normalizer is not None:
+        options["normalizer"] = normalizer
     tables, seconds = compute(caps, p, **options, embedding=embedding, progress=progress, n_jobs=n_jobs, shared=shared)
     seconds = {"capture": capture_seconds, **seconds, "total": time.perf_counter() - started}
     about = {"model": _model_provenance(model), "text": _text_provenance(text)}
@@ -238,8 +246,8 @@ def _check_captures(captures, length: int, count: int, first_window: int, tokens
     return caps
 
 
-def _check_shared(shared, model, text, preset: Preset, windows: list[int], seed: int) -> None:
-    """Raise unless ``shared`` is a run of this model, text, preset, windows and seed."""
+def _check_shared(shared, model, text, preset: Preset, windows: list[int], seed: int, normalizer=None) -> None:
+    """Raise unless ``shared`` is a run of this model, text, preset, windows, seed and normaliser."""
     if not isinstance(shared, Results):
         raise ValueError(f"shared: expected a Results (of the other sink mode, say), got {type(shared).__name__}")
     prov = shared.provenance
@@ -250,6 +258,7 @@ def _check_shared(shared, model, text, preset: Preset, windows: list[int], seed:
         "preset": preset.as_dict(),
         "windows": windows,
         "seed": seed,
+        "normalizer": normalizer,
     }
     found = {
         "model": prov["model"].get("sha256"),
@@ -257,6 +266,7 @@ def _check_shared(shared, model, text, preset: Preset, windows: list[int], seed:
         "preset": prov["preset"],
         "windows": list(prov["windows"]),
         "seed": prov["seed"],
+        "normalizer": prov.get("normalizer"),
     }
     differ = [k for k in wanted if json.dumps(wanted[k], sort_keys=True) != json.dumps(found[k], sort_keys=True)]
     if differ:

@@ -153,7 +153,7 @@ class Results:
                 f"model {p['model'].get('model_id')}, text {p['text'].get('name')}, preset {p['preset']['name']}, "
                 f"windows {p['windows']} ({int(heads.iloc[0])} heads each, {int(heads.sum())} head-windows)",
                 f"Algorithms 1-3 in {p['precision']}, 4-5 in float64; exclude_sink={p['exclude_sink']}, "
-                f"tokens={p['tokens']}, seed {p['seed']}",
+                f"tokens={p['tokens']}, seed {p['seed']}, normaliser {p.get('normalizer') or 'the model softmax'}",
                 f"computed in {p['seconds']['total']:.0f} s ({seconds})",
             ]
         )
@@ -201,6 +201,7 @@ def merge(parts: Sequence[Results]) -> Results:
             json.dumps(p.provenance["preset"]),
             p.provenance["exclude_sink"],
             p.provenance["tokens"],
+            p.provenance.get("normalizer"),
         )
         for p in parts
     }
@@ -244,6 +245,7 @@ def compute(
     progress=None,
     n_jobs: int = 1,
     shared: Results | None = None,
+    normalizer: str | None = None,
 ) -> tuple[dict, dict]:
     """Every table of a run (:data:`TABLES`) on the captures ``caps`` and the seconds each algorithm took.
 
@@ -251,6 +253,7 @@ def compute(
     input token embeddings; captures without logits (:class:`attnlimits.models.arrays.ArrayCapture` of
     weights alone) give an empty ``gradient`` table. The preset's ``row_stride`` (None: every row) has every
     algorithm read a stratified sample of each window's rows (:func:`attnlimits.experiments.algorithms.sample_rows`).
+    ``normalizer``: None reads the captures' softmax weights; a registered name swaps it in on their logits.
     """
     opts = {
         "exclude_sink": exclude_sink,
@@ -258,6 +261,7 @@ def compute(
         "precision": precision,
         "progress": progress,
         "n_jobs": n_jobs,
+        "normalizer": normalizer,
     }
     seconds = {}
     # every reading of the expectation and both countings in the paper's setting; the book's variant without token 0
@@ -280,7 +284,9 @@ def compute(
         gradient, sink = shared.gradient, shared.sink
         seconds |= {"alg5": 0.0, "sink": 0.0}
     else:
-        gradient, sink = _gradient_and_sink(caps, p, seconds, seed=seed, progress=progress, n_jobs=n_jobs)
+        gradient, sink = _gradient_and_sink(
+            caps, p, seconds, seed=seed, progress=progress, n_jobs=n_jobs, normalizer=normalizer
+        )
     tables = {
         "distance": distance,
         "critical_scan": scan,
@@ -301,17 +307,18 @@ def _timed(seconds: dict, name: str, fn, *args, **kwargs):
     return out
 
 
-def _gradient_and_sink(caps, p: Preset, seconds: dict, *, seed: int, progress, n_jobs: int) -> tuple:
+def _gradient_and_sink(caps, p: Preset, seconds: dict, *, seed: int, progress, n_jobs: int, normalizer=None) -> tuple:
     """Algorithm 5's table (empty for captures without logits) and the attention sink's, timed into ``seconds``. The
     sink reads the preset's row sample (``row_stride``); Algorithm 5 reads every row of its shorter window: at low T
     a row's g is nearly 0 unless the perturbation swaps a near-tie, when it is huge, so a sampled row standing for
     its block would multiply such a spike and the largest head's mean would follow the sample, not the model."""
     if all(getattr(c, "has_logits", True) for c in caps):
-        alg5 = {"seed": seed, "stride": None, "progress": progress, "n_jobs": n_jobs}
+        alg5 = {"seed": seed, "stride": None, "progress": progress, "n_jobs": n_jobs, "normalizer": normalizer}
         gradient = _timed(seconds, "alg5", gradient_table, caps, p.alg5_L, p.alg5_T, p.alg5_eps, **alg5)
     else:
         gradient, seconds["alg5"] = pd.DataFrame(columns=GRADIENT_COLUMNS), 0.0
-    return gradient, _timed(seconds, "sink", sink_table, caps, p.max_length, stride=p.row_stride, seed=seed)
+    sink = {"stride": p.row_stride, "seed": seed, "normalizer": normalizer}
+    return gradient, _timed(seconds, "sink", sink_table, caps, p.max_length, **sink)
 
 
 def _with_intervals(critical: pd.DataFrame, heads: pd.DataFrame, p: Preset, seed: int) -> pd.DataFrame:
@@ -353,6 +360,7 @@ def provenance_of(caps, p: Preset, options: dict, seconds: dict, *, model: dict,
         "exclude_sink": options["exclude_sink"],
         "tokens": options["tokens"],
         "precision": options["precision"],
+        "normalizer": options.get("normalizer"),
         "bos": bool(caps[0].bos),
         "resamples": RESAMPLES,
         "device": str(caps[0].device),

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import torch
 
-from attnlimits.core.normalizers import NORMALIZERS
+from attnlimits.core.normalizers import NORMALIZERS, check_normalizer
 from attnlimits.models.describing import config_facts
 from attnlimits.models.hf import import_transformers
 from attnlimits.models.loading import LoadedModel
@@ -279,8 +279,7 @@ class Capture:
         the model's logits in ``precision``, or the normaliser named ``normalizer`` applied to the same masked
         logits (masked entries get weight 0)."""
         dtype = dtype_of(precision)
-        if normalizer is not None and normalizer not in NORMALIZERS:
-            raise ValueError(f"normalizer: must be None (softmax) or one of {list(NORMALIZERS)}, got {normalizer!r}")
+        check_normalizer(normalizer)
         logits = self.logits(layer, L, first_row, rows).to(dtype)
         return torch.softmax(logits, dim=-1) if normalizer is None else NORMALIZERS[normalizer](logits, dim=-1)
 

@@ -277,12 +277,16 @@ def page_of(res, folder, command: str | None = None) -> Page:
             f"precision {p['precision']} (Algorithms 1-3), BOS first: {p['bos']}, device {p['device']}",
         ),
     ]
+    if p.get("normalizer"):
+        swapped = f"{p['normalizer']} in softmax's place, on the model's own logits (every algorithm)"
+        more.append(("normaliser", swapped))
     if "mask" in p:
         more.append(("masks", ", ".join(f"layer {k}: {v}" for k, v in p["mask"].items())))
     absent = dict(p.get("absent", {}))
     drawn = figures.drawable(res)
     return Page(
-        title=f"attnlimits report: {p['model'].get('model_id')} on {p['text'].get('name')}",
+        title=f"attnlimits report: {p['model'].get('model_id')} on {p['text'].get('name')}"
+        + (f", normaliser {p['normalizer']}" if p.get("normalizer") else ""),
         lead=(
             f"The paper's Algorithms 1-5 (arXiv:2508.17821) on every head of {heads} heads x "
             f"{len(p['windows'])} windows, preset {preset['name']}, written {time.strftime('%Y-%m-%d %H:%M')} by "
