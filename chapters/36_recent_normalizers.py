@@ -62,6 +62,7 @@ from attnlimits.experiments import paper_claims
 from attnlimits.infra import plotting
 from attnlimits.infra.statistics import t_interval
 from attnlimits.studies import alternatives as alt
+from attnlimits.studies import several_models
 
 plotting.set_theme()
 show = alt.report
@@ -120,6 +121,20 @@ ci = tidy.set_index(["normalizer", "diagnostic"])
 print("windows behind each interval:", sorted(set(tidy.windows)))
 
 # %% [markdown]
+# ## The sink rate on both offline models and their controls
+#
+# Gu et al.'s sink rate over every layer and head of the models of {doc}`34_several_models` and their controls
+# (one window each), under each normaliser applied to the same logits (`softmax` is the model's own weights):
+# the measurement that the softpick and sink papers report, here on models trained with softmax.
+
+# %%
+sink = several_models.results("reduced")  # read back from results/, no model loaded
+recent = grids.normalizer_names()  # softmax and the later family
+rates = several_models.report.sink_rate_table(sink.manifest)[recent]
+trained = several_models.report.trained_labels(sink.manifest)
+rates.round(2)
+
+# %% [markdown]
 # ## The critical scaling
 #
 # Softmax of $\gamma \log n \cdot l$ sharpens a row as it grows. For one logit ahead of the rest by $\Delta$,
@@ -173,6 +188,9 @@ claims = {
         lo("softmax-with-sink", "row sum") > 0.95,
     "no variant removes the sink post hoc (every sink rate above 0.25)":
         (tidy[tidy.diagnostic == "sink rate"].lo > 0.25).all(),
+    "on both trained models no variant brings the sink rate below half of softmax's":
+        (rates.loc[trained].drop(columns="softmax").ge(
+            0.5 * rates.loc[trained, "softmax"], axis=0)).all().all(),
     "sigmoid raises the sink rate above softmax's":
         lo("sigmoid", "sink rate") > hi("softmax", "sink rate"),
     "softpick separates more of the selected tokens than softmax":
