@@ -267,3 +267,12 @@ def test_training_round_trips_through_its_files(tmp_path):
     assert files == ["final.csv", "history.csv"] == sorted(p.name for p in second.iterdir())
     for file in files:
         assert (first / file).read_bytes() == (second / file).read_bytes(), file
+
+
+def test_the_later_normalisers_train_on_the_n_over_l_grid_with_softmaxs_seeds_and_tasks():
+    p = training.get_preset("reduced")
+    groups = {g.experiment: g for g in training.study._groups(p)}
+    recent, paper = groups["fraction-recent"], groups["fraction"]
+    assert recent.normalizers == tuple(normalizers.names("recent")) and "softmax" in paper.normalizers
+    assert recent.runs == paper.runs and (recent.lr, recent.steps, recent.init) == (paper.lr, paper.steps, "default")
+    assert "fraction-recent" not in {g.experiment for g in training.study._groups(p.replace(recent_normalizers=()))}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import matplotlib
+import pandas as pd
 import pytest
 
 matplotlib.use("Agg")
@@ -163,3 +164,22 @@ def test_the_learning_rate_and_geometry_figures(out):
     fig = report.geometry_figure(report.fraction_runs(out.final))
     assert len(fig.axes) == 4 and fig.axes[1].get_ylabel() == "N_s / N"
     plt.close(fig)
+
+
+def test_matching_verdicts_pair_each_seed_with_softmax():
+    rows = []
+    for seed in range(5):
+        for fraction in (0.1, 0.5):
+            rows.append({"normalizer": "softmax", "seed": seed, "fraction": fraction, "rel_error": 0.01 * seed})
+            # the same error plus a small seed-dependent offset: matches; 0.3 above on every seed: does not
+            rows.append({"normalizer": "close", "seed": seed, "fraction": fraction,
+                         "rel_error": 0.01 * seed + 0.002 * (seed - 2)})  # fmt: skip
+            rows.append({"normalizer": "far", "seed": seed, "fraction": fraction,
+                         "rel_error": 0.01 * seed + 0.3 + 0.01 * fraction})  # fmt: skip
+    table = report.matching_verdicts(pd.DataFrame(rows))
+    assert list(table.index) == ["close", "far"] and (table.seeds == 5).all()
+    assert table.loc["close", "verdict"] == "reproduced" and table.loc["close", "difference"] == pytest.approx(0)
+    assert table.loc["far", "verdict"] == "not reproduced" and table.loc["far", "difference"] == pytest.approx(0.303)
+    assert table.loc["far", "worst N/L"] == 0.5 and table.loc["far", "at worst N/L"] == pytest.approx(0.305)
+    # paired: a spread shared by both sides (0 ... 0.04 over seeds) does not widen the interval
+    assert table.loc["far", "hi"] - table.loc["far", "lo"] == pytest.approx(0)

@@ -24,6 +24,8 @@
 - :func:`error_vs_fraction_figure`      the relative test error against N/L and against L.
 - :func:`gradient_violin_figure`        the per-step gradient norms at T = 1, per normaliser.
 - :func:`fraction_table`                the median relative error per N and normaliser.
+- :func:`matching_verdicts`             chapter 36: does each later normaliser train as well as softmax on the
+                                        N/L grid (paired by seed, a verdict on an interval)?
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from attnlimits.infra.statistics import bootstrap_units, t_interval
 from attnlimits.studies.training.study import GEOMETRY, INITS, Training, TrainingPreset, get_preset
 
 __all__ = [
+    "MATCHES",
+    "matching_verdicts",
     "CONVERGED",
     "STALLED",
     "ZERO_GRADIENT",
@@ -107,9 +111,11 @@ def temperature_runs(out: Training) -> tuple[pd.DataFrame, pd.DataFrame]:
     return out.final[out.final.experiment == "temperature"], out.history[out.history.experiment == "temperature"]
 
 
-def fraction_runs(final: pd.DataFrame) -> pd.DataFrame:
-    """The N/L grid's runs (T = 1), with their ``fraction`` N/L."""
-    return final[final.experiment.isin(["fraction"])].assign(fraction=lambda d: d.N / d.L)
+def fraction_runs(final: pd.DataFrame, recent: bool = False) -> pd.DataFrame:
+    """The N/L grid's runs (T = 1), with their ``fraction`` N/L: the paper's normalisers', and with ``recent`` the
+    later normalisers' too (chapter 36: the same seeds and tasks)."""
+    experiments = ["fraction", "fraction-recent"] if recent else ["fraction"]
+    return final[final.experiment.isin(experiments)].assign(fraction=lambda d: d.N / d.L)
 
 
 def length_runs(final: pd.DataFrame, preset: str | TrainingPreset) -> pd.DataFrame:
@@ -444,3 +450,28 @@ def guideline_verdicts(frac: pd.DataFrame) -> pd.DataFrame:
             for rule, n, iv, v in rows
         ]
     )
+
+
+#: The band of "matches softmax in training": each seed's mean relative test error over the N/L grid within 0.05
+#: of softmax's on the same seed (a twentieth of the baseline's error).
+MATCHES = (-0.05, 0.05)
+
+
+def matching_verdicts(frac: pd.DataFrame, reference: str = "softmax") -> pd.DataFrame:
+    """Does each normaliser train as well as ``reference`` on the selection task? Per normaliser of ``frac``
+    (:func:`fraction_runs` with ``recent=True``): each seed's mean relative test error over the N/L grid minus
+    the reference's on the same seed (the same tasks), its mean over seeds with the 95 % Student-t interval (the
+    seeds are the independent units), decided against :data:`MATCHES` (:func:`attnlimits.infra.verdicts.decide`:
+    "reproduced" is "it matches"). Columns ``normalizer, difference, lo, hi, seeds, verdict``, and the worst
+    N/L's mean difference (``worst N/L``, ``at worst N/L``)."""
+    per_seed = frac.groupby(["normalizer", "seed"]).rel_error.mean().unstack("normalizer")
+    per_cell = frac.groupby(["normalizer", "fraction"]).rel_error.mean().unstack("normalizer")
+    rows = []
+    for name in [n for n in pd.unique(frac.normalizer) if n != reference]:
+        diff = (per_seed[name] - per_seed[reference]).dropna()
+        iv = t_interval(diff.to_numpy())
+        cell = per_cell[name] - per_cell[reference]
+        rows.append({"normalizer": name, "difference": iv.value, "lo": iv.lo, "hi": iv.hi, "seeds": iv.units,
+                     "verdict": verdicts.decide(iv.lo, iv.hi, MATCHES), "worst N/L": cell.idxmax(),
+                     "at worst N/L": cell.max()})  # fmt: skip
+    return pd.DataFrame(rows).set_index("normalizer")

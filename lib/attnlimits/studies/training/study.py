@@ -503,7 +503,9 @@ class TrainingPreset(presets.StudyPreset):
     paper's family, :func:`attnlimits.core.normalizers.names`) and seed, at learning rate ``lr``.
     The learning-rate grid: the temperature grid again for each normaliser of ``lr_normalizers``, at every
     learning rate of ``lr_grid`` and with each query initialisation of ``inits`` (:data:`INITS`), for
-    ``lr_steps`` steps (none when ``lr_grid`` is empty)."""
+    ``lr_steps`` steps (none when ``lr_grid`` is empty). ``recent_normalizers``: the normalisers proposed after the
+    paper (chapter 36), trained on the N/L grid only (T = 1, learning rate ``lr``; experiment ``"fraction-recent"``,
+    the same seeds and tasks as softmax's ``"fraction"`` runs)."""
 
     seeds: tuple[int, ...]
     steps: int
@@ -522,6 +524,7 @@ class TrainingPreset(presets.StudyPreset):
     lr_normalizers: tuple[str, ...] = ("softmax",)
     lr_steps: int = 1000
     inits: tuple[str, ...] = INITS
+    recent_normalizers: tuple[str, ...] = ()
     notes: str = field(default="", compare=False)
 
 
@@ -545,8 +548,10 @@ PRESETS = presets.Registry(
         pool=256,
         lr_grid=_LR_GRID,
         lr_steps=1000,
+        recent_normalizers=tuple(normalizers.names("recent")),
         notes="reduced: L = 128 for the temperature and N/L grids, 5 seeds, 250 Adam steps of 32 sequences; "
-        "softmax's temperature grid again at 5 learning rates and 2 initialisations, 1000 steps",
+        "softmax's temperature grid again at 5 learning rates and 2 initialisations, 1000 steps; the later "
+        "normalisers on the N/L grid",
     ),
     TrainingPreset(
         name="full",
@@ -563,6 +568,7 @@ PRESETS = presets.Registry(
         lr_grid=_LR_GRID,
         lr_normalizers=tuple(normalizers.names("paper")),
         lr_steps=1500,
+        recent_normalizers=tuple(normalizers.names("recent")),
         notes="full: 5 seeds, 1500 Adam steps of 64 sequences, 11 fractions N/L; the temperature grid of every "
         "normaliser of the paper's family at 5 learning rates and 2 initialisations",
     ),
@@ -581,6 +587,7 @@ PRESETS = presets.Registry(
         test=32,
         lr_grid=(1e-2, 1e-1),
         lr_steps=20,
+        recent_normalizers=tuple(normalizers.names("recent")),
         notes="quick: a smoke run of seconds (1 seed, 20 Adam steps of 8 sequences, L = 32)",
     ),
 )
@@ -607,11 +614,14 @@ class _Group:
 
 
 def _groups(p: TrainingPreset) -> list[_Group]:
-    """The preset's groups: the temperature, N/L and length grids, then the learning-rate grid."""
+    """The preset's groups: the temperature and N/L grids, the later normalisers' N/L grid, the length grid, then
+    the learning-rate grid."""
     t_runs = [(p.N_fixed, T, s) for T in p.temperatures for s in p.seeds]
     f_runs = [(max(1, round(f * p.L)), 1.0, s) for f in p.fractions for s in p.seeds]
     plain = {"lr": p.lr, "init": "default", "steps": p.steps, "normalizers": p.normalizers}
     groups = [_Group("temperature", p.L, t_runs, **plain), _Group("fraction", p.L, f_runs, **plain)]
+    if p.recent_normalizers:
+        groups.append(_Group("fraction-recent", p.L, f_runs, **{**plain, "normalizers": p.recent_normalizers}))
     for L in p.lengths:
         if L != p.L:
             groups.append(
@@ -657,7 +667,8 @@ def _train_group(g: _Group, name: str, p: TrainingPreset) -> tuple[pd.DataFrame,
 
 def sweep(preset="reduced", *, progress: bool = False, n_jobs: int = 1) -> Training:
     """Every group of the preset for every normaliser; ``final`` gains an ``experiment`` column
-    (``temperature``, ``fraction``, ``length`` or ``learning-rate``) and ``seconds`` (the group's wall time).
+    (``temperature``, ``fraction``, ``fraction-recent``, ``length`` or ``learning-rate``) and ``seconds`` (the
+    group's wall time).
     ``history`` holds the steps of every experiment but the learning-rate grid's (hundreds of runs: its final rows
     keep the loss at the end and how much it still moved).
     ``n_jobs`` (an integer >= 1, or -1 for every core): groups in parallel, in processes (each trains on one
