@@ -24,6 +24,7 @@
 - :func:`error_vs_fraction_figure`      the relative test error against N/L and against L.
 - :func:`gradient_violin_figure`        the per-step gradient norms at T = 1, per normaliser.
 - :func:`fraction_table`                the median relative error per N and normaliser.
+- :func:`matching_figure`               chapter 36: the later normalisers' test error against N/L.
 - :func:`matching_verdicts`             chapter 36: does each later normaliser train as well as softmax on the
                                         N/L grid (paired by seed, a verdict on an interval)?
 """
@@ -43,6 +44,7 @@ from attnlimits.studies.training.study import GEOMETRY, INITS, Training, Trainin
 
 __all__ = [
     "MATCHES",
+    "matching_figure",
     "matching_verdicts",
     "CONVERGED",
     "STALLED",
@@ -475,3 +477,13 @@ def matching_verdicts(frac: pd.DataFrame, reference: str = "softmax") -> pd.Data
                      "verdict": verdicts.decide(iv.lo, iv.hi, MATCHES), "worst N/L": cell.idxmax(),
                      "at worst N/L": cell.max()})  # fmt: skip
     return pd.DataFrame(rows).set_index("normalizer")
+
+
+def matching_figure(frac: pd.DataFrame):
+    """The relative test error against N/L per normaliser of ``frac`` (:func:`fraction_runs` with ``recent=True``):
+    the median over seeds, their range shaded, on the axes of chapter 32's figures."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    _relative_error_plot(ax, frac, "fraction")
+    ax.set(xlabel="N / L (marked tokens / length)", title="the selection task, T = 1")
+    ax.legend(fontsize=7)
+    return fig
