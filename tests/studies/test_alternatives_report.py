@@ -224,7 +224,7 @@ def test_chapter_36_intervals_are_t_intervals_over_the_windows():
     assert (row.hi - row.lo) / 2 == pytest.approx(half)
     assert list(shown.index) == list(show.DIAGNOSTICS)
     assert list(shown.columns) == list(plotting.normalizer_labels(pd.unique(tidy.normalizer)).values())
-    assert shown.loc["N_s/N", "softmax"] == f"{row.value:.3g} ± {half:.2g}"
+    assert shown.loc["N_s/N", "softmax"] == f"{row.value:.2g} ± {half:.1g}"
     # the sink rates were set 0 ... 1 by normaliser: the same in every window, an interval of width 0
     sink = tidy[tidy.diagnostic == "sink rate"]
     assert np.allclose(sink.value, np.linspace(0, 1, len(sink))) and np.allclose(sink.hi - sink.lo, 0)

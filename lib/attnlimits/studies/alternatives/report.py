@@ -274,15 +274,16 @@ def execution_times(
 # chapter 36: the diagnostics per window, and their intervals over windows
 # ----------------------------------------------------------------------------------------------------------------
 #: Chapter 36's diagnostics, in the order its table shows them.
-DIAGNOSTICS = ("max-weight slope", "row sum", "critical N/L (E)", "critical N/L (E_full)", "N_s/N", "‖J‖ mean",
-               "sink rate")  # fmt: skip
+DIAGNOSTICS = ("max-weight slope", "row sum", "critical N/L (E)", "critical N/L (E_full)", "N_s/N",
+               "N_s/N, weight > 0", "‖J‖ mean", "sink rate")  # fmt: skip
 
 
 def window_values(model: study.AlternativesTables, fixed_N: int) -> pd.DataFrame:
     """Each of :data:`DIAGNOSTICS` per normaliser and window of a model's tables (``window`` column): the log-log
     slope of the median head's largest weight against L; the mean row sum, Algorithm 3's critical N / L under E
-    and E_full, the mean N_s / N at the largest N of the grid up to ``fixed_N`` and the mean Jacobian norm, each
-    at the largest length; the sink rate. Columns ``normalizer, window`` and one per diagnostic."""
+    and E_full, the mean N_s / N at the largest N of the grid up to ``fixed_N`` (as Algorithm 4 counts it, and
+    with the zero-weight tokens left out: the mean over the heads that have a row to compare) and the mean
+    Jacobian norm, each at the largest length; the sink rate. Columns ``normalizer, window`` and one per diagnostic."""
     top = model.distance.L.max()
     rows = []
     for (name, window), w in model.weights.groupby(["normalizer", "window"], sort=False):
@@ -299,6 +300,7 @@ def window_values(model: study.AlternativesTables, fixed_N: int) -> pd.DataFrame
                      "row sum": w[w.L == top].row_sum.mean(),
                      "critical N/L (E)": crit["E"], "critical N/L (E_full)": crit["E_full"],
                      "N_s/N": d[d.N == d.N[d.N <= fixed_N].max()].ns_frac.mean(),
+                     "N_s/N, weight > 0": d[d.N == d.N[d.N <= fixed_N].max()].ns_frac_nonzero.mean(),
                      "‖J‖ mean": part(model.jacobian).jacobian_mean.mean(),
                      "sink rate": part(model.sink).sink_rate.iloc[0]})  # fmt: skip
     return pd.DataFrame(rows)
@@ -323,7 +325,7 @@ def interval_table(values: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             rows.append({"normalizer": name, "diagnostic": diagnostic, "value": iv.value, "lo": iv.lo, "hi": iv.hi,
                          "windows": iv.units})  # fmt: skip
     tidy = pd.DataFrame(rows)
-    cell = tidy.apply(lambda r: f"{r.value:.3g} ± {(r.hi - r.lo) / 2:.2g}" if r.windows else "none reached", axis=1)
+    cell = tidy.apply(lambda r: f"{r.value:.2g} ± {(r.hi - r.lo) / 2:.1g}" if r.windows else "none reached", axis=1)
     labels = plotting.normalizer_labels(_names(tidy))
     shown = tidy.assign(cell=cell, normalizer=tidy.normalizer.map(labels))
     shown = shown.pivot(index="diagnostic", columns="normalizer", values="cell")
