@@ -130,6 +130,10 @@ def test_critical_fraction_is_the_first_n_the_test_cannot_reject():
     assert math.isnan(alt.critical_fraction(never).iloc[0].critical_N)
     with pytest.raises(ValueError, match="level: must lie in"):
         alt.critical_fraction(table, level=1.5)
+    with pytest.raises(ValueError, match="reading: must be one of"):
+        alt.critical_fraction(table, reading="E_mc")
+    full = alt.critical_fraction(table.assign(E_full=table.d_tilde + 1000), reading="E_full").iloc[0]
+    assert math.isnan(full.critical_N) and full.reading == "E_full"
 
 
 def test_jacobian_table_matches_the_explicit_jacobian(heads):
@@ -233,8 +237,11 @@ def test_tables_read_back_exactly_and_save_the_same_bytes(tmp_path, with_layers)
     """Every table of a saved result loads back equal to the last bit, and saving what was loaded writes the same
     file byte for byte (a model's result also holds its layers)."""
     tables = alt.synthetic_tables(SMALL)
-    if with_layers:
-        tables = dataclasses.replace(tables, layers=pd.DataFrame({"layer": [0, 5, 11]}))
+    if with_layers:  # a model's result: its layers, sink rates and gamma sweep too
+        sink = pd.DataFrame({"normalizer": ["softmax", "sigmoid"], "sink_rate": [0.25, 1 / 3], "window": 0})
+        logits = torch.randn(2, 2, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        gamma = alt.gamma_table({16: (logits, None)}, [0.1, 1.0]).assign(window=0)
+        tables = dataclasses.replace(tables, layers=pd.DataFrame({"layer": [0, 5, 11]}), sink=sink, gamma=gamma)
     back = alt.AlternativesTables.load(tables.save(tmp_path / "one"))
     for name in alt.AlternativesTables.TABLES:
         if getattr(tables, name) is None:
