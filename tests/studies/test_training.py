@@ -168,6 +168,7 @@ TINY = dataclasses.replace(
     lengths=(8,),
     normalizers=("softmax", "sparsemax"),
     lr_grid=(),
+    recent_normalizers=(),
 )
 
 
