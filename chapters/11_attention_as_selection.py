@@ -76,14 +76,16 @@ plotting.set_theme()
 # | adaptive temperature {cite}`velickovic2024softmax` | softmax of $\beta(H)\, l/T$, $\beta$ from the entropy | via $H$ |
 #
 # All five share one calling convention in the library, `al.normalizers.NAME(logits, dim=-1, **params)`, and are
-# collected in `al.normalizers.NORMALIZERS`. Here they all see the same 32 Gaussian logits.
+# collected in `al.normalizers.NORMALIZERS` as its "paper" family (the "recent" family holds the variants proposed
+# since the paper, {doc}`36_recent_normalizers`). Here they all see the same 32 Gaussian logits.
 
 # %% mystnb={"image": {"alt": "Bar charts: the weights each normaliser gives the same 32 logits, sorted"}}
 L_demo = 32
 logits = 2.0 * torch.randn(
     L_demo, generator=torch.Generator().manual_seed(11), dtype=torch.float64
 )
-weights = {name: fn(logits) for name, fn in al.normalizers.NORMALIZERS.items()}
+paper = al.normalizers.names("paper")
+weights = {name: al.normalizers.NORMALIZERS[name](logits) for name in paper}
 fig = figures.normalizer_weights_figure(logits, weights)
 plotting.finish(fig, "normalisers_same_logits")
 

@@ -223,7 +223,7 @@ plotting.finish(fig, "35-plateau-g")
 # %% mystnb={"image": {"alt": "For each model, the median l times the largest weight against L under softmax and the four other normalisers of chapter 33 on the same logits, log-log, with 95 % bands"}}
 fig = report.figure_normalizers(results)
 plotting.finish(fig, "35-normalizers")
-names = list(al.normalizers.NORMALIZERS)
+names = al.normalizers.names("paper")  # the study reads the paper's family
 slopes = report.slope_table(results, "max_weight_x_len", normalizers=names)
 slopes[slopes.group != "sliding"].round(2)
 
