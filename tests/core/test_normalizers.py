@@ -305,3 +305,10 @@ def test_every_normaliser_gets_a_colour_of_its_own(monkeypatch):
     assert plotting.normalizer_colors(["bare"]) == {"bare": colors["bare"]}  # the same colour in every figure
     labels = plotting.normalizer_labels(names)
     assert labels["uncoloured"] == "uncoloured one" and labels["bare"] == "bare" and labels["softmax"] == "softmax"
+
+
+def test_registry_entries_hash_and_compare_by_value():
+    a = nz.Normalizer(nz.log_length, "n0 = 4", params={"n0": 4})
+    b = nz.Normalizer(nz.log_length, "n0 = 4", params={"n0": 4})
+    assert a == b and hash(a) == hash(b) and len({a, b, nz.NORMALIZERS["softmax"]}) == 2
+    assert a != nz.Normalizer(nz.log_length, "n0 = 4", params={"n0": 8})

@@ -373,6 +373,13 @@ def test_another_normaliser_is_swapped_in_on_the_same_masked_logits(tiny):
     assert len(scan) > 0 and scan.p_value.between(0, 1).all()
     with pytest.raises(ValueError, match="normalizer: must be None"):
         w.inputs(layer, 24, normalizer="relu")
+    # without token 0: a distribution is renormalised over the others, a map whose rows need not sum to one is not
+    soft, _ = w.inputs(layer, 24, exclude_sink=True)
+    rest = torch.softmax(w.logits(layer, 24).double()[..., 1:], -1)
+    torch.testing.assert_close(soft[:, 1:, 1:], rest[:, 1:], rtol=1e-12, atol=1e-15)
+    sig, _ = w.inputs(layer, 24, exclude_sink=True, normalizer="sigmoid")
+    plain = normalizers.sigmoid(w.logits(layer, 24).double())
+    assert torch.equal(sig[..., 0], torch.zeros_like(sig[..., 0])) and torch.equal(sig[..., 1:], plain[..., 1:])
 
 
 def test_separability_matches_the_reference(tiny):

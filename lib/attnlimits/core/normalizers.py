@@ -293,7 +293,7 @@ class Normalizer:
     color: str | None = None
     family: str = "paper"
     sums_to_one: bool = True
-    params: Mapping[str, float] = field(default_factory=dict)
+    params: Mapping[str, float] = field(default_factory=dict, hash=False)  # a dict: equal entries hash alike
 
     def __post_init__(self):
         if not callable(self.fn):

@@ -307,14 +307,18 @@ class Capture:
         ``precision="float64"``: alpha is the float64 softmax of the model's logits (rows sum to 1 within 1e-15);
         ``"float32"``: the model's own float32 weights, bit for bit, and float32 tokens. ``normalizer``: None is the
         model's softmax; a name of :data:`attnlimits.core.normalizers.NORMALIZERS` applies that normaliser instead to
-        the same masked logits (masked entries get weight 0), in ``precision``.
+        the same masked logits (masked entries get weight 0), in ``precision``. ``exclude_sink``: token 0's weight
+        is set to 0 and, for a normaliser whose rows sum to one, the others are renormalised to sum to one (for
+        softmax: the softmax over them); a map whose rows need not sum to one (sigmoid, softpick, a sink logit)
+        keeps the other weights as they are.
         """
         dtype = dtype_of(precision)
         alpha = self.weights(layer, L, precision=precision, normalizer=normalizer, first_row=first_row, rows=rows)
         if exclude_sink:
             alpha = alpha.clone()
             alpha[..., 0] = 0
-            alpha = alpha / alpha.sum(-1, keepdim=True).clamp_min(torch.finfo(alpha.dtype).tiny)
+            if normalizer is None or NORMALIZERS[normalizer].sums_to_one:  # a distribution over the other tokens
+                alpha = alpha / alpha.sum(-1, keepdim=True).clamp_min(torch.finfo(alpha.dtype).tiny)
         if tokens == "value":
             return alpha, self[layer].v[0, :, :L].to(dtype)
         if tokens not in TOKENS:
