@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from filelock import FileLock
+
 from attnlimits.infra.provenance import cache_dir, say, sha256_file
 from attnlimits.models.hf import ModelUnavailableError, from_pretrained, quiet_transformers, tokenizer
 
@@ -144,6 +146,24 @@ def load_cached_model(target: Path, expected: dict) -> tuple[object, object, dic
     return model, tokenizer(str(target), local_files_only=True), record
 
 
+@contextlib.contextmanager
+def _cache_lock(target: Path) -> Iterator[None]:
+    """Hold the lock of the cache entry ``target``, so that of several processes loading the fallback at once
+    (pytest -n, parallel runs) one builds the entry and the others wait and read it; no lock where the cache cannot
+    be written (a read-only cache: every load then dequantises)."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(target.with_name(target.name + ".lock"))
+        lock.acquire()
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def load_fallback() -> tuple[object, object, list[Path], str, float | None]:
     """The offline fallback: SmolLM2-135M-Instruct's GGUF, dequantised once and cached as safetensors."""
     directory = fallback_dir()
@@ -155,22 +175,23 @@ def load_fallback() -> tuple[object, object, list[Path], str, float | None]:
 
     expected = {"gguf_sha256": gguf_sha, "transformers": transformers.__version__}
     target = cache_dir() / "models" / f"SmolLM2-135M-Instruct-Q4_1-{gguf_sha[:16]}"
-    loaded = load_cached_model(target, expected)
-    if isinstance(loaded, tuple):
-        model, tok, record = loaded
-        return model, tok, [gguf_path], f"cached safetensors in {target}", record.get("first_load_seconds")
-    why = loaded
-    if why != "no cache yet":
-        say(f"rebuilding the fallback cache: {why}")
-    started = time.perf_counter()
-    with fast_gguf():
-        model = from_pretrained(str(directory), gguf_file=FALLBACK["gguf_file"])
-        tok = tokenizer(str(directory), gguf_file=FALLBACK["gguf_file"])
-    build_s = time.perf_counter() - started
-    try:
-        record = dict(expected, dequantise_seconds=round(build_s, 2))
-        save_cached_model(model, tok, target, record, first_load_started=started)
-        how = f"dequantised the GGUF in {build_s:.1f} s and cached it in {target}"
-    except OSError as e:  # a read-only cache is not fatal: the next load dequantises again
-        how = f"dequantised the GGUF in {build_s:.1f} s (could not cache it: {e})"
+    with _cache_lock(target):
+        loaded = load_cached_model(target, expected)
+        if isinstance(loaded, tuple):
+            model, tok, record = loaded
+            return model, tok, [gguf_path], f"cached safetensors in {target}", record.get("first_load_seconds")
+        why = loaded
+        if why != "no cache yet":
+            say(f"rebuilding the fallback cache: {why}")
+        started = time.perf_counter()
+        with fast_gguf():
+            model = from_pretrained(str(directory), gguf_file=FALLBACK["gguf_file"])
+            tok = tokenizer(str(directory), gguf_file=FALLBACK["gguf_file"])
+        build_s = time.perf_counter() - started
+        try:
+            record = dict(expected, dequantise_seconds=round(build_s, 2))
+            save_cached_model(model, tok, target, record, first_load_started=started)
+            how = f"dequantised the GGUF in {build_s:.1f} s and cached it in {target}"
+        except OSError as e:  # a read-only cache is not fatal: the next load dequantises again
+            how = f"dequantised the GGUF in {build_s:.1f} s (could not cache it: {e})"
     return model, tok, [gguf_path], how, round(time.perf_counter() - started, 2)
