@@ -448,3 +448,33 @@ def test_verdicts_replace(fake):
     """The rows are frozen dataclasses (a table cannot be edited in place by a chapter)."""
     with pytest.raises(dataclasses.FrozenInstanceError):
         book_claims.ROWS[0].claim = "x"  # type: ignore[misc]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the checks' verdicts, kept in the results cache
+# ----------------------------------------------------------------------------------------------------------------
+def test_check_verdicts_run_once_per_trials_and_seed(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path))
+    calls = []
+
+    def run_all(trials, seed):
+        calls.append((trials, seed))
+        return [_verdict(f"check-{trials}-{seed}", violations=seed)]
+
+    monkeypatch.setattr(checks, "run_all", run_all)
+    first = book_claims.check_verdicts(trials=3, seed=1)
+    assert book_claims.check_verdicts(trials=3, seed=1) == first  # read back, not run again
+    assert calls == [(3, 1)]
+    other = book_claims.check_verdicts(trials=3, seed=2)
+    assert calls == [(3, 1), (3, 2)] and other[0].violations == 2 != first[0].violations
+    assert (tmp_path / "theory-checks" / "trials3-seed1" / "verdicts.pkl").is_file()
+
+
+def test_check_verdicts_rerun_when_the_checks_code_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(checks, "run_all", lambda trials, seed: calls.append(1) or [_verdict("a")])
+    book_claims.check_verdicts(trials=3, seed=0)
+    monkeypatch.setattr(book_claims.cache, "code_hash", lambda *modules: "another version of the checks")
+    book_claims.check_verdicts(trials=3, seed=0)
+    assert len(calls) == 2

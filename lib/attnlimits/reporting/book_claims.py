@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +78,7 @@ __all__ = [
     "VERDICTS",
     "Row",
     "bounds_table",
+    "check_verdicts",
     "claims",
     "code_hash",
     "collapse_at_full_selection",
@@ -105,6 +107,8 @@ INCLUDE = (provenance.book_checkout() or Path.cwd()) / "chapters" / "_generated"
 #: :func:`attnlimits.experiments.book_preset`.
 CHECK_TRIALS = 2000
 CHECK_SEED = 0
+#: The module whose code (with every module it imports) keys the checks' stored verdicts.
+_CHECKS_MODULE = "attnlimits.theory.checks"
 #: The seeded synthetic rows of :func:`collapse_at_full_selection` (Corollary 2 (ii)): lengths and rows per length.
 COLLAPSE_LENGTHS = (16, 64, 256)
 COLLAPSE_ROWS = 8
@@ -324,6 +328,25 @@ ROWS = (
         "diagnostics",
     ),
 )
+
+
+def check_verdicts(trials: int = CHECK_TRIALS, seed: int = CHECK_SEED) -> list:
+    """Every check's verdict (:func:`attnlimits.theory.checks.run_all` with ``trials`` and ``seed``), kept in the
+    results cache (``<results>/theory-checks/trials<trials>-seed<seed>``, keyed by the checks' code): the claims
+    table of ``make results`` and the reproducibility report read one run of the checks instead of running them
+    each time (20 s on 2 cores)."""
+    from attnlimits.theory import checks
+
+    folder = provenance.results_root() / "theory-checks" / f"trials{trials}-seed{seed}"
+
+    def save(verdicts, path: Path) -> None:
+        (path / "verdicts.pkl").write_bytes(pickle.dumps(verdicts))
+
+    def load(path: Path):
+        return pickle.loads((path / "verdicts.pkl").read_bytes())
+
+    key = cache.study_key(_CHECKS_MODULE, trials=trials, seed=seed)
+    return cache.cached(folder, key, lambda: checks.run_all(trials=trials, seed=seed), save, load)
 
 
 def collapse_at_full_selection(

@@ -171,12 +171,11 @@ def _claims(preset: str, inputs: Inputs, n_jobs: int, progress) -> str:
     (computed first when missing: ``n_jobs`` and ``progress`` change only how)."""
     from attnlimits import experiments
     from attnlimits.reporting import book_claims as r
-    from attnlimits.theory import checks
 
     res = experiments.results(
         inputs.model, inputs.text, experiments.get_preset(preset), n_jobs=n_jobs, progress=progress
     )
-    return _portable(r.write_include(r.claims(checks.run_all(trials=r.CHECK_TRIALS, seed=r.CHECK_SEED), res)))
+    return _portable(r.write_include(r.claims(r.check_verdicts(), res)))
 
 
 #: The pipeline, in the order it runs.
