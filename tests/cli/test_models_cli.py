@@ -102,17 +102,17 @@ def test_models_compute_runs_the_comparison_with_the_preset(monkeypatch, capsys,
             {"label": "GPT-2", "present": False, "reason": "ModelUnavailableError: offline"},
         ]
     }
-    monkeypatch.setattr(several_models, "compute", lambda preset: (seen.append(preset), manifest)[1])
+    monkeypatch.setattr(several_models, "compute", lambda preset, n_jobs: (seen.append((preset, n_jobs)), manifest)[1])
     assert cli.main(["models", "--compute", "--preset", "paper"]) == 0
-    assert [p.name for p in seen] == ["paper"]
+    assert [(p.name, jobs) for p, jobs in seen] == [("paper", -1)]  # windows in parallel on every core
     out = capsys.readouterr().out
     assert "1.5 s" in out and "not run: ModelUnavailableError: offline" in out and "models-paper.json" in out
     assert cli.main(["models", "--compute"]) == 0
-    assert seen[-1].name == "reduced"
+    assert seen[-1][0].name == "reduced"
 
 
 def test_models_compute_rejects_an_unknown_preset(monkeypatch, capsys):
-    monkeypatch.setattr(several_models, "compute", lambda preset: pytest.fail("computed with a bad preset"))
+    monkeypatch.setattr(several_models, "compute", lambda preset, n_jobs: pytest.fail("computed with a bad preset"))
     assert cli.main(["models", "--compute", "--preset", "nope"]) == 2
     err = capsys.readouterr().err
     assert "--preset" in err and "'reduced'" in err and "'nope'" in err

@@ -105,24 +105,40 @@ def test_entropy_matched_control_matches_each_heads_entropy(tiny_gemma_dir, text
 
 
 @pytest.fixture(scope="module")
-def computed(tiny_gemma_dir, text, tmp_path_factory) -> tuple[dict, object]:
-    """A run of the tiny model (and its control) beside one that does not load: its manifest and results root."""
+def second_text(text, tmp_path_factory):
+    """A stand-in for the King James Version (which needs Debian's bible-kjv): a local file of other prose, the
+    fallback's paragraphs in reverse order."""
+    path = tmp_path_factory.mktemp("second-text") / "second.txt"
+    path.write_text("\n\n".join(reversed(text.text.split("\n\n"))))
+    return texts.load(path)
+
+
+@pytest.fixture(scope="module")
+def computed(tiny_gemma_dir, text, second_text, tmp_path_factory) -> tuple[dict, object]:
+    """A run of the tiny model (and its controls) beside one that does not load: its manifest and results root."""
     root = tmp_path_factory.mktemp("several-models")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setattr(study, "MODELS", {"Tiny": str(tiny_gemma_dir), "Absent": "/no/such/model/dir"})
-        return several_models.compute(preset=PRESET, text=text, root=root), root
+        mp.setattr(study, "_second_text", lambda: second_text)
+        return several_models.compute(preset=PRESET, text=text, root=root, n_jobs=2), root
 
 
-def test_compute_then_load_without_loading_a_model(computed, monkeypatch):
+def test_compute_then_load_without_loading_a_model(computed, text, second_text, monkeypatch):
     manifest, root = computed
     labels = [e["label"] for e in manifest["models"]]
-    controls = ["Tiny (untrained)", "Tiny (entropy-matched)", "Tiny (shuffled)"]
+    controls = ["Tiny (untrained)", "Tiny (entropy-matched)", "Tiny (shuffled)", "Tiny (second text)"]
     assert labels == ["Tiny", *controls, "Absent"]
-    assert [e.get("control") for e in manifest["models"][:4]] == [None, *several_models.CONTROLS]
+    assert [e.get("control") for e in manifest["models"][:5]] == [None, *several_models.CONTROLS]
+    assert [e["trained"] for e in manifest["models"][:5]] == [True, False, False, True, True]
     assert report.trained_labels(manifest) == ["Tiny"]
     assert report.control_labels(manifest) == {c: [f"Tiny ({c})"] for c in several_models.CONTROLS}
-    absent = manifest["models"][4]
+    names = {e["label"]: e["text"] for e in manifest["models"][:5]}
+    assert names == {
+        **dict.fromkeys(["Tiny", *controls[:3]], text.provenance.name),
+        controls[3]: second_text.provenance.name,
+    }
+    absent = manifest["models"][5]
     assert absent["present"] is False and "/no/such/model/dir" in absent["reason"]
     check = manifest["models"][0]["exactness"]
     assert check["weights vs eager output_attentions"] == 0.0
@@ -140,6 +156,8 @@ def test_compute_then_load_without_loading_a_model(computed, monkeypatch):
     assert results["Tiny (shuffled)"].provenance["shuffle"] == 0 and "shuffle" not in results["Tiny"].provenance
     assert results["Tiny (shuffled)"].provenance["window_starts"] == results["Tiny"].provenance["window_starts"]
     assert results["Tiny (entropy-matched)"].provenance["model"]["model_id"].startswith("entropy-matched-seed0/")
+    other = results["Tiny (second text)"].provenance["text"]
+    assert other["sha256"] == second_text.provenance.sha256 != results["Tiny"].provenance["text"]["sha256"]
     values = report.value_table(manifest)
     assert list(values.index) == ["Tiny", *controls]
     assert values.iloc[:, 0].between(0, 1).all() and values.iloc[:, 1].between(0, 1).all()
@@ -183,6 +201,30 @@ def test_load_refuses_results_of_other_code(tiny_gemma_dir, text, tmp_path, monk
         several_models.compute(["Nope"], preset=PRESET, text=text, root=tmp_path)
 
 
+def test_a_second_text_that_is_not_installed_is_listed_with_the_reason(tiny_gemma_dir, text, tmp_path, monkeypatch):
+    monkeypatch.setattr(study, "MODELS", {"Tiny": str(tiny_gemma_dir)})
+    missing = texts.TextUnavailableError("the program 'bible' is not installed (apt-get install bible-kjv)")
+    monkeypatch.setattr(study, "_second_text", lambda: missing)
+    manifest = several_models.compute(preset=PRESET, text=text, root=tmp_path, controls=["second text"])
+    (_, entry) = manifest["models"]
+    assert entry["label"] == "Tiny (second text)" and entry["present"] is False
+    assert "apt-get install bible-kjv" in entry["reason"]
+    assert list(several_models.SeveralModels.load(tmp_path, PRESET).results) == ["Tiny"]
+
+
+def test_load_refuses_a_manifest_of_another_grid(tiny_gemma_dir, text, tmp_path, monkeypatch):
+    monkeypatch.setattr(study, "MODELS", {"Tiny": str(tiny_gemma_dir)})
+    several_models.compute(preset=PRESET, text=text, root=tmp_path, controls=False)
+    wider = dataclasses.replace(PRESET, windows=PRESET.windows + 1)
+    with pytest.raises(ValueError, match="another grid"):
+        several_models.SeveralModels.load(tmp_path, wider)
+    calls = []
+    monkeypatch.setattr(study, "compute", lambda *args, **kwargs: calls.append(kwargs["n_jobs"]))
+    with pytest.raises(ValueError, match="another grid"):  # recomputed (here: not), then read again
+        several_models.results(wider, root=tmp_path, n_jobs=2)
+    assert calls == [2]
+
+
 def test_trends_sort_claims_by_where_they_hold(monkeypatch):
     table = {
         "A": {"k1": "reproduced", "k2": "reproduced", "k3": "reproduced", "k4": "not reproduced"},
@@ -209,5 +251,7 @@ def test_sink_rates_of_the_manifest(computed):
     manifest, _ = computed
     rates = report.sink_rate_table(manifest)
     assert list(rates.columns) == list(normalizers.NORMALIZERS)
-    assert list(rates.index) == ["Tiny", "Tiny (untrained)", "Tiny (entropy-matched)", "Tiny (shuffled)"]
+    assert list(rates.index) == [
+        "Tiny", "Tiny (untrained)", "Tiny (entropy-matched)", "Tiny (shuffled)", "Tiny (second text)"
+    ]  # fmt: skip
     assert rates.stack().between(0, 1).all()

@@ -154,7 +154,7 @@ def _alternatives(preset: str, inputs: Inputs, n_jobs: int, progress) -> str:
 def _models(preset: str, inputs: Inputs, n_jobs: int, progress) -> str:
     from attnlimits.studies import several_models
 
-    several_models.results(preset, progress=progress)
+    several_models.results(preset, progress=progress, n_jobs=n_jobs)
     return _portable(several_models.manifest_path(preset))
 
 
@@ -206,7 +206,7 @@ STUDIES = {
         ),
         Study(
             "models",
-            "Algorithms 1-5 on every model that loads and on its three controls (chapter 34)",
+            "Algorithms 1-5 on every model that loads and on its four controls (chapter 34)",
             _experiments_presets,
             _reduced,
             _models,

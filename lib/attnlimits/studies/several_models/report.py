@@ -178,7 +178,7 @@ def trends(results: dict, manifest: dict) -> pd.DataFrame:
 
 
 #: How :func:`figure` draws each control's line (the trained model's is solid).
-CONTROL_STYLES = {"untrained": "--", "entropy-matched": ":", "shuffled": "-."}
+CONTROL_STYLES = {"untrained": "--", "entropy-matched": ":", "shuffled": "-.", "second text": (0, (6, 2, 1, 2, 1, 2))}
 
 
 def figure(results: dict):

@@ -4,8 +4,10 @@
 model of :data:`MODELS` that loads here, and on the controls of :data:`CONTROLS` of each, on the same windows of the
 same text: the untrained network (the same architecture and configuration with freshly initialised weights,
 seeded: :func:`untrained`), that network with each head's logits scaled until its mean row entropy matches the
-trained head's (:func:`entropy_matched`), and the trained model on each window's tokens in a random order
-(``shuffle``). It writes a manifest
+trained head's (:func:`entropy_matched`), the trained model on each window's tokens in a random order
+(``shuffle``), and the trained model on a second text of narrative English (:data:`SECOND_TEXT`, the King James
+Version from Debian's package ``bible-kjv``; not run, and listed with the reason, where it is not installed). It
+writes a manifest
 (which models were present, which were not and why, load and run times, the capture's exactness on each trained
 model) next to the results. :meth:`SeveralModels.load` reads the manifest and the results back without loading any
 model; :func:`results` does so, after :func:`compute` when there is nothing current to read. The chapter's tables
@@ -13,7 +15,7 @@ and figures are in :mod:`attnlimits.studies.several_models.report`.
 
 A trend that an untrained control shows too comes from softmax and the architecture, not from training; one that
 the entropy-matched control shows too needs no more of training than how sharp its rows are; one that the shuffled
-control loses needs the text's order.
+control loses needs the text's order; one that the second text loses belongs to the first text, not to the model.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from attnlimits.models import registry
 __all__ = [
     "CONTROLS",
     "MODELS",
+    "SECOND_TEXT",
     "PRESETS",
     "SeveralModels",
     "compute",
@@ -53,8 +56,14 @@ __all__ = [
 MODELS = {entry.label: entry.name for entry in registry.MODELS}
 #: The controls each model is set beside, labelled "<model> (<control>)": the untrained network; the untrained
 #: network with each head's logits scaled to the trained head's mean row entropy (it removes how sharp the
-#: trained rows are as a cause); the trained model on each window's tokens shuffled (it removes the text's order).
-CONTROLS = ("untrained", "entropy-matched", "shuffled")
+#: trained rows are as a cause); the trained model on each window's tokens shuffled (it removes the text's order);
+#: the trained model on :data:`SECOND_TEXT` (it changes the text: a result it loses belongs to the first text).
+CONTROLS = ("untrained", "entropy-matched", "shuffled", "second text")
+#: The text of the "second text" control (:func:`attnlimits.models.texts.load`, never its fallback): narrative
+#: English like the paper's novel, where the book's default text offline is the Python reference manual.
+SECOND_TEXT = "kjv"
+#: The controls that run the trained model itself (on other tokens).
+_TRAINED_CONTROLS = ("shuffled", "second text")
 
 
 def _compute_command(preset) -> str:
@@ -272,13 +281,15 @@ def compute(
     text=None,
     root=None,
     progress: bool | str | None = None,
+    n_jobs: int = 1,
 ) -> dict:
     """Run the experiments on every model of ``names`` (labels of :data:`MODELS`, all by default) that loads, and
     on each of its ``controls`` (names of :data:`CONTROLS`; True: all of them, False or (): none), each seeded by
-    ``seed``; write and return the manifest. ``progress``: as in :func:`attnlimits.experiments.results`.
+    ``seed``; write and return the manifest. ``progress`` and ``n_jobs`` (windows in parallel): as in
+    :func:`attnlimits.experiments.results`; neither changes the results.
 
     A model that does not load here (GPT-2 offline, Gemma without its wheels) is listed with the reason, and so is
-    a control that cannot be made for a model.
+    a control that cannot be made for a model (the second text where Debian's package ``bible-kjv`` is absent).
     """
     from attnlimits import models
     from attnlimits.models import texts
@@ -292,6 +303,7 @@ def compute(
         raise ValueError(f"controls: must be names of {CONTROLS} (or True / False), got {list(controls)}")
     p = get_preset(preset)
     text = texts.load() if text is None else text
+    second = _second_text() if "second text" in controls else None
     entries, started = [], time.perf_counter()
     for name in names:
         t0 = time.perf_counter()
@@ -302,17 +314,21 @@ def compute(
             continue
         load_s = time.perf_counter() - t0
         check = _exactness(model, text)
-        entries.append(_run_entry(name, name, None, model, text, p, load_s, root, progress, exactness=check))
+        run = {"root": root, "progress": progress, "n_jobs": n_jobs}
+        entries.append(_run_entry(name, name, None, model, text, p, load_s, **run, exactness=check))
         for control in controls:
             label = f"{name} ({control})"
             t0 = time.perf_counter()
             try:
+                if control == "second text" and isinstance(second, Exception):
+                    raise NotImplementedError(f"{type(second).__name__}: {second}")
                 m = _control(control, model, text, p, seed)
             except NotImplementedError as e:
                 entries.append({"label": label, "model": name, "control": control, "present": False, "reason": str(e)})
                 continue
             shuffle = seed if control == "shuffled" else None
-            entry = _run_entry(label, name, control, m, text, p, time.perf_counter() - t0, root, progress, shuffle)
+            on = second if control == "second text" else text
+            entry = _run_entry(label, name, control, m, on, p, time.perf_counter() - t0, **run, shuffle=shuffle)
             if control == "entropy-matched":
                 entry["matched_entropy"] = m.matched_entropy
             entries.append(entry)
@@ -328,8 +344,20 @@ def compute(
     return manifest
 
 
+def _second_text():
+    """:data:`SECOND_TEXT`, or the error that says why it cannot be read here (it has no fallback: the control
+    would read the first text again)."""
+    from attnlimits.models import texts
+
+    try:
+        return texts.load(SECOND_TEXT, allow_fallback=False)
+    except texts.TextUnavailableError as e:
+        return e
+
+
 def _control(control: str, model, text, p, seed: int):
-    """The model a control runs: the untrained network, the entropy-matched one, or the model itself (shuffled)."""
+    """The model a control runs: the untrained network, the entropy-matched one, or the model itself (shuffled, or on
+    the second text)."""
     if control == "untrained":
         return untrained(model, seed)
     if control == "entropy-matched":
@@ -337,18 +365,21 @@ def _control(control: str, model, text, p, seed: int):
     return model
 
 
-def _run_entry(label, name, control, m, text, p, seconds, root, progress, shuffle=None, exactness=None) -> dict:
+def _run_entry(
+    label, name, control, m, text, p, seconds, *, root, progress, n_jobs=1, shuffle=None, exactness=None
+) -> dict:
     """Run the experiments on ``m`` (cached) and return its manifest entry."""
     from attnlimits import models
 
     t0 = time.perf_counter()
-    res = experiments.results(m, text, p, root=root, progress=progress, shuffle=shuffle)
+    res = experiments.results(m, text, p, root=root, progress=progress, shuffle=shuffle, n_jobs=n_jobs)
     return {
         "label": label,
         "model": name,
         "control": control,
         "present": True,
-        "trained": control in (None, "shuffled"),
+        "trained": control in (None, *_TRAINED_CONTROLS),
+        "text": text.provenance.name,
         "model_id": m.provenance.model_id,
         "folder": str(experiments.results_folder(m, text, p, root=root, shuffle=shuffle)),
         "load_seconds": round(seconds, 2),
@@ -397,6 +428,11 @@ class SeveralModels:
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist: run {_compute_command(preset)} first")
         manifest = json.loads(path.read_text())
+        wanted = json.loads(json.dumps(get_preset(preset).as_dict()))
+        if manifest.get("preset") != wanted:
+            raise ValueError(
+                f"{path} holds another grid than the {preset} preset's: run {_compute_command(preset)} again"
+            )
         out = {}
         for e in manifest["models"]:
             if not e["present"]:
@@ -417,14 +453,16 @@ def results(
     text=None,
     root=None,
     progress: bool | str | None = False,
+    n_jobs: int = 1,
 ) -> SeveralModels:
     """The run of ``preset`` read back from ``root`` (:meth:`SeveralModels.load`; ``root``:
     :func:`attnlimits.infra.provenance.results_root` by default), after :func:`compute` when there is nothing
-    current to read (the first run only). ``names``, ``controls``, ``seed``, ``text`` and ``progress`` only
-    change that computation, as in :func:`compute`."""
+    current to read (the first run only). ``names``, ``controls``, ``seed``, ``text``, ``progress`` and ``n_jobs``
+    only change that computation, as in :func:`compute`."""
     folder = provenance.results_root() if root is None else root
     try:
         return SeveralModels.load(folder, preset)
     except (FileNotFoundError, ValueError, KeyError):
-        compute(names, preset, controls=controls, seed=seed, text=text, root=root, progress=progress)
+        opts = {"controls": controls, "seed": seed, "text": text, "root": root, "progress": progress}
+        compute(names, preset, **opts, n_jobs=n_jobs)
         return SeveralModels.load(folder, preset)
