@@ -428,11 +428,10 @@ class SeveralModels:
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist: run {_compute_command(preset)} first")
         manifest = json.loads(path.read_text())
-        wanted = json.loads(json.dumps(get_preset(preset).as_dict()))
-        if manifest.get("preset") != wanted:
-            raise ValueError(
-                f"{path} holds another grid than the {preset} preset's: run {_compute_command(preset)} again"
-            )
+        wanted = get_preset(preset)
+        if manifest.get("preset") != json.loads(json.dumps(wanted.as_dict())):
+            run = _compute_command(preset)
+            raise ValueError(f"{path} holds another grid than the {wanted.name} preset's: run {run}")
         out = {}
         for e in manifest["models"]:
             if not e["present"]:
