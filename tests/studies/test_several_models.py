@@ -255,3 +255,18 @@ def test_sink_rates_of_the_manifest(computed):
         "Tiny", "Tiny (untrained)", "Tiny (entropy-matched)", "Tiny (shuffled)", "Tiny (second text)"
     ]  # fmt: skip
     assert rates.stack().between(0, 1).all()
+
+
+def test_interval_table_shows_each_claims_number_and_interval_over_windows(computed):
+    manifest, root = computed
+    results = several_models.SeveralModels.load(root, PRESET).results
+    table = report.interval_table(results)
+    assert list(table.index) == list(results) and list(table.columns) == [*report.INTERVAL_CLAIMS, "windows"]
+    assert (table["windows"] == PRESET.windows).all()
+    claims = paper_claims.claims(results["Tiny"]).set_index("key")
+    row = claims.loc["fig3-plateau"]
+    assert table.loc["Tiny", "fig3-plateau"] == f"{row.value:.3g} [{row.value_lo:.3g}, {row.value_hi:.3g}]"
+    assert row.value_lo <= row.value <= row.value_hi and row.value_lo < row.value_hi
+    assert report._with_interval(0.5, float("nan"), 1.0) == "0.5"
+    with pytest.raises(ValueError, match="not claims"):
+        report.interval_table(results, keys=["fig9-nothing"])

@@ -9,6 +9,7 @@
 - :func:`value_table`     per model: how much of its values is a shared direction, and N_s/N with uniform weights.
 - :func:`sink_rate_table` per model, the sink rate of token 0 under each normaliser on its logits.
 - :func:`verdicts`        every experimental claim's verdict on every model.
+- :func:`interval_table`  the number each chosen claim reads on every model, with its 95 % interval over windows.
 - :func:`trends`          each claim sorted by where it holds: trained models, untrained controls, both, neither;
                           and in how many runs of each control.
 - :func:`figure`          d~ against L, N_s/N against N and g against T, one line per model.
@@ -26,6 +27,7 @@ __all__ = [
     "control_labels",
     "control_of",
     "figure",
+    "interval_table",
     "overview",
     "run_id",
     "sink_rate_table",
@@ -145,6 +147,34 @@ def verdicts(results: dict) -> pd.DataFrame:
     """The verdict of every experimental claim of :mod:`attnlimits.experiments.paper_claims` on every model (one
     column each)."""
     return pd.DataFrame({label: paper_claims.claims(res).set_index("key").verdict for label, res in results.items()})
+
+
+#: The claims :func:`interval_table` shows by default: the slope of d~(L), Figure 3's plateau, the slope of g at
+#: low T, the growth of the critical N under the book's reconstruction E.
+INTERVAL_CLAIMS = ("fig2a-distance-linear", "fig3-plateau", "fig4-slope", "fig2c-proportional")
+
+
+def interval_table(results: dict, keys=INTERVAL_CLAIMS) -> pd.DataFrame:
+    """One row per model and control, one column per claim of ``keys``: the number the claim's rule reads on that
+    run and its 95 % interval over the run's windows (:mod:`attnlimits.experiments.paper_claims`'s method), as
+    ``"value [lo, hi]"``, with a last column ``windows``: how many windows (independent units) the intervals rest
+    on."""
+    rows = {}
+    for label, res in results.items():
+        table = paper_claims.claims(res).set_index("key")
+        unknown = [k for k in keys if k not in table.index]
+        if unknown:
+            raise ValueError(f"keys: {unknown} are not claims; the claims are {list(table.index)}")
+        rows[label] = {k: _with_interval(*table.loc[k, ["value", "value_lo", "value_hi"]]) for k in keys}
+        rows[label]["windows"] = int(table.loc[list(keys), "units"].max())
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("model")
+
+
+def _with_interval(value: float, lo: float, hi: float) -> str:
+    """``"v [lo, hi]"`` to three significant digits; ``"v"`` alone where the interval is not finite."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return f"{value:.3g}"
+    return f"{value:.3g} [{lo:.3g}, {hi:.3g}]"
 
 
 def trends(results: dict, manifest: dict) -> pd.DataFrame:
