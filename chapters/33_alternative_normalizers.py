@@ -24,7 +24,7 @@
 #
 # **Data:** seeded synthetic heads (float64), then the pretrained model and the text named in the banner further
 # down (GPT-2 on *War and Peace* when they can be loaded, else the offline fallbacks): one window, a few layers,
-# every head; for the sink rate, the models and controls of {doc}`34_several_models` (one window each).
+# every head; for the sink rate, the models and controls of {doc}`34_several_models` (the first of their windows).
 # **Preset:** the `reduced` preset (24 synthetic heads of 4 rows, lengths up to 256; 4
 # layers of the model, 4 query rows per length, lengths up to 256); `ATTNLIMITS_PRESET=full` or papermill's
 # `preset="full"` runs the larger grids.
@@ -204,7 +204,7 @@ plotting.finish(fig, "33_ssmax_figure1")
 #
 # The second is the *sink rate* of Gu et al. {cite}`gu2025attention`: a head is a sink head when token 0's
 # importance score — the mean weight the first 64 rows give it — exceeds 0.3, and the sink rate is the share of
-# such heads. The table measures it on the models of {doc}`34_several_models` and their controls (one window),
+# such heads. The table measures it on the models of {doc}`34_several_models` and their controls (their first window),
 # under each normaliser applied to the same logits (`softmax` is the model's own weights). For a row that does
 # not sum to one the threshold is still an absolute weight.
 

@@ -125,7 +125,7 @@ print("windows behind each interval:", sorted(set(tidy.windows)))
 # ## The sink rate on both offline models and their controls
 #
 # Gu et al.'s sink rate over every layer and head of the models of {doc}`34_several_models` and their controls
-# (one window each), under each normaliser applied to the same logits (`softmax` is the model's own weights):
+# (the first of their windows), under each normaliser applied to the same logits (`softmax` is the model's own weights):
 # the measurement that the softpick and sink papers report, here on models trained with softmax.
 
 # %%
