@@ -69,7 +69,10 @@ text = manifest["text"]
 preset = manifest["preset"]
 print(f"text: {text['title']} [{text['source']}], sha256 {text['sha256'][:12]}...")
 print(f"preset {preset['name']}: {preset['windows']} windows, L <= {preset['alg4_L']}")
-second = {e["text"] for e in manifest["models"] if e.get("control") == "second text" and e["present"]}
+second = {
+    e["text"] for e in manifest["models"]
+    if e.get("control") == "second text" and e["present"]
+}
 print("second text:", ", ".join(second) or "not read here (see the first table)")
 print(f"computed in {manifest['seconds']:.0f} s")
 models_only = [e["label"] for e in manifest["models"] if not e.get("control")]
@@ -270,7 +273,8 @@ statements = {
         (growth[trained + shuffled] > 0.9).all()
         and growth["SmolLM2-135M (entropy-matched)"] > 0.9
         and (growth[matched] >= 0.85).all(),
-    "the untrained controls' exponent at or below about 0.5": (growth[controls] < 0.52).all(),
+    "the untrained controls' exponent at or below about 0.5":
+        (growth[controls] < 0.52).all(),
     "no sink in the matched controls (median < 0.05); shuffled keep one (max > 0.5)":
         (s.loc[matched, "sink weight (median)"] < 0.05).all()
         and (s.loc[shuffled, "sink weight (max)"] > 0.5).all(),
