@@ -270,3 +270,18 @@ def test_interval_table_shows_each_claims_number_and_interval_over_windows(compu
     assert report._with_interval(0.5, float("nan"), 1.0) == "0.5"
     with pytest.raises(ValueError, match="not claims"):
         report.interval_table(results, keys=["fig9-nothing"])
+
+
+def test_figure_draws_a_line_per_run_and_lists_them_beside_the_panels(computed):
+    import matplotlib.pyplot as plt
+
+    _, root = computed
+    results = several_models.SeveralModels.load(root, PRESET).results
+    fig = report.figure(results)
+    panels, legend = fig.axes[:3], fig.axes[3]
+    assert all(len(ax.get_lines()) == len(results) for ax in panels)
+    assert [t.get_text() for t in legend.get_legend().get_texts()] == list(results)
+    assert not legend.get_lines() and panels[0].get_legend() is None
+    styles = {line.get_label(): line.get_linestyle() for line in panels[0].get_lines()}
+    assert styles.pop("Tiny") == "-" and "-" not in styles.values()  # the controls are dashed
+    plt.close(fig)

@@ -217,7 +217,8 @@ def figure(results: dict):
     logits)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    # a fourth, empty panel holds the legend: ten lines would hide the first panel's
+    fig, axes = plt.subplots(1, 4, figsize=(16, 4), gridspec_kw={"width_ratios": [1, 1, 1, 0.6]})
     colors = {}
     for label, res in results.items():
         base, _, control = label.partition(" (")
@@ -234,7 +235,8 @@ def figure(results: dict):
     axes[0].set(xlabel="L", ylabel="median d~ over heads", title=f"Figure 2a: d~ vs L (N = {p.alg1_N})")
     axes[1].set(xlabel="N", ylabel="median N_s / N over heads", title=f"Figure 3: N_s/N (L = {p.alg4_L})")
     axes[2].set(xlabel="T", ylabel="max g over heads", title="Figure 4: g(T) (smallest eps)")
-    axes[0].legend(fontsize=8)
+    axes[3].axis("off")
+    axes[3].legend(*axes[0].get_legend_handles_labels(), loc="center left", fontsize=8, frameon=False)
     return fig
 
 
