@@ -307,7 +307,7 @@ _ = paper_claims.assert_sentences(
 # paper's preset (12 windows, $L$ up to 1024) and read it here, run
 #
 # ```bash
-# make models    # several_models.compute(preset="paper"): every model and its four controls
+# make models  # several_models.compute(preset="paper"): each model, four controls
 # ```
 #
 # and change `"reduced"` to `"paper"` in the first cell. The wheels are installed by `make setup`; by hand:
