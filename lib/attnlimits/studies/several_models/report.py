@@ -235,6 +235,8 @@ def figure(results: dict):
     axes[0].set(xlabel="L", ylabel="median d~ over heads", title=f"Figure 2a: d~ vs L (N = {p.alg1_N})")
     axes[1].set(xlabel="N", ylabel="median N_s / N over heads", title=f"Figure 3: N_s/N (L = {p.alg4_L})")
     axes[2].set(xlabel="T", ylabel="max g over heads", title="Figure 4: g(T) (smallest eps)")
+    axes[0].set_xticks(list(med.index), [str(int(v)) for v in med.index])  # the lengths read, not powers of 10
+    axes[0].xaxis.set_minor_formatter(plt.NullFormatter())
     axes[3].axis("off")
     axes[3].legend(*axes[0].get_legend_handles_labels(), loc="center left", fontsize=8, frameon=False)
     return fig
