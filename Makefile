@@ -63,7 +63,8 @@ test-fresh-chapter: setup
 ##   $ATTNLIMITS_EXPERIMENTS_PRESET, with and without the attention sink, from one capture, Algorithm 5 and the sink
 ##   weights shared by both, windows in parallel on every core) for the default model and text;
 ## - training, alternatives: chapters 32, 33 and 36 (the reduced preset or $ATTNLIMITS_PRESET);
-## - models: chapter 34, every model that loads and its four controls (the reduced preset);
+## - models: chapter 34, every model that loads and its four controls (the reduced preset: eight windows, about
+##   16-20 minutes);
 ## - long-context: chapter 35, both offline models from 1,024 tokens up to 8,192 on a sample of query rows
 ##   (about 4-5 minutes);
 ## - claims: the introduction's claims table (chapters/_generated/claims.md): every check's verdict and the
