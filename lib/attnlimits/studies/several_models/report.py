@@ -217,8 +217,10 @@ def figure(results: dict):
     logits)."""
     import matplotlib.pyplot as plt
 
-    # a fourth, empty panel holds the legend: ten lines would hide the first panel's
-    fig, axes = plt.subplots(1, 4, figsize=(16, 4), gridspec_kw={"width_ratios": [1, 1, 1, 0.6]})
+    # a strip below the panels holds the legend: ten lines would hide the first panel's
+    fig = plt.figure(figsize=(13, 5.2))
+    grid = fig.add_gridspec(2, 3, height_ratios=[1, 0.24])
+    axes = [fig.add_subplot(grid[0, i]) for i in range(3)] + [fig.add_subplot(grid[1, :])]
     colors = {}
     for label, res in results.items():
         base, _, control = label.partition(" (")
@@ -238,7 +240,7 @@ def figure(results: dict):
     axes[0].set_xticks(list(med.index), [str(int(v)) for v in med.index])  # the lengths read, not powers of 10
     axes[0].xaxis.set_minor_formatter(plt.NullFormatter())
     axes[3].axis("off")
-    axes[3].legend(*axes[0].get_legend_handles_labels(), loc="center left", fontsize=8, frameon=False)
+    axes[3].legend(*axes[0].get_legend_handles_labels(), loc="center", ncol=4, fontsize=9, frameon=False)
     return fig
 
 
