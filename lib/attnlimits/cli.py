@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import shlex
@@ -570,21 +571,19 @@ def _run_results(args) -> int:
         print(f"attnlimits results: error: {where}{'; '.join(dict.fromkeys(problems))}", file=sys.stderr)
         return 2
     progress = "lines" if args.progress else False
-    inputs = book_results.Inputs()
-    started = time.perf_counter()
-    for study, preset in zip(studies, presets, strict=True):
-        if args.progress:
+    if args.progress:
+        for study, preset in zip(studies, presets, strict=True):
             print(f"[attnlimits] results: {study.name} ({preset}): {study.description}", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        try:
-            where = study.run(preset, inputs, n_jobs=args.jobs, progress=progress)
-        except KeyboardInterrupt:
-            print(
-                f"attnlimits results: interrupted in {study.name}; the entries written before are kept",
-                file=sys.stderr,
-            )
-            return 130
-        _print(f"{study.name:<13} {preset:<8} {time.perf_counter() - t0:8.1f} s  {where}")
+    started = time.perf_counter()
+    chosen = list(zip(studies, presets, strict=True))
+    say = functools.partial(print, file=sys.stderr, flush=True)
+    try:
+        done = book_results.run(chosen, n_jobs=args.jobs, progress=progress, say=say)
+    except KeyboardInterrupt:
+        print("attnlimits results: interrupted; the entries written before are kept", file=sys.stderr)
+        return 130
+    for study, preset, where, seconds in done:
+        _print(f"{study.name:<13} {preset:<8} {seconds:8.1f} s  {where}")
     _print(f"{len(studies)} studies current in {time.perf_counter() - started:.1f} s")
     return 0
 
@@ -620,8 +619,9 @@ def _add_results(subparsers) -> None:
         type=_jobs,
         default=1,
         metavar="J",
-        help="run the experiments' windows in J parallel workers, -1 for one per core (default 1); the results "
-        "are identical for any J",
+        help="run the studies' independent parts (each study; each model of the models study) in J worker "
+        "processes, longest first, -1 for one per core (default 1: one after the other here); a single part runs its "
+        "windows in J threads instead. The results are identical for any J",
     )
     shown = p.add_mutually_exclusive_group()
     shown.add_argument(

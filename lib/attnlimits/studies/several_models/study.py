@@ -46,9 +46,11 @@ __all__ = [
     "get_preset",
     "manifest_path",
     "mean_row_entropy",
+    "model_entries",
     "results",
     "untrained",
     "window_facts",
+    "write_manifest",
 ]
 
 #: The models compared, from :data:`attnlimits.models.registry.MODELS`: each label and the name
@@ -290,57 +292,97 @@ def compute(
 
     A model that does not load here (GPT-2 offline, Gemma without its wheels) is listed with the reason, and so is
     a control that cannot be made for a model (the second text where Debian's package ``bible-kjv`` is absent).
+    The models run one after the other here; :func:`model_entries` runs one of them (``attnlimits results`` runs
+    each in a process of its own) and :func:`write_manifest` puts their entries together.
     """
-    from attnlimits import models
-    from attnlimits.models import texts
-
     names = list(MODELS) if names is None else list(names)
     bad = [n for n in names if n not in MODELS]
     if bad:
         raise ValueError(f"names: unknown model(s) {bad}; choose from {list(MODELS)}")
+    from attnlimits.models import texts
+
+    controls = _check_controls(controls)
+    text = texts.load() if text is None else text
+    started = time.perf_counter()
+    opts = {"controls": controls, "seed": seed, "text": text, "root": root, "progress": progress, "n_jobs": n_jobs}
+    entries = [e for name in names for e in model_entries(name, preset, **opts)]
+    return write_manifest(entries, preset, seed=seed, text=text, seconds=time.perf_counter() - started, root=root)
+
+
+def model_entries(
+    name: str,
+    preset="reduced",
+    *,
+    controls=CONTROLS,
+    seed: int = 0,
+    text=None,
+    root=None,
+    progress: bool | str | None = None,
+    n_jobs: int = 1,
+) -> list[dict]:
+    """The manifest entries of one model of :data:`MODELS` (its label ``name``): the model's own and one per
+    control, each run through :func:`attnlimits.experiments.results` (cached); a single entry saying why when the
+    model does not load. The options are those of :func:`compute`."""
+    from attnlimits import models
+    from attnlimits.models import texts
+
+    if name not in MODELS:
+        raise ValueError(f"name: unknown model {name!r}; choose from {list(MODELS)}")
+    controls = _check_controls(controls)
+    p = get_preset(preset)
+    text = texts.load() if text is None else text
+    t0 = time.perf_counter()
+    try:
+        model = models.load(MODELS[name], allow_fallback=False)
+    except (models.ModelUnavailableError, OSError, ValueError) as e:
+        return [{"label": name, "present": False, "reason": f"{type(e).__name__}: {e}"}]
+    load_s = time.perf_counter() - t0
+    second = _second_text() if "second text" in controls else None
+    run = {"root": root, "progress": progress, "n_jobs": n_jobs}
+    entries = [_run_entry(name, name, None, model, text, p, load_s, **run, exactness=_exactness(model, text))]
+    for control in controls:
+        label = f"{name} ({control})"
+        t0 = time.perf_counter()
+        try:
+            if control == "second text" and isinstance(second, Exception):
+                raise NotImplementedError(f"{type(second).__name__}: {second}")
+            m = _control(control, model, text, p, seed)
+        except NotImplementedError as e:
+            entries.append({"label": label, "model": name, "control": control, "present": False, "reason": str(e)})
+            continue
+        shuffle = seed if control == "shuffled" else None
+        on = second if control == "second text" else text
+        entry = _run_entry(label, name, control, m, on, p, time.perf_counter() - t0, **run, shuffle=shuffle)
+        if control == "entropy-matched":
+            entry["matched_entropy"] = m.matched_entropy
+        entries.append(entry)
+    return entries
+
+
+def _check_controls(controls) -> tuple[str, ...]:
+    """``controls`` as a tuple of names of :data:`CONTROLS` (True: all of them, False: none); ValueError else."""
     controls = CONTROLS if controls is True else () if controls is False else tuple(controls)
     if any(c not in CONTROLS for c in controls):
         raise ValueError(f"controls: must be names of {CONTROLS} (or True / False), got {list(controls)}")
-    p = get_preset(preset)
+    return controls
+
+
+def write_manifest(entries: list[dict], preset="reduced", *, seed: int = 0, text=None, seconds: float, root=None):
+    """Write the manifest of ``entries`` (those of :func:`model_entries`, in the order of :data:`MODELS`) to
+    :func:`manifest_path` of ``preset`` under ``root``, whole or not at all; return it. ``seconds``: what the runs
+    took; ``text`` and ``seed``: those the entries were run with (the default text when None)."""
+    from attnlimits.models import texts
+
     text = texts.load() if text is None else text
-    second = _second_text() if "second text" in controls else None
-    entries, started = [], time.perf_counter()
-    for name in names:
-        t0 = time.perf_counter()
-        try:
-            model = models.load(MODELS[name], allow_fallback=False)
-        except (models.ModelUnavailableError, OSError, ValueError) as e:
-            entries.append({"label": name, "present": False, "reason": f"{type(e).__name__}: {e}"})
-            continue
-        load_s = time.perf_counter() - t0
-        check = _exactness(model, text)
-        run = {"root": root, "progress": progress, "n_jobs": n_jobs}
-        entries.append(_run_entry(name, name, None, model, text, p, load_s, **run, exactness=check))
-        for control in controls:
-            label = f"{name} ({control})"
-            t0 = time.perf_counter()
-            try:
-                if control == "second text" and isinstance(second, Exception):
-                    raise NotImplementedError(f"{type(second).__name__}: {second}")
-                m = _control(control, model, text, p, seed)
-            except NotImplementedError as e:
-                entries.append({"label": label, "model": name, "control": control, "present": False, "reason": str(e)})
-                continue
-            shuffle = seed if control == "shuffled" else None
-            on = second if control == "second text" else text
-            entry = _run_entry(label, name, control, m, on, p, time.perf_counter() - t0, **run, shuffle=shuffle)
-            if control == "entropy-matched":
-                entry["matched_entropy"] = m.matched_entropy
-            entries.append(entry)
-        del model
     manifest = {
-        "preset": p.as_dict(),
+        "preset": get_preset(preset).as_dict(),
         "text": text.provenance.as_dict() if hasattr(text, "provenance") else None,
         "seed": seed,
-        "models": entries,
-        "seconds": round(time.perf_counter() - started, 2),
+        "models": list(entries),
+        "seconds": round(seconds, 2),
     }
-    _write_manifest(manifest, root)
+    path = _manifest_file(manifest["preset"]["name"], root)
+    cache.write_text(path, json.dumps(manifest, indent=2, default=str))
     return manifest
 
 
@@ -391,12 +433,6 @@ def _run_entry(
     }
 
 
-def _write_manifest(manifest: dict, root=None) -> Path:
-    """Write ``manifest`` to :func:`manifest_path` of its preset under ``root`` (whole or not at all)."""
-    path = _manifest_file(manifest["preset"]["name"], root)
-    return cache.write_text(path, json.dumps(manifest, indent=2, default=str))
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # the typed result
 # ----------------------------------------------------------------------------------------------------------------
@@ -414,7 +450,8 @@ class SeveralModels:
 
     def save(self, root) -> Path:
         """Write the manifest to ``<root>/models-<preset>.json`` (:func:`manifest_path`); its path."""
-        return _write_manifest(self.manifest, root)
+        path = _manifest_file(self.manifest["preset"]["name"], root)
+        return cache.write_text(path, json.dumps(self.manifest, indent=2, default=str))
 
     @classmethod
     def load(cls, root, preset="reduced") -> SeveralModels:
