@@ -220,6 +220,34 @@ def test_search_tries_every_n_up_to_n_max(guess):
         assert stop.value == 29 and 28 in asked
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_looking_ahead_finds_the_critical_n_of_one_n_per_round_in_fewer_rounds(monkeypatch, seed):
+    """Algorithm 3's rounds evaluate the N each search would ask after either outcome too: on p-values that rise
+    with N through noise (so a search may cross the level more than once), the critical N are those of one N per
+    round, and the rounds fewer."""
+    from attnlimits.experiments import algorithms
+
+    rng = np.random.default_rng(seed)
+    p_of = {}  # (reading, N, L) -> p: rising with N / L, noisy
+
+    def evaluate(windows, todo, *args, **kwargs):
+        rounds.append(len(todo))
+        for key in todo:
+            p_of.setdefault(key, float(np.clip(key[1] / key[2] - 0.3 + rng.normal(0, 0.15), 0, 1)))
+        return {key: (0.0, p_of[key]) for key in todo}, []
+
+    monkeypatch.setattr(algorithms, "check_windows", lambda windows: None)
+    monkeypatch.setattr(algorithms, "_evaluate_ks", evaluate)
+    found = {}
+    for depth in (1, 2):
+        monkeypatch.setattr(algorithms, "LOOKAHEAD", depth)
+        rounds = []
+        critical = experiments.critical_n([], [32, 64, 128, 256, 1024], (0.05, 0.01))[1]
+        found[depth] = (critical["critical_N"].tolist(), len(rounds))
+    assert found[2][0] == found[1][0]
+    assert found[2][1] < 0.75 * found[1][1], found
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # tiny random models against the literal reference
 # ---------------------------------------------------------------------------------------------------------------

@@ -495,6 +495,31 @@ def critical_search(L: int, level: float, guess: int | None = None, n_max: int |
     return hi
 
 
+#: How many of its decisions ahead each search of Algorithm 3 is evaluated: a round computes the N a search asks
+#: next and, for each outcome, the N it would ask after it (2**LOOKAHEAD - 1 per search and round), so a search
+#: takes about 1/LOOKAHEAD of the rounds, each reading every layer once. The critical N are those of one N per
+#: round: a search only ever reads the p-values of the N it asks.
+LOOKAHEAD = 2
+
+
+def _wanted(search: tuple, known: dict[int, float], depth: int) -> tuple[set[int], int | None]:
+    """Replay :func:`critical_search` (its arguments ``search``) on the p-values ``known`` so far: the N it asks
+    next that are not known, ``depth`` decisions ahead, and ``(set(), answer)`` once it has its answer."""
+    chain = critical_search(*search)
+    try:
+        n = next(chain)
+        while n in known:
+            n = chain.send(known[n])
+    except StopIteration as stop:
+        return set(), stop.value
+    wanted = {n}
+    if depth > 1:
+        level = search[1]
+        for outcome in (level, -1.0):  # p >= level, p < level
+            wanted |= _wanted(search, {**known, n: outcome}, depth - 1)[0]
+    return wanted, None
+
+
 #: The readings Algorithm 3 searches a critical N for. ``E`` is evaluated on every row that counts (or on the row
 #: sample of a preset's ``row_stride``); ``E_full`` and ``E_perm`` (with the d~ they are compared with) on the
 #: stratified row sample of :func:`sample_rows` with blocks of :data:`CRITICAL_STRIDE` rows (or :data:`COARSER`
@@ -528,7 +553,8 @@ def critical_n(
     (:data:`CRITICAL_READINGS`). Lengths are solved
     shortest first; each (L, reading, level) runs :func:`critical_search`, guided by the critical fraction N/L
     found at the previous length (the first length brackets by doubling). The searches of one L run side by side
-    in rounds; a round reads every layer once and evaluates every reading at every N it was asked for. Returns
+    in rounds; a round reads every layer once and evaluates every reading at every N its searches ask in their
+    next :data:`LOOKAHEAD` decisions. Returns
     ``(scan, critical, heads)``: scan ``L, N, reading, ks_stat, p_value, window`` (one row per N evaluated),
     critical ``L, reading, ks_level, critical_N, window`` (``window = "all"``: the pooled test over the run's
     windows), and heads ``window, layer, head, L, N, reading, rows, d_tilde, expected`` (each window's per-head
@@ -548,26 +574,26 @@ def critical_n(
     opts = {"exclude_sink": exclude_sink, "tokens": tokens, "precision": precision, "normalizer": normalizer}
     chains_of = [(r, float(lv)) for r in readings for lv in levels]
     for L in sorted(int(v) for v in lengths):
-        chains, pending = {}, {}
+        searches = {}
         for key in chains_of:
             guess = round(fraction[key] * L) if key in fraction else None
-            chains[key] = critical_search(L, key[1], guess, n_max=L - 1 - first)
-            pending[key] = next(chains[key])
-        while pending:
-            todo = {(r, n, L) for (r, _), n in pending.items() if (r, n, L) not in results}
+            searches[key] = (L, key[1], guess, L - 1 - first)
+        while searches:
+            todo = set()
+            for key, search in list(searches.items()):
+                known = {n: p for (r, n, at), (_, p) in results.items() if r == key[0] and at == L}
+                wanted, answer = _wanted(search, known, LOOKAHEAD)
+                if wanted:
+                    todo |= {(key[0], n, L) for n in wanted}
+                    continue
+                del searches[key]
+                answers[(L, *key)] = answer
+                if answer is not None:
+                    fraction[key] = answer / L
             if todo:
                 found, records = _evaluate_ks(windows, todo, first, opts, seed, progress, n_jobs, row_stride)
                 results.update(found)
                 heads += records
-            nxt = {}
-            for key, n in pending.items():
-                try:
-                    nxt[key] = chains[key].send(results[(key[0], n, L)][1])
-                except StopIteration as stop:
-                    answers[(L, *key)] = stop.value
-                    if stop.value is not None:
-                        fraction[key] = stop.value / L
-            pending = nxt
     scan = pd.DataFrame(
         [(L, n, r, s, p, "all") for (r, n, L), (s, p) in results.items()],
         columns=["L", "N", "reading", "ks_stat", "p_value", "window"],
