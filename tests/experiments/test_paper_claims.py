@@ -403,3 +403,35 @@ def test_a_ratio_interval_is_taken_on_the_log_scale():
     assert logged.value == pytest.approx(plain.value, rel=1e-12)
     assert logged.lo * logged.hi == pytest.approx(logged.value**2, rel=1e-9)
     assert (logged.units, logged.method) == (6, rp.rules.METHOD)
+
+
+def _labelled(res, text, preset_name):
+    """``res`` as a run of ``text`` with the preset ``preset_name`` (what :func:`rp.run_label` reads)."""
+    about = {**res.provenance, "text": {"name": text}, "preset": {**PRESET, "name": preset_name}}
+    return dataclasses.replace(res, provenance=about)
+
+
+def test_claims_across_runs_put_each_runs_verdict_side_by_side_and_compare_the_last_two():
+    book = _labelled(_results(), "docs", "paper")
+    first = _labelled(_results(gradient=_gradient(slope=0.3)), "docs", "reduced")
+    second = _labelled(_results(), "kjv", "reduced")
+    table = rp.across_runs([book, first, second], ["3", "4"])
+    labels = ["docs, paper preset, 4 windows", "docs, reduced preset, 4 windows", "kjv, reduced preset, 4 windows"]
+    assert list(table.columns) == ["key", *labels, "same verdict"]
+    assert list(table.key) == ["fig3-plateau", "fig3-bounds", "fig4-slope", "fig4-drop", "fig4-printed-bound"]
+    row = table.set_index("key").loc["fig4-slope"]
+    assert row[labels[1]] == f"{rp.NOT}: -0.3 [-0.3, -0.3]" and row[labels[2]].startswith(f"{rp.REPRODUCED}: -1 [")
+    # only the slope differs between the two texts at one preset; the paper preset's column is not compared
+    assert dict(zip(table.key, table["same verdict"], strict=True)) == {
+        "fig3-plateau": True,
+        "fig3-bounds": True,
+        "fig4-slope": False,
+        "fig4-drop": True,
+        "fig4-printed-bound": True,
+    }
+    assert table.set_index("key").loc["fig3-bounds", labels[0]].startswith(f"{rp.HOLDS}: ")  # no interval
+    assert not table.set_index("key").loc["fig3-bounds", labels[0]].endswith("]")
+    # the book's own preset read twice is shown once
+    assert list(rp.across_runs([second, second, book], ["3"]).columns) == ["key", labels[2], labels[0], "same verdict"]
+    with pytest.raises(ValueError, match="at least two different runs"):
+        rp.across_runs([book, book])

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from attnlimits.core.normalizers import check_normalizer
-from attnlimits.experiments.presets import Preset, get_preset, validate_grid
+from attnlimits.experiments.presets import Preset, book_preset, get_preset, validate_grid
 from attnlimits.experiments.tables import Results, compute, provenance_of
 from attnlimits.infra import cache, provenance
 from attnlimits.infra.progress import check_jobs
@@ -17,7 +17,18 @@ from attnlimits.models import describing, texts
 from attnlimits.models import windows as hf_windows
 from attnlimits.models.capturing import TOKENS, Capture, dtype_of
 
-__all__ = ["CODE", "capture_windows", "code", "results", "results_folder", "run", "run_arrays"]
+__all__ = [
+    "CODE",
+    "capture_windows",
+    "code",
+    "results",
+    "results_folder",
+    "run",
+    "on_two_texts",
+    "run_arrays",
+    "second_text",
+    "second_text_preset",
+]
 
 #: The module whose code (with what it imports) computes the experiments' tables; the results cache keys on it and
 #: on the capture module of the model (:mod:`attnlimits.models.windows` or :mod:`attnlimits.models.lens`).
@@ -384,3 +395,34 @@ def results(
         save=lambda res, folder: res.save(folder),
         load=Results.load,
     )
+
+
+def second_text(model, preset: str | Preset | None = None, **options) -> tuple[Results | None, str]:
+    """:func:`results` of ``model`` on the book's second text, the King James Version
+    (:func:`attnlimits.models.texts.load` of ``"kjv"``: narrative English, like the paper's novel, that needs no
+    network), with ``preset`` (:func:`attnlimits.experiments.presets.second_text_preset` by default) and
+    :func:`results`'s ``options``: ``(results, "")``, or ``(None, why)`` where the text cannot be read here. It never
+    falls back to another text: the comparison would read the first text twice."""
+    try:
+        text = texts.load(texts.KJV, allow_fallback=False)
+    except texts.TextUnavailableError as e:
+        return None, f"the second text ({texts.KJV_TITLE}) is not read here: {e}"
+    return results(model, text, second_text_preset() if preset is None else preset, **options), ""
+
+
+def on_two_texts(model, text) -> tuple[list[Results], str]:
+    """``model`` on ``text`` and on the second text (:func:`second_text`), both with :func:`second_text_preset`
+    (one grid, so that what differs is the text's): ``([first, second], "")``, or ``([], why)`` where the second
+    text cannot be read here. Both runs are chapter 34's, read from the cache that ``make results`` fills."""
+    second, why = second_text(model)
+    if second is None:
+        return [], why
+    return [results(model, text, second_text_preset()), second], ""
+
+
+def second_text_preset() -> Preset:
+    """The preset the Experiments chapters read on their second text (:func:`second_text`): ``reduced`` (8 windows,
+    L <= 256: the run chapter 34 computes for its second-text control, so the book pays for it once) when the book
+    reads ``paper``, else the book's own preset (``quick``: a smoke run in seconds)."""
+    book = book_preset()
+    return get_preset("reduced") if book.name == "paper" else book

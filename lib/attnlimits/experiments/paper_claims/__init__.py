@@ -110,6 +110,7 @@ __all__ = [
     "TABLES",
     "VIOLATED",
     "Claim",
+    "across_runs",
     "assert_sentences",
     "claims",
     "critical_sensitivity",
@@ -123,6 +124,7 @@ __all__ = [
     "reading_predictions",
     "readings_claims",
     "rows_read",
+    "run_label",
     "save_tables",
 ]
 
@@ -155,6 +157,45 @@ def claims(res, figure: str | None = None) -> pd.DataFrame:
         raise ValueError(f"figure: must be one of {sorted(figures)} or None, got {figure!r}")
     chosen = [c for c in CLAIMS if figure is None or c.__name__.startswith(f"fig{figure}_")]
     return pd.DataFrame([c(res).as_dict() for c in chosen])
+
+
+def run_label(res) -> str:
+    """A run as a column heading: its text, preset and windows, e.g. "kjv, reduced preset, 8 windows"."""
+    about = res.provenance
+    return f"{about['text']['name']}, {about['preset']['name']} preset, {len(about['windows'])} windows"
+
+
+def across_runs(runs, figures=None, compare: tuple[int, int] = (-2, -1)) -> pd.DataFrame:
+    """The claims of :func:`claims` (those of ``figures``, e.g. ``["2a", "2b"]``; None: every claim) decided on
+    several runs, side by side: one row per claim (``key``), then per run (a column headed :func:`run_label`) its
+    verdict and number with its 95 % interval over that run's windows, e.g. "reproduced: 1.03 [1.01, 1.05]", and
+    ``same verdict``: whether the runs at the positions ``compare`` agree (the last two by default: two texts at
+    one preset, so that a difference is the text's and not the grid's). A run whose label repeats an earlier one's
+    (the book's own preset is the comparison's) is shown once."""
+    by_label = {}
+    for res in runs:
+        by_label.setdefault(run_label(res), res)
+    if len(by_label) < 2:
+        raise ValueError(f"runs: at least two different runs to compare, got {list(by_label)}")
+    tables = {
+        label: pd.concat([claims(res, f) for f in figures or [None]]).set_index("key")
+        for label, res in by_label.items()
+    }
+    first = next(iter(tables.values()))
+    out = pd.DataFrame({"key": first.index})
+    for label, table in tables.items():
+        out[label] = [_verdict_cell(table.loc[key]) for key in out["key"]]
+    a, b = (list(tables.values())[i] for i in compare)
+    out["same verdict"] = [bool(a.loc[key, "verdict"] == b.loc[key, "verdict"]) for key in out["key"]]
+    return out
+
+
+def _verdict_cell(row) -> str:
+    """A claim's verdict and number, with its interval where the rule reads one."""
+    if pd.isna(row["value"]):
+        return str(row["verdict"])
+    interval = "" if pd.isna(row["value_lo"]) else f" [{row['value_lo']:.3g}, {row['value_hi']:.3g}]"
+    return f"{row['verdict']}: {row['value']:.3g}{interval}"
 
 
 #: The tables :func:`save_tables` writes beside a run's own.
