@@ -72,6 +72,12 @@ pd.Series(al.models.facts(model), name="value").to_frame()
 # the hash on every later use. Offline it falls back to the Python reference manual's topic pages
 # (`pydoc_data.topics`), the longest English prose every Python installation carries.
 #
+# A reference manual is not a novel, so each Experiments chapter ends by reading a second text beside the first:
+# the King James Version of the Bible (`al.texts.load("kjv")`, 4.1 million characters of narrative English from
+# Debian's package `bible-kjv`, which `make setup` installs), both at the `reduced` preset of
+# {doc}`34_several_models` (8 windows of 256 tokens), so that a verdict that moved with the text would show.
+# Where the package is missing that section says so; it never reads the first text again in its place.
+#
 # An experiment reads `count` non-overlapping windows of `length` tokens spread evenly over the text, from the
 # first chapter (for a text without chapters, its beginning) to its end: window $i$ of $W$ starts at token
 # $i\,(n - L) / (W - 1)$ of the $n$ tokens, so that the windows, the independent units every interval of the book

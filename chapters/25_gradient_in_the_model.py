@@ -24,7 +24,9 @@
 #
 # **Data:** the pretrained model and the text named in the banner below (GPT-2 on *War and Peace* when they can
 # be loaded, else the offline fallbacks), the book's `paper` preset: 12 windows spread evenly over the whole text,
-# the first 256 tokens of each, every row, every layer and every head.
+# the first 256 tokens of each, every row, every layer and every head. The last section
+# also reads a second text, the King James Version (Debian's package `bible-kjv`), beside the first, at the
+# `reduced` preset (8 windows of 256 tokens).
 #
 # How much does attention move when its logits move a little, and how does that depend on the temperature? The
 # paper's Figure 4 {cite}`mudarisov2025limitations` perturbs the logits of every head of GPT-2 and reports that
@@ -208,3 +210,32 @@ _ = paper_claims.assert_sentences({
 #   because a maximum over heads has none that is valid. The per-window alternative (the table's last column,
 #   its slope and drop printed above) lets one passage of text set the curve; it is not what the paper computes,
 #   and it would keep moving as more windows are read.
+
+# %% [markdown]
+# ## On a second text
+#
+# Are these verdicts the Python documentation's? The same model also reads a second text, the King James Version
+# of the Bible: narrative English, like the paper's novel, from Debian's package `bible-kjv`, which `make setup`
+# installs (where it is missing, this section says so and shows nothing; it never reads another text instead).
+# Both texts are read at the `reduced` preset, chapter 34's runs ({doc}`34_several_models`): 8 windows of 256
+# tokens spread over each text. Between the last two columns only the text changes; the first column is this
+# chapter's run, on the longer grid, so where it differs from the second the grid did it. Each cell is a verdict
+# with its number and the 95 % interval over that run's windows.
+
+# %%
+pair, why = al.experiments.runs.on_two_texts(model, text)
+across = paper_claims.across_runs([res, *pair], ["4"]) if pair else None
+Markdown(paper_claims.markdown(across, columns=list(across)) if pair else why)
+
+# %% tags=["remove-cell"]
+if pair:
+    same = bool(across["same verdict"].all())
+    _ = paper_claims.assert_sentences(
+        {"the second text changes no verdict of Figure 4": same},
+        described=paper_claims.describes(res),
+    )
+
+# %% [markdown]
+# At one grid the second text changes no verdict of Figure 4: what this chapter finds on the Python
+# documentation, it finds on the King James Bible.
+

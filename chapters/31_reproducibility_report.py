@@ -91,6 +91,29 @@ columns = ("figure", "paper", "measured", "verdict")
 Markdown(paper_claims.markdown(experiment_claims, columns=columns))
 
 # %% [markdown]
+# The same claims on a second text, the King James Version (narrative English, like the paper's novel), beside
+# the first at one grid, the `reduced` preset of {doc}`34_several_models` (8 windows of 256 tokens each): between
+# the last two columns only the text changes, and `same verdict` compares them. The first column is the run above.
+
+# %%
+pair, why = al.experiments.runs.on_two_texts(model, text)
+across = paper_claims.across_runs([res, *pair]) if pair else None
+Markdown(paper_claims.markdown(across, columns=list(across)) if pair else why)
+
+# %% tags=["remove-cell"]
+if pair:
+    same = bool(across["same verdict"].all())
+    _ = paper_claims.assert_sentences(
+        {"the second text changes no verdict of the experiments": same},
+        described=paper_claims.describes(res),
+    )
+
+# %% [markdown]
+# At one grid the second text changes no verdict: what the Experiments part finds on the Python documentation it
+# finds on the King James Bible. Where the first column differs from the second, the grid did it (a longer
+# context, more windows), not the text.
+
+# %% [markdown]
 # ## Every claim of the paper, one table
 #
 # The table below is built by `book_claims.claims` from the check verdicts and the experiments' results computed
