@@ -386,13 +386,11 @@ if paper_claims.describes(res):
 # with its number and the 95 % interval over that run's windows.
 
 # %%
-pair, why = al.experiments.runs.on_two_texts(model, text)
-across = paper_claims.across_runs([res, *pair], ["2a", "2b"]) if pair else None
-Markdown(paper_claims.markdown(across, columns=list(across)) if pair else why)
+texts_table, same = paper_claims.on_a_second_text(model, text, res, ["2a", "2b"])
+Markdown(texts_table)
 
 # %% tags=["remove-cell"]
-if pair:
-    same = bool(across["same verdict"].all())
+if same is not None:
     _ = paper_claims.assert_sentences(
         {"the second text changes no verdict of Figures 2a and 2b": same},
         described=paper_claims.describes(res),

@@ -259,13 +259,11 @@ if paper_claims.describes(res):
 # with its number and the 95 % interval over that run's windows.
 
 # %%
-pair, why = al.experiments.runs.on_two_texts(model, text)
-across = paper_claims.across_runs([res, *pair], ["2c"]) if pair else None
-Markdown(paper_claims.markdown(across, columns=list(across)) if pair else why)
+texts_table, same = paper_claims.on_a_second_text(model, text, res, ["2c"])
+Markdown(texts_table)
 
 # %% tags=["remove-cell"]
-if pair:
-    same = bool(across["same verdict"].all())
+if same is not None:
     _ = paper_claims.assert_sentences(
         {"the second text changes no verdict of Figure 2c": same},
         described=paper_claims.describes(res),

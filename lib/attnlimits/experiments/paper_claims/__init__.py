@@ -121,6 +121,7 @@ __all__ = [
     "g_quantile",
     "loglog_slope",
     "markdown",
+    "on_a_second_text",
     "reading_predictions",
     "readings_claims",
     "rows_read",
@@ -188,6 +189,20 @@ def across_runs(runs, figures=None, compare: tuple[int, int] = (-2, -1)) -> pd.D
     a, b = (list(tables.values())[i] for i in compare)
     out["same verdict"] = [bool(a.loc[key, "verdict"] == b.loc[key, "verdict"]) for key in out["key"]]
     return out
+
+
+def on_a_second_text(model, text, res, figures=None) -> tuple[str, bool | None]:
+    """The table a page shows in its section on the second text, as markdown: :func:`across_runs` of ``res`` (the
+    page's run of ``model`` on ``text``) beside ``model`` on ``text`` and on the King James Version at one grid
+    (:func:`attnlimits.experiments.runs.on_two_texts`), for the claims of ``figures``; and whether the second text
+    changes no verdict (None, with the reason in place of the table, where it cannot be read here)."""
+    from attnlimits.experiments import runs
+
+    pair, why = runs.on_two_texts(model, text)
+    if not pair:
+        return why, None
+    table = across_runs([res, *pair], figures)
+    return markdown(table, columns=list(table.columns)), bool(table["same verdict"].all())
 
 
 def _verdict_cell(row) -> str:
