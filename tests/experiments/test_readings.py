@@ -124,6 +124,19 @@ def test_permutation_keeps_the_weights_and_moves_them(blocks):
     assert not torch.allclose(null[:, 5:], own[:, 5:])
 
 
+@pytest.mark.parametrize("window", [None, 5])
+def test_a_rows_permutation_null_is_the_same_whichever_rows_are_read_with_it(blocks, window):
+    """Each row draws its permutations from a stream of its own, so a row sample, another block split or a bin
+    gives it the same value as the whole window (what lets Algorithm 3 evaluate rows in any grouping)."""
+    alpha, x = _causal(2, 40, 3, 2.0, seed=9)
+    whole = rowstats.permuted_distance(alpha, x, [2, 5], samples=3, seed=4, window=window)
+    at = torch.tensor([7, 19, 20, 33])
+    part = rowstats.permuted_distance(alpha[:, at], x, [2, 5], samples=3, seed=4, window=window, positions=at)
+    torch.testing.assert_close(part, whole[:, :, at], rtol=0, atol=0)
+    other = rowstats.permuted_distance(alpha[:, at], x, [2, 5], samples=3, seed=5, window=window, positions=at)
+    assert not torch.equal(other, part)
+
+
 @pytest.mark.parametrize("window", [None, 4])
 def test_readings_respect_sliding_windows_and_rows(blocks, window):
     """Sliding windows and ``positions`` give the same rows as the full causal layer."""

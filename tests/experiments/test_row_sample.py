@@ -212,3 +212,19 @@ def test_kernels_computed_bin_by_bin_equal_one_call(windows):
             for (whole, by_bin), dim in zip(parts, dims or (-1, -1, -1), strict=False):
                 counted = (at >= 6).nonzero().squeeze(-1)  # rows with more tokens than any N (the others are not read)
                 torch.testing.assert_close(by_bin.index_select(dim, counted), whole.index_select(dim, counted))
+
+
+def test_looking_ahead_reads_the_same_p_values_and_finds_the_same_critical_n(windows, monkeypatch):
+    """Algorithm 3 evaluating two decisions ahead reads, at every (L, N, reading) it shares with one N per round,
+    the same p-value (the permutation null E_perm included: its rows draw alike in any grouping), and so finds the
+    same critical N."""
+    found = {}
+    for depth in (1, 2):
+        monkeypatch.setattr(algorithms, "LOOKAHEAD", depth)
+        found[depth] = experiments.critical_n(windows, [64, 100], seed=3, row_stride=8)
+    (scan, critical, _), (ahead, critical_ahead, _) = found[1], found[2]
+    pd.testing.assert_frame_equal(critical_ahead, critical)
+    both = scan.merge(ahead, on=["L", "N", "reading"], suffixes=("", "_ahead"))
+    assert len(both) == len(scan) < len(ahead) and "E_perm" in set(both.reading)
+    np.testing.assert_array_equal(both.p_value_ahead.to_numpy(), both.p_value.to_numpy())
+

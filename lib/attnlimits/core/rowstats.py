@@ -360,6 +360,22 @@ def _random_order(visible: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return keys.argsort(-1)
 
 
+def _row_orders(visible: torch.Tensor, t: torch.Tensor, seed: int, samples: int, width: int | None) -> torch.Tensor:
+    """(samples, B, c) int64: as :func:`_random_order`, but row i (at position ``t[i]``) draws its keys from a
+    stream of its own, numpy's ``default_rng([seed, t[i]])``: ``width`` keys per sample (its t + 1 columns under
+    the visible counting), so a row's orders are the same in any call that reads it."""
+    if seed < 0:
+        raise ValueError(f"seed: must be an integer >= 0, got {seed!r}")
+    B, c = visible.shape
+    keys = np.zeros((samples, B, c))
+    for i, at in enumerate(t.tolist()):
+        drawn = np.random.default_rng([seed, at]).random((samples, width or at + 1))
+        keys[:, i, : drawn.shape[-1]] = drawn[:, :c]
+    keys = torch.from_numpy(keys).to(visible.device)
+    keys = torch.where(visible, keys, 2.0 + torch.arange(c, device=visible.device, dtype=torch.float64))
+    return keys.argsort(-1)
+
+
 def _inverse(order: torch.Tensor) -> torch.Tensor:
     """The ranks of a permutation per row: ``rank[order[k]] = k``."""
     B, c = order.shape
@@ -431,7 +447,9 @@ def permuted_distance(
     permutations per row (the same for every head): ``(len(ns), H, R)``.
 
     It keeps how concentrated a head's weights are and removes which tokens carry them: d~ against this null
-    measures selection by content, not the shape of the weights. Seeded: the same call repeats exactly.
+    measures selection by content, not the shape of the weights. Seeded per row (:func:`_row_orders`): a row's
+    permutations depend only on ``seed`` and its position, so a row has one value however the rows are split into
+    calls, blocks or bins (Algorithm 3 evaluates different rows together depending on its search).
     """
     positions = _check_positions(alpha, x, positions)
     samples = _check_samples(samples)
@@ -439,16 +457,16 @@ def permuted_distance(
     ns = [int(n) for n in ns]
     xx = (x * x).sum(-1)
     out = x.new_zeros(len(ns), H, R)
-    gen = torch.Generator().manual_seed(int(seed))
     columns = alpha.shape[-1] if _check_counting(counting) == "row" else None
     for r0, r1, t, c in _blocks(R, positions, x.device, columns):
         a, xb = alpha[:, r0:r1, :c], x[:, :c]
         visible = _visible(t, c, first, window, counting)
         B = visible.shape[0]
         by_column = torch.where(visible, 0, 1).argsort(dim=-1, stable=True)  # tokens in column order, then the rest
-        for _ in range(samples):
+        orders = _row_orders(visible, t, int(seed), samples, columns)
+        for order in orders:
             # the k-th token in column order takes the weight of the k-th token in a random order; others stay
-            sigma = torch.empty_like(by_column).scatter_(-1, by_column, _random_order(visible, gen))
+            sigma = torch.empty_like(by_column).scatter_(-1, by_column, order)
             permuted = a.gather(-1, sigma.expand(H, B, c))
             out[:, :, r0:r1] += _dtilde_block(permuted, xb, xx[:, :c], visible, _selections(permuted, visible, ns))
     return out / samples

@@ -135,11 +135,13 @@ def by_bins(
     """``fn(alpha, x, *args, positions=positions, **kwargs)`` (a kernel of :mod:`attnlimits.core.rowstats` under
     the visible counting) computed bin by bin (:func:`position_bins`), each bin on the columns its rows see, and put
     back together along the rows (the last dimension, or ``row_dims``, one per part of a tuple result; None parts
-    stay None). A seeded kernel draws bin k from ``seed + 104729 k``."""
+    stay None). A seeded kernel draws bin k (rows below :data:`SAMPLE_FROM`: k = 0, then k = 1, 2... for each
+    doubling; the same k for the same positions whichever bins hold rows) from ``seed + 104729 k``."""
     parts = []
-    for k, rows in enumerate(position_bins(positions)):
+    for rows in position_bins(positions):
         at = positions[rows]
         top = int(at[-1]) + 1
+        k = (int(at[0]) // SAMPLE_FROM).bit_length()
         drawn = {} if seed is None else {"seed": seed + 104_729 * k}
         parts.append(fn(alpha[:, rows, :top], x[:, :top], *args, positions=at, **drawn, **kwargs))
     if isinstance(parts[0], tuple):
@@ -498,7 +500,8 @@ def critical_search(L: int, level: float, guess: int | None = None, n_max: int |
 #: How many of its decisions ahead each search of Algorithm 3 is evaluated: a round computes the N a search asks
 #: next and, for each outcome, the N it would ask after it (2**LOOKAHEAD - 1 per search and round), so a search
 #: takes about 1/LOOKAHEAD of the rounds, each reading every layer once. The critical N are those of one N per
-#: round: a search only ever reads the p-values of the N it asks.
+#: round: a search only ever reads the p-values of the N it asks, and a p-value does not depend on what else its
+#: round evaluates (the permutation null draws each row alike in any grouping, :func:`rowstats.permuted_distance`).
 LOOKAHEAD = 2
 
 
