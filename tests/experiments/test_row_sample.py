@@ -227,4 +227,3 @@ def test_looking_ahead_reads_the_same_p_values_and_finds_the_same_critical_n(win
     both = scan.merge(ahead, on=["L", "N", "reading"], suffixes=("", "_ahead"))
     assert len(both) == len(scan) < len(ahead) and "E_perm" in set(both.reading)
     np.testing.assert_array_equal(both.p_value_ahead.to_numpy(), both.p_value.to_numpy())
-
