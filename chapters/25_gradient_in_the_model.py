@@ -219,8 +219,8 @@ _ = paper_claims.assert_sentences({
 # installs (where it is missing, this section says so and shows nothing; it never reads another text instead).
 # Both texts are read at the `reduced` preset, chapter 34's runs ({doc}`34_several_models`): 8 windows of 256
 # tokens spread over each text. Between the last two columns only the text changes; the first column is this
-# chapter's run, on the longer grid, so where it differs from the second the grid did it. Each cell is a verdict
-# with its number and the 95 % interval over that run's windows.
+# chapter's run, at the `paper` preset, so where it differs from the second the preset did it (its grid and its
+# windows), not the text. Each cell is a verdict with its number and the 95 % interval over that run's windows.
 
 # %%
 texts_table, same = paper_claims.on_a_second_text(model, text, res, ["4"])

@@ -108,8 +108,8 @@ if same is not None:
 
 # %% [markdown]
 # At one grid the second text changes no verdict: what the Experiments part finds on the Python documentation it
-# finds on the King James Bible. Where the first column differs from the second, the grid did it (a longer
-# context, more windows), not the text.
+# finds on the King James Bible. Where the first column differs from the second, the preset did it (its grid
+# and its windows), not the text.
 
 # %% [markdown]
 # ## Every claim of the paper, one table
