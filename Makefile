@@ -61,16 +61,16 @@ test-fresh-chapter: setup
 ## current. `attnlimits results` runs the pipeline of attnlimits.reporting.book_results, in this order:
 ## - experiments: the Experiments part's numbers (Algorithms 1-5, the "paper" preset or
 ##   $ATTNLIMITS_EXPERIMENTS_PRESET, with and without the attention sink, from one capture, Algorithm 5 and the sink
-##   weights shared by both; about 16 minutes) for the default model and text;
+##   weights shared by both; 16-21 minutes) for the default model and text;
 ## - training, alternatives: chapters 32, 33 and 36 (the reduced preset or $ATTNLIMITS_PRESET);
 ## - models: chapter 34, every model that loads and its four controls (the reduced preset: eight windows; SmolLM2
-##   about 14 minutes, Gemma-3-270M about 8);
+##   14-19 minutes, Gemma-3-270M 8-10);
 ## - long-context: chapter 35, both offline models from 1,024 tokens up to 8,192 on a sample of query rows
 ##   (about 4-5 minutes);
 ## - claims: the introduction's claims table (chapters/_generated/claims.md): every check's verdict and the
 ##   experiments'.
 ## --jobs -1 runs the studies' parts (each study; each model of chapter 34) longest first in one worker process per
-## core, then each study's last step here: about 24 minutes on 2 cores from an empty cache (36 one study at a time).
+## core, then each study's last step here: 24-30 minutes on 2 cores from an empty cache (36 one study at a time).
 ## `attnlimits results --study NAME[,NAME...] --preset NAME` computes some of them, or with another preset.
 results: setup
 	$(BIN)/attnlimits results --jobs -1
