@@ -445,6 +445,7 @@ def test_a_page_on_a_second_text_shows_the_table_or_why_it_is_missing(monkeypatc
     monkeypatch.setattr(runs, "on_two_texts", lambda model, text: ([first, second], ""))
     table, same = rp.on_a_second_text("model", "docs", book, ["3"])
     assert same is True and table.splitlines()[2].startswith("| fig3-plateau | reproduced: ")
+    assert table.splitlines()[2].endswith("| yes |")
     assert "kjv, reduced preset, 4 windows" in table.splitlines()[0]
     changed = _labelled(_results(separability=_separability(level=0.3)), "kjv", "reduced")
     monkeypatch.setattr(runs, "on_two_texts", lambda model, text: ([first, changed], ""))

@@ -202,7 +202,8 @@ def on_a_second_text(model, text, res, figures=None) -> tuple[str, bool | None]:
     if not pair:
         return why, None
     table = across_runs([res, *pair], figures)
-    return markdown(table, columns=list(table.columns)), bool(table["same verdict"].all())
+    shown = table.assign(**{"same verdict": table["same verdict"].map({True: "yes", False: "no"})})
+    return markdown(shown, columns=list(table.columns)), bool(table["same verdict"].all())
 
 
 def _verdict_cell(row) -> str:
