@@ -23,8 +23,8 @@ __all__ = [
     "code",
     "results",
     "results_folder",
-    "run",
     "on_two_texts",
+    "run",
     "run_arrays",
     "second_text",
     "second_text_preset",
@@ -400,7 +400,7 @@ def results(
 def second_text(model, preset: str | Preset | None = None, **options) -> tuple[Results | None, str]:
     """:func:`results` of ``model`` on the book's second text, the King James Version
     (:func:`attnlimits.models.texts.load` of ``"kjv"``: narrative English, like the paper's novel, that needs no
-    network), with ``preset`` (:func:`attnlimits.experiments.presets.second_text_preset` by default) and
+    network), with ``preset`` (:func:`second_text_preset` by default) and
     :func:`results`'s ``options``: ``(results, "")``, or ``(None, why)`` where the text cannot be read here. It never
     falls back to another text: the comparison would read the first text twice."""
     try:
