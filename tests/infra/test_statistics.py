@@ -168,6 +168,24 @@ def test_ks_pvalue_equals_ks_test_exactly_with_and_without_ties():
         assert statistics.ks_pvalue(x, x + shift) == statistics.ks_test(x, x + shift)[1]
 
 
+def test_ks_pvalues_of_many_rows_equal_ks_test_on_each_rows_kept_heads():
+    """The vectorised p-values of Algorithm 3's bootstrap (one row per draw): each row its own kept heads, ties
+    between and within the samples, a row with a NaN, rows that keep no head (NaN)."""
+    rng = np.random.default_rng(1)
+    rows, heads = 60, 40
+    d = rng.integers(0, 6, size=(rows, heads)).astype(float)  # few distinct values: heavy ties
+    e = rng.integers(0, 6, size=(rows, heads)).astype(float)
+    e[::2] += rng.normal(0, 2, size=(rows // 2, heads))  # and rows without ties
+    keep = np.ones((rows, heads), bool)
+    keep[:20] = rng.random((20, heads)) < 0.7  # other patterns of kept heads
+    keep[20:23] = False
+    d[30, 5] = np.nan
+    p = statistics._ks_pvalue_rows(d, e, keep)
+    assert np.isnan(p[20:23]).all()
+    for i in [*range(20), *range(23, rows)]:
+        np.testing.assert_equal(p[i], statistics.ks_test(d[i, keep[i]], e[i, keep[i]])[1], err_msg=f"row {i}")
+
+
 def test_ks_pvalue_rejects_an_empty_sample():
     with pytest.raises(ValueError, match="non-empty"):
         statistics.ks_pvalue([], [1.0])

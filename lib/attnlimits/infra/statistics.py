@@ -413,12 +413,27 @@ def bootstrap_windows(
 _P_CACHE: dict[tuple[int, int, int], float] = {}
 
 
-def _scaled_ks(d: np.ndarray, e: np.ndarray) -> int:
-    """The two-sample KS statistic times ``len(d) * len(e)``, an exact integer (d and e sorted)."""
-    both = np.concatenate([d, e])
-    i = np.searchsorted(d, both, side="right").astype(np.int64)
-    j = np.searchsorted(e, both, side="right").astype(np.int64)
-    return int(np.abs(i * len(e) - j * len(d)).max())
+def _scaled_ks_rows(d: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """The two-sample KS statistic times ``n * m`` of each row pair of ``d`` (R, n) and ``e`` (R, m), as exact
+    integers (R,): the largest |m #{d <= v} - n #{e <= v}| over the rows' values v, read at the last of each run of
+    tied values in the rows' merged order (no NaN)."""
+    n, m = d.shape[1], e.shape[1]
+    both = np.concatenate([d, e], axis=1)
+    order = np.argsort(both, axis=1)  # the order within a run of ties does not matter: only its end is read
+    merged = np.take_along_axis(both, order, axis=1)
+    steps = np.cumsum(np.where(order < n, m, -n), axis=1)
+    last = np.ones(merged.shape, bool)
+    last[:, :-1] = merged[:, 1:] != merged[:, :-1]
+    return np.abs(np.where(last, steps, 0)).max(axis=1)
+
+
+def _memoised_p(scaled: int, d: np.ndarray, e: np.ndarray) -> float:
+    """The p-value of ``ks_test(d, e)`` whose KS statistic times ``len(d) * len(e)`` is ``scaled``, from
+    :data:`_P_CACHE` when that (statistic, sizes) was seen before."""
+    key = (int(scaled), len(d), len(e))
+    if key not in _P_CACHE:
+        _P_CACHE[key] = ks_test(d, e)[1]
+    return _P_CACHE[key]
 
 
 def ks_pvalue(d, e) -> float:
@@ -429,15 +444,32 @@ def ks_pvalue(d, e) -> float:
     exactly with numpy, and scipy is called on the samples themselves only the first time a (D n m, n, m) is seen.
     Samples with a NaN are passed to scipy every time (nothing to key on).
     """
-    d, e = np.sort(np.asarray(d, float)), np.sort(np.asarray(e, float))
+    d, e = np.asarray(d, float), np.asarray(e, float)
     if len(d) == 0 or len(e) == 0:
         raise ValueError(f"d, e: both samples must be non-empty, got sizes {len(d)} and {len(e)}")
     if np.isnan(d).any() or np.isnan(e).any():
         return ks_test(d, e)[1]
-    key = (_scaled_ks(d, e), len(d), len(e))
-    if key not in _P_CACHE:
-        _P_CACHE[key] = ks_test(d, e)[1]
-    return _P_CACHE[key]
+    return _memoised_p(_scaled_ks_rows(d[None], e[None])[0], d, e)
+
+
+def _ks_pvalue_rows(d: np.ndarray, e: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """:func:`ks_pvalue` of ``d[i, keep[i]]`` against ``e[i, keep[i]]`` for every row i (R, H), NaN where a row
+    keeps no head: the rows that keep the same heads in one vectorised pass (a row with a NaN on its own)."""
+    p = np.full(len(d), np.nan)
+    groups: dict[bytes, list[int]] = {}
+    for i, pattern in enumerate(np.packbits(keep, axis=1)):
+        groups.setdefault(pattern.tobytes(), []).append(i)
+    for rows in map(np.array, groups.values()):
+        pattern = keep[rows[0]]
+        if not pattern.any():
+            continue
+        dg, eg = d[np.ix_(rows, pattern)], e[np.ix_(rows, pattern)]
+        finite = ~(np.isnan(dg).any(axis=1) | np.isnan(eg).any(axis=1))
+        for i in np.flatnonzero(~finite):
+            p[rows[i]] = ks_test(dg[i], eg[i])[1]
+        for i, scaled in zip(np.flatnonzero(finite), _scaled_ks_rows(dg[finite], eg[finite]), strict=True):
+            p[rows[i]] = _memoised_p(scaled, dg[i], eg[i])
+    return p
 
 
 class _Scan:
@@ -498,26 +530,27 @@ class _Scan:
             raise ValueError(f"head_index: (layer, head) pairs {unknown[:5]} are not in the table at this L")
         return np.array([h in wanted for h in self.heads])
 
-    def p_values(self, reading: str, counts: np.ndarray, mask: np.ndarray):
-        """Yield ``(N, p)`` at each evaluated N in ascending order (N where no kept head has rows are skipped)."""
+    def critical(self, reading: str, levels: Sequence[float], counts: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """The smallest evaluated N with p >= level, for each row of ``counts`` (D, W: multiplicities of the
+        windows, one draw per row) and each of ``levels``: an int array (D, len(levels)), -1 where no evaluated N
+        reaches the level. N where a draw keeps no head with rows are skipped for that draw; the scan stops at the N
+        that settles the last draw and level."""
+        counts = np.atleast_2d(counts)
+        found = np.full((len(counts), len(levels)), -1)
         for k, n in enumerate(self.N):
-            total = counts @ self.rows[reading][k]
-            keep = mask & (total > 0)
-            if keep.any():
-                d = (counts @ self.d_tilde[reading][k])[keep] / total[keep]
-                e = (counts @ self.readings[reading][k])[keep] / total[keep]
-                yield n, ks_pvalue(d, e)
-
-    def critical(self, reading: str, levels: Sequence[float], counts: np.ndarray, mask: np.ndarray) -> list:
-        """The smallest evaluated N with p >= level, for each of ``levels`` (None where none); stops at the N that
-        settles the last of them."""
-        found: list[int | None] = [None] * len(levels)
-        for n, p in self.p_values(reading, counts, mask):
-            for i, level in enumerate(levels):
-                if found[i] is None and p >= level:
-                    found[i] = n
-            if all(f is not None for f in found):
+            open_ = np.flatnonzero((found < 0).any(axis=1))
+            if not len(open_):
                 break
+            c = counts[open_]
+            total = c @ self.rows[reading][k][:, mask]
+            keep = total > 0
+            safe = np.where(keep, total, 1.0)
+            d = (c @ self.d_tilde[reading][k][:, mask]) / safe
+            e = (c @ self.readings[reading][k][:, mask]) / safe
+            p = _ks_pvalue_rows(d, e, keep)
+            for i, level in enumerate(levels):
+                hit = open_[(found[open_, i] < 0) & (p >= level)]
+                found[hit, i] = n
         return found
 
 
@@ -544,7 +577,8 @@ def critical_from_heads(
     the evaluated N (the search's N also has p(N - 1) < level).
     """
     scan = _Scan(heads, L, [reading])
-    return scan.critical(reading, [level], scan.counts(windows), scan.mask(head_index))[0]
+    n = int(scan.critical(reading, [level], scan.counts(windows), scan.mask(head_index))[0, 0])
+    return None if n < 0 else n
 
 
 def _interval(values: np.ndarray, level: float) -> tuple[int, int]:
@@ -577,15 +611,11 @@ def critical_draws(
     for L in sorted(pd.unique(heads["L"]).tolist()):
         scan = _Scan(heads, L, readings)
         mask = scan.mask(None)
-        found: dict[tuple[int, ...], dict[str, list]] = {}
-        draws = _draws(scan.windows, resamples, seed)
-        for draw in draws:
-            if draw not in found:
-                counts = np.bincount(draw, minlength=len(scan.windows)).astype(float)
-                found[draw] = {r: scan.critical(r, levels, counts, mask) for r in readings}
+        distinct, inverse = np.unique(_draw_counts(len(scan.windows), resamples, seed), axis=0, return_inverse=True)
         for reading in readings:
+            found = scan.critical(reading, levels, distinct, mask)[inverse.reshape(-1)]
             for i, ks_level in enumerate(levels):
-                values = [L if (n := found[d][reading][i]) is None else n for d in draws]
+                values = np.where(found[:, i] < 0, L, found[:, i])
                 keys = {"L": L, "reading": reading, "ks_level": ks_level}
                 parts.append(pd.DataFrame({**keys, "draw": range(resamples), "critical_N": values}))
     return pd.concat(parts, ignore_index=True)
@@ -651,8 +681,8 @@ def critical_head_subsets(
     for _ in range(draws):
         mask = np.zeros(len(scan.heads), bool)
         mask[rng.choice(len(scan.heads), size=size, replace=False)] = True
-        n = scan.critical(reading, [level], counts, mask)[0]
-        values.append(L if n is None else n)
+        n = int(scan.critical(reading, [level], counts, mask)[0, 0])
+        values.append(L if n < 0 else n)
     lo, hi = _interval(np.array(values), 0.95)
     return float(np.median(values)), lo, hi
 

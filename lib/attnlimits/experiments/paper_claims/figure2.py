@@ -4,6 +4,7 @@ on the expectation held to every reading of Eq. (10), and what tells the reading
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 import numpy as np
 import pandas as pd
@@ -288,8 +289,10 @@ def fig2c_critical(res) -> Claim:
 
 
 #: The critical N of every bootstrap draw (:func:`attnlimits.infra.statistics.critical_draws`) of the last
-#: ``critical_heads`` asked for, kept with the table itself (so an id is never reused while it is kept).
-_DRAWS: dict[int, tuple[pd.DataFrame, pd.DataFrame]] = {}
+#: :data:`_KEPT_DRAWS` ``critical_heads`` tables asked for, each kept with the table itself (so an id is never reused
+#: while it is kept): a chapter that compares many runs reads each run's claims several times.
+_DRAWS: OrderedDict[int, tuple[pd.DataFrame, pd.DataFrame]] = OrderedDict()
+_KEPT_DRAWS = 32
 
 
 def _critical_draws(res) -> pd.DataFrame | None:
@@ -301,8 +304,10 @@ def _critical_draws(res) -> pd.DataFrame | None:
     hit = _DRAWS.get(id(heads))
     if hit is None or hit[0] is not heads:
         draws = statistics.critical_draws(heads, [KS_LEVEL], resamples=RESAMPLES, seed=SEED)
-        _DRAWS.clear()
         _DRAWS[id(heads)] = hit = (heads, draws)
+        while len(_DRAWS) > _KEPT_DRAWS:
+            _DRAWS.popitem(last=False)
+    _DRAWS.move_to_end(id(heads))
     return hit[1]
 
 
