@@ -34,9 +34,10 @@ $(MODEL_WHEELS): $(STAMP) lib/attnlimits/models/registry.py
 
 ## The library's tests (in 2 worker processes of one thread each: most tests are too small to use 2 threads, so two
 ## at a time finish about 1.5x sooner on 2 cores), one Experiments chapter from an empty results cache, then every
-## chapter notebook under nbmake, two at a time (pytest exits 5 if it collects nothing), each stored in the book
-## build's execution cache (chapters/conftest.py), so that `make book` renders those runs instead of executing the
-## chapters again.
+## chapter notebook under nbmake, two at a time and one thread each (two kernels of two threads on 2 cores ran the
+## chapters in 3:41, one thread each in 2:29), each stored in the book build's execution cache
+## (chapters/conftest.py), so that `make book` renders those runs instead of executing the chapters again (pytest
+## exits 5 if it collects nothing).
 test: setup
 	$(BIN)/ruff check lib tests chapters
 	$(BIN)/ruff format --check lib tests
@@ -47,7 +48,7 @@ test: setup
 	@date +"[test] %T results"
 	$(MAKE) results
 	@date +"[test] %T chapters"
-	$(BIN)/python -m pytest -n 2 --nbmake chapters --fill-book-cache --durations=0
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --nbmake chapters --fill-book-cache --durations=0
 	@date +"[test] %T done"
 
 ## An Experiments chapter as a reader would first run it: from an empty results cache, under nbmake, with the quick
