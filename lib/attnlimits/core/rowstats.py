@@ -354,8 +354,13 @@ def expectation(
 def _random_order(visible: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """(B, c) int64: each row's tokens in a uniformly random order, then its non-tokens in column order, drawn on
     the CPU from ``gen`` (the same draws on any device)."""
-    B, c = visible.shape
-    keys = torch.rand(B, c, generator=gen, dtype=torch.float64).to(visible.device)
+    return _order_by(torch.rand(visible.shape, generator=gen, dtype=torch.float64).to(visible.device), visible)
+
+
+def _order_by(keys: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    """(..., B, c) int64: each row's tokens sorted by their ``keys`` (uniform in [0, 1)), then its non-tokens in
+    column order."""
+    c = visible.shape[-1]
     keys = torch.where(visible, keys, 2.0 + torch.arange(c, device=visible.device, dtype=torch.float64))
     return keys.argsort(-1)
 
@@ -371,9 +376,7 @@ def _row_orders(visible: torch.Tensor, t: torch.Tensor, seed: int, samples: int,
     for i, at in enumerate(t.tolist()):
         drawn = np.random.default_rng([seed, at]).random((samples, width or at + 1))
         keys[:, i, : drawn.shape[-1]] = drawn[:, :c]
-    keys = torch.from_numpy(keys).to(visible.device)
-    keys = torch.where(visible, keys, 2.0 + torch.arange(c, device=visible.device, dtype=torch.float64))
-    return keys.argsort(-1)
+    return _order_by(torch.from_numpy(keys).to(visible.device), visible)
 
 
 def _inverse(order: torch.Tensor) -> torch.Tensor:

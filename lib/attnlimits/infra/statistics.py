@@ -466,7 +466,7 @@ def _ks_pvalue_rows(d: np.ndarray, e: np.ndarray, keep: np.ndarray) -> np.ndarra
         dg, eg = d[np.ix_(rows, pattern)], e[np.ix_(rows, pattern)]
         finite = ~(np.isnan(dg).any(axis=1) | np.isnan(eg).any(axis=1))
         for i in np.flatnonzero(~finite):
-            p[rows[i]] = ks_test(dg[i], eg[i])[1]
+            p[rows[i]] = ks_pvalue(dg[i], eg[i])
         for i, scaled in zip(np.flatnonzero(finite), _scaled_ks_rows(dg[finite], eg[finite]), strict=True):
             p[rows[i]] = _memoised_p(scaled, dg[i], eg[i])
     return p
