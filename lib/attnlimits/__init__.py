@@ -17,17 +17,13 @@ what it computes with):
 
 The paper's objects are also at the top level (``al.normalizers``, ``al.selection``, ``al.bounds``) and so are the
 texts (``al.texts``). Rooms and modules are imported on first use, so importing the package stays fast and a
-chapter that never touches a pretrained model never imports transformers. The module paths of earlier releases
-(``attnlimits.training``, ``attnlimits.reproduction``...) still import, with a DeprecationWarning naming the new path.
+chapter that never touches a pretrained model never imports transformers.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
 import sys
-import warnings
 
 __version__ = "0.1.0"
 
@@ -40,63 +36,7 @@ SHORTCUTS = {
     "bounds": "attnlimits.core.bounds",
     "texts": "attnlimits.models.texts",
 }
-#: The module paths of earlier releases and where each module lives now (imported with a DeprecationWarning).
-MOVED = {
-    "attnlimits.rowstats": "attnlimits.core.rowstats",
-    "attnlimits.validation": "attnlimits.core.validation",
-    "attnlimits.cache": "attnlimits.infra.cache",
-    "attnlimits.presets": "attnlimits.infra.presets",
-    "attnlimits.provenance": "attnlimits.infra.provenance",
-    "attnlimits.uncertainty": "attnlimits.infra.statistics",
-    "attnlimits.profiling": "attnlimits.infra.profiling",
-    "attnlimits.plotting": "attnlimits.infra.plotting",
-    "attnlimits.lens": "attnlimits.models.lens",
-    "attnlimits.experiments.windows": "attnlimits.models.windows",
-    "attnlimits.experiments.arrays": "attnlimits.models.arrays",
-    "attnlimits.synthetic": "attnlimits.theory.synthetic",
-    "attnlimits.sweeps": "attnlimits.theory.sweeps",
-    "attnlimits.checks": "attnlimits.theory.checks",
-    "attnlimits.figures": "attnlimits.experiments.figures",
-    "attnlimits.reproduction": "attnlimits.experiments.paper_claims",
-    "attnlimits.training": "attnlimits.studies.training",
-    "attnlimits.alternatives": "attnlimits.studies.alternatives",
-    "attnlimits.alternatives_report": "attnlimits.studies.alternatives.report",
-    "attnlimits.comparison": "attnlimits.studies.several_models",
-    "attnlimits.longcontext": "attnlimits.studies.long_context",
-    "attnlimits.report": "attnlimits.reporting.book_claims",
-    "attnlimits.runreport": "attnlimits.reporting.run_page",
-}
 __all__ = [*ROOMS, *SHORTCUTS]
-
-
-def _target(name: str) -> str | None:
-    """The current module of an old path (``attnlimits.checks.registry`` -> ``attnlimits.theory.checks.registry``)."""
-    for old in sorted(MOVED, key=len, reverse=True):
-        if name == old or name.startswith(old + "."):
-            return MOVED[old] + name[len(old) :]
-    return SHORTCUTS.get(name.removeprefix("attnlimits."))
-
-
-class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports an old module path as the module at its new path (the same module object, not a copy)."""
-
-    def find_spec(self, name, path=None, target=None):
-        new = _target(name) if name.startswith("attnlimits.") and name not in sys.modules else None
-        return importlib.util.spec_from_loader(name, self) if new else None
-
-    def create_module(self, spec):
-        new = _target(spec.name)
-        if spec.name.removeprefix("attnlimits.") not in SHORTCUTS:
-            warnings.warn(f"{spec.name} moved to {new}; import it from there", DeprecationWarning, stacklevel=2)
-        module = importlib.import_module(new)
-        sys.modules[spec.name] = module
-        return module
-
-    def exec_module(self, module):
-        pass  # the module at the new path has run already
-
-
-sys.meta_path.append(_Alias())
 
 
 def __getattr__(name: str):
@@ -104,8 +44,6 @@ def __getattr__(name: str):
         return importlib.import_module(f"attnlimits.{name}")
     if name in SHORTCUTS:
         return importlib.import_module(SHORTCUTS[name])
-    if f"attnlimits.{name}" in MOVED:
-        return importlib.import_module(f"attnlimits.{name}")  # through _Alias: warns once
     raise AttributeError(f"module 'attnlimits' has no attribute {name!r}")
 
 

@@ -1,10 +1,11 @@
 """The library's rooms import only downwards (the order of ``attnlimits.ROOMS``), with no circle between rooms, no
-reach into another module's underscore names and no import through an old or short module path.
+reach into another module's underscore names, no import through a short name and no circle of imports between the
+modules of one room.
 
 The results cache keys a study on the modules it imports (:func:`attnlimits.infra.cache.dependencies`), so these
 rules are what keep a study's key to the code it computes with: an upward import would pull a higher room into
-every key below it, and an import through an alias (``attnlimits.training``, ``attnlimits.normalizers``) names no
-source file, so the module behind it would drop out of the key. Every module is read with :mod:`ast`, its
+every key below it, and an import through a short name (``attnlimits.normalizers``) names no source file, so the
+module behind it would drop out of the key. Every module is read with :mod:`ast`, its
 module-level and function-level imports alike, without importing it.
 """
 
@@ -134,30 +135,28 @@ def private_reaches(package: Path = PACKAGE) -> list[str]:
     return bad
 
 
-def alias_of(name: str) -> str | None:
-    """The old module path (``attnlimits.MOVED``) or short name (``attnlimits.SHORTCUTS``) ``name`` goes through."""
-    old = [o for o in attnlimits.MOVED if name == o or name.startswith(o + ".")]
+def short_name_of(name: str) -> str | None:
+    """The short name (``attnlimits.SHORTCUTS``) the module path ``name`` goes through, or None."""
     short = [f"{ROOT}.{s}" for s in attnlimits.SHORTCUTS if name == f"{ROOT}.{s}" or name.startswith(f"{ROOT}.{s}.")]
-    return (old + short or [None])[0]
+    return (short or [None])[0]
 
 
 def aliased_imports(package: Path = PACKAGE) -> list[str]:
-    """Each import through an old module path or a short name (``attnlimits.training``, ``attnlimits.normalizers``,
-    also as ``from attnlimits import normalizers`` or ``attnlimits.normalizers`` on the package), or of a path with
-    no source file."""
+    """Each import through a short name (``attnlimits.normalizers``, also as ``from attnlimits import normalizers``
+    or ``attnlimits.normalizers`` on the package), or of a path with no source file."""
     bad = []
     for path, found in library(package).items():
         module = module_name(path, package)
         for imp in found:
             for name in [imp.target, *(f"{imp.target}.{n}" for n in imp.names if imp.target == ROOT)]:
-                if alias_of(name):
-                    bad.append(f"{imp.module}:{imp.line} imports {name} through {alias_of(name)}")
+                if short_name_of(name):
+                    bad.append(f"{imp.module}:{imp.line} imports {name} through {short_name_of(name)}")
             if not is_module(imp.target, package):
                 bad.append(f"{imp.module}:{imp.line} imports {imp.target}, which has no source file")
         for node in ast.walk(ast.parse(path.read_bytes())):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == ROOT:
-                if alias_of(f"{ROOT}.{node.attr}"):
-                    bad.append(f"{module}:{node.lineno} reads {ROOT}.{node.attr}, an old or short path")
+                if short_name_of(f"{ROOT}.{node.attr}"):
+                    bad.append(f"{module}:{node.lineno} reads {ROOT}.{node.attr}, a short name")
     return bad
 
 
@@ -179,7 +178,7 @@ def test_no_module_reaches_into_another_modules_underscore_names():
     assert not private_reaches(), "\n".join(private_reaches())
 
 
-def test_no_library_module_imports_through_an_old_or_short_path():
+def test_no_library_module_imports_through_a_short_name():
     assert not aliased_imports(), "\n".join(aliased_imports())
 
 
@@ -220,13 +219,12 @@ def test_an_underscore_name_is_found_imported_or_read(broken):
     ]
 
 
-def test_an_old_path_and_a_short_name_are_found(broken):
+def test_a_path_without_a_file_and_a_short_name_are_found(broken):
     (broken / "models" / "a.py").write_text(
-        "import attnlimits.cache\nfrom attnlimits import normalizers\nattnlimits.training.run()\n"
+        "import attnlimits.cache\nfrom attnlimits import normalizers\nattnlimits.texts.load()\n"
     )
     assert aliased_imports(broken) == [
-        "attnlimits.models.a:1 imports attnlimits.cache through attnlimits.cache",
         "attnlimits.models.a:1 imports attnlimits.cache, which has no source file",
         "attnlimits.models.a:2 imports attnlimits.normalizers through attnlimits.normalizers",
-        "attnlimits.models.a:3 reads attnlimits.training, an old or short path",
+        "attnlimits.models.a:3 reads attnlimits.texts, a short name",
     ]
