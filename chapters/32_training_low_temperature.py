@@ -36,9 +36,9 @@
 # rules, for softmax and for the alternatives the paper recommends.
 
 # %%
-import os
+from attnlimits import studies
 
-preset = os.environ.get("ATTNLIMITS_PRESET", "reduced")
+preset = studies.book_preset()
 
 # %%
 import time

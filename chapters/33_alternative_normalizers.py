@@ -38,9 +38,9 @@
 # $g(T, \varepsilon)$ (gradient sensitivity).
 
 # %%
-import os
+from attnlimits import studies
 
-preset = os.environ.get("ATTNLIMITS_PRESET", "reduced")
+preset = studies.book_preset()
 
 # %%
 import textwrap

@@ -50,9 +50,9 @@
 # first-token weight): this page cannot test them, and says what the same maps do to a softmax model instead.
 
 # %%
-import os
+from attnlimits import studies
 
-preset = os.environ.get("ATTNLIMITS_PRESET", "reduced")
+preset = studies.book_preset()
 
 # %%
 import time

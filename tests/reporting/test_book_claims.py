@@ -426,7 +426,8 @@ def test_intro_table_is_written_by_make_results_and_checked_by_the_report(fake, 
     monkeypatch.setattr(book_claims, "INCLUDE", tmp_path / "claims.md")
     monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path / "results"))  # no stored verdicts: the checks run
     monkeypatch.delenv(experiments.PRESET_VARIABLE, raising=False)
-    book_results.STUDIES["claims"].run(inputs=SimpleNamespace(model="model", text="text"))
+    study = book_results.STUDIES["claims"]
+    book_results.run([(study, study.preset())], inputs=SimpleNamespace(model="model", text="text"))
     assert calls["checks"] == {"trials": book_claims.CHECK_TRIALS, "seed": book_claims.CHECK_SEED}
     assert calls["experiments"] == ("model", "text", experiments.book_preset())
     _, table = fake

@@ -4,6 +4,7 @@ collect step fed its parts' values in their order; and the same tables for any n
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import joblib
@@ -12,23 +13,25 @@ import pipeline_parts
 import pytest
 
 from attnlimits import experiments
+from attnlimits.infra import cache
+from attnlimits.infra.pipeline import Part, Study
 from attnlimits.reporting import book_results as br
 
 
-def _study(name: str, parts: list[br.Part], seen: dict) -> br.Study:
+def _study(name: str, parts: list[Part], seen: dict) -> Study:
     """A study of ``parts`` whose collect step keeps its values in ``seen[name]``."""
 
     def collect(preset, values, inputs, n_jobs, progress):
         seen[name] = values
         return f"{name}: {len(values)} parts"
 
-    return br.Study(name, name, lambda: ["p"], lambda: "p", lambda preset: parts, collect)
+    return Study(name, name, lambda: ["p"], lambda: "p", lambda preset: parts, collect)
 
 
-def _pipeline(seen: dict) -> list[tuple[br.Study, str]]:
+def _pipeline(seen: dict) -> list[tuple[Study, str]]:
     tag = pipeline_parts.record
-    first = _study("first", [br.Part("a", 1.0, tag, ("a",)), br.Part("b", 30.0, tag, ("b",))], seen)
-    second = _study("second", [br.Part("c", 20.0, tag, ("c",)), br.Part("d", 0.5, tag, ("d",))], seen)
+    first = _study("first", [Part("a", 1.0, tag, ("a",)), Part("b", 30.0, tag, ("b",))], seen)
+    second = _study("second", [Part("c", 20.0, tag, ("c",)), Part("d", 0.5, tag, ("d",))], seen)
     return [(first, "p"), (second, "p")]
 
 
@@ -62,7 +65,7 @@ def test_several_jobs_run_the_parts_in_worker_processes_with_the_callers_variabl
 def test_a_failing_part_is_named_in_the_error(n_jobs):
     seen = {}
     tag = pipeline_parts.record
-    study = _study("s", [br.Part("fine", 1.0, tag, ("x",)), br.Part("broken", 2.0, pipeline_parts.fail)], seen)
+    study = _study("s", [Part("fine", 1.0, tag, ("x",)), Part("broken", 2.0, pipeline_parts.fail)], seen)
     with pytest.raises(ValueError, match="no such thing") as caught:
         br.run([(study, "p")], n_jobs=n_jobs, progress=False)
     assert "in the part 'broken' (p) of the results pipeline" in "".join(getattr(caught.value, "__notes__", []))
@@ -86,3 +89,27 @@ def test_the_tables_do_not_depend_on_the_number_of_jobs(monkeypatch, tmp_path):
             other = tmp_path / "jobs2" / folder / table.name
             one, two = (pd.read_csv(t).drop(columns="seconds", errors="ignore") for t in (table, other))
             pd.testing.assert_frame_equal(one, two, check_exact=True, obj=str(other))
+
+
+#: Each study's declaration in the pipeline, and the modules whose code its results cache keys on.
+DECLARED = {
+    "attnlimits.experiments.pipeline": ("experiments",),
+    "attnlimits.studies.training.pipeline": ("attnlimits.studies.training.study",),
+    "attnlimits.studies.alternatives.pipeline": ("attnlimits.studies.alternatives.study",),
+    "attnlimits.studies.several_models.pipeline": ("attnlimits.studies.several_models.study",),
+    "attnlimits.studies.long_context.pipeline": ("attnlimits.studies.long_context.study",),
+    "attnlimits.reporting.claims_pipeline": ("attnlimits.theory.checks", "attnlimits.reporting.book_claims"),
+}
+
+
+def test_the_pipeline_is_each_studys_own_declaration_in_order():
+    assert list(br.STUDIES.values()) == [importlib.import_module(name).STUDY for name in DECLARED]
+
+
+@pytest.mark.parametrize("declared", DECLARED)
+def test_a_studys_declaration_stays_out_of_its_results_cache_key(declared):
+    """A study's results do not go stale when its place in the pipeline changes (nor when the chapters' preset
+    variable is read otherwise): the study does not import its declaration, the declaration imports the study."""
+    computes = experiments.code() if DECLARED[declared] == ("experiments",) else DECLARED[declared]
+    key = cache.dependencies(*computes)
+    assert not [m for m in key if m.endswith("pipeline") or m == "attnlimits.studies.presets"], key

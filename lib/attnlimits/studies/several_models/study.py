@@ -262,6 +262,13 @@ def _manifest_file(preset_name: str, root=None) -> Path:
     return Path(root) / f"models-{preset_name}.json"
 
 
+def _save_manifest(manifest: dict, folder=None) -> Path:
+    """Write ``manifest`` to ``<folder>/models-<preset>.json`` (:func:`_manifest_file`), whole or not at all; its
+    path. What :func:`write_manifest` and :meth:`SeveralModels.save` write."""
+    path = _manifest_file(manifest["preset"]["name"], folder)
+    return cache.write_text(path, json.dumps(manifest, indent=2, default=str))
+
+
 def _exactness(model, text) -> dict:
     from attnlimits import models
     from attnlimits.models import texts
@@ -381,8 +388,7 @@ def write_manifest(entries: list[dict], preset="reduced", *, seed: int = 0, text
         "models": list(entries),
         "seconds": round(seconds, 2),
     }
-    path = _manifest_file(manifest["preset"]["name"], root)
-    cache.write_text(path, json.dumps(manifest, indent=2, default=str))
+    _save_manifest(manifest, root)
     return manifest
 
 
@@ -448,20 +454,21 @@ class SeveralModels:
     manifest: dict
     results: dict[str, experiments.Results]
 
-    def save(self, root) -> Path:
-        """Write the manifest to ``<root>/models-<preset>.json`` (:func:`manifest_path`); its path."""
-        path = _manifest_file(self.manifest["preset"]["name"], root)
-        return cache.write_text(path, json.dumps(self.manifest, indent=2, default=str))
+    def save(self, folder) -> Path:
+        """Write the manifest to ``<folder>/models-<preset>.json`` (:func:`manifest_path`, one file per preset in
+        one folder); returns ``folder``."""
+        _save_manifest(self.manifest, folder)
+        return Path(folder)
 
     @classmethod
-    def load(cls, root, preset="reduced") -> SeveralModels:
-        """The manifest :meth:`save` (or :func:`compute`) wrote under ``root`` for ``preset``, and every present
+    def load(cls, folder, preset="reduced") -> SeveralModels:
+        """The manifest :meth:`save` (or :func:`compute`) wrote into ``folder`` for ``preset``, and every present
         model's results from the experiments' cache, without loading a model.
 
         Raises ``FileNotFoundError`` (with the command that makes them) when there are none, and ``ValueError`` when
         they were computed by other code than this checkout's.
         """
-        path = manifest_path(preset, root)
+        path = manifest_path(preset, folder)
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist: run {_compute_command(preset)} first")
         manifest = json.loads(path.read_text())

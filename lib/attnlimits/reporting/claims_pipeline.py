@@ -1,0 +1,39 @@
+"""The claims table's place in the book's results pipeline (:mod:`attnlimits.reporting.book_results`): every theory
+check's verdict, then the introduction's claims table (:func:`attnlimits.reporting.book_claims.write_include`) from
+those and the experiments' results, at the experiments' presets. It comes after the experiments in the pipeline:
+its collect step reads their results."""
+
+from __future__ import annotations
+
+from attnlimits.experiments import pipeline as experiments
+from attnlimits.infra.pipeline import Study, one_part, places
+
+__all__ = ["STUDY"]
+
+
+def _checks(preset: str, *, inputs, n_jobs: int, progress) -> None:
+    """Every theory check's verdict, into the results cache (what the claims table reads)."""
+    from attnlimits.reporting import book_claims
+
+    book_claims.check_verdicts()
+
+
+def _claims(preset: str, values: list, inputs, n_jobs: int, progress) -> str:
+    """The introduction's claims table from every check's verdict and the experiments' results of ``preset``
+    (computed first when missing: ``n_jobs`` and ``progress`` change only how)."""
+    from attnlimits import experiments as e
+    from attnlimits.reporting import book_claims as r
+
+    res = e.results(inputs.model, inputs.text, e.get_preset(preset), n_jobs=n_jobs, progress=progress)
+    return places(r.write_include(r.claims(r.check_verdicts(), res)))
+
+
+STUDY = Study(
+    "claims",
+    "the introduction's claims table (chapters/_generated/claims.md) from every check's verdict and the "
+    "experiments' results",
+    experiments.STUDY.presets,
+    experiments.STUDY.default,
+    one_part("checks", 20.0, _checks),
+    _claims,
+)
