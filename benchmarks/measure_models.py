@@ -40,7 +40,7 @@ def _child(kind: str, model_name: str, seq_len: int) -> dict:
     }
     if kind == "capture":
         text = al.texts.load()
-        ids = al.texts.windows(loaded, text, seq_len, 1)
+        ids = al.models.windows.windows(loaded, text, seq_len, 1)
         m = al.models.measure_capture(loaded, ids)
         result.update(
             text=text.provenance.title,

@@ -86,7 +86,7 @@ pd.Series(al.models.facts(model), name="value").to_frame()
 
 # %%
 L = 1024
-ids = al.texts.windows(model, text, length=L, count=1)
+ids = al.models.windows.windows(model, text, length=L, count=1)
 print(f"window shape {tuple(ids.shape)}; it begins:\n")
 print(model.tokenizer.decode(ids[0, :80]))
 

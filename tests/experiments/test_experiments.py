@@ -22,7 +22,6 @@ import torch
 from attnlimits import cli, experiments, models
 from attnlimits.core import bounds, normalizers, rowstats, selection
 from attnlimits.experiments import paper_claims
-from attnlimits.models import texts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import naive_experiments as naive  # noqa: E402
@@ -777,7 +776,7 @@ def test_residual_stream_tokens(tiny_dir, text):
     """tokens="residual": x is the layer's input residual stream, the same for every head."""
     model = models.load(str(tiny_dir))
     (w,) = experiments.capture_windows(model, text, length=16, count=1, tokens="residual")
-    ids = texts.windows(model, text, length=16, count=1)
+    ids = models.windows.windows(model, text, length=16, count=1)
     with torch.inference_mode():
         hidden = model.model.model(input_ids=ids, output_hidden_states=True).hidden_states
     for layer in w.layer_ids:

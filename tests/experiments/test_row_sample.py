@@ -13,7 +13,6 @@ import torch
 
 from attnlimits import experiments, models
 from attnlimits.experiments import algorithms
-from attnlimits.models import texts
 
 GRID = {5: [32, 100], 1: [100], 20: [100]}
 #: The value columns of the distance table without a row sample.
@@ -172,7 +171,7 @@ def test_a_run_reads_windows_spread_over_the_text_and_its_row_sample(tiny_dir, t
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     model = models.load(str(tiny_dir))
     full = experiments.run(model, text, TINY, seed=1)
-    starts = texts.windows(model, text, 16, 2, total=2, return_starts=True)[1]
+    starts = models.windows.windows(model, text, 16, 2, total=2, return_starts=True)[1]
     assert full.provenance["window_starts"] == starts and starts[0] == 0 and starts[1] > 1000
     part = experiments.run(model, text, TINY, windows=1, first_window=1, seed=1)
     assert part.provenance["windows"] == [1] and part.provenance["window_starts"] == starts[1:]

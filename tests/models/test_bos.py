@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from attnlimits import experiments, models
-from attnlimits.models import describing, gemma, texts
+from attnlimits.models import describing, gemma, texts, windows
 
 L = 16
 TEXT = "CHAPTER I\n\n" + " ".join(f"w{i % 7}" + "x" * (i % 5) for i in range(400))
@@ -46,24 +46,24 @@ def test_default_bos_is_the_tokenizers_own_behaviour():
 def test_windows_with_bos_keep_their_length_and_tile_the_text():
     tok = _WordTokenizer(adds_bos=True)
     text_ids = tok(TEXT, add_special_tokens=False)["input_ids"][2:]  # after "CHAPTER I"
-    w = texts.windows(tok, TEXT, L, 5)
+    w = windows.windows(tok, TEXT, L, 5)
     assert w.shape == (5, L) and (w[:, 0] == 1).all()
     assert w[:, 1:].flatten().tolist() == text_ids[: 5 * (L - 1)]  # L - 1 text tokens per window, no gap or overlap
-    bare = texts.windows(tok, TEXT, L, 5, bos=False)
+    bare = windows.windows(tok, TEXT, L, 5, bos=False)
     assert bare.flatten().tolist() == text_ids[: 5 * L]
-    assert torch.equal(texts.windows(_WordTokenizer(adds_bos=False), TEXT, L, 5), bare)
-    assert torch.equal(texts.windows(_WordTokenizer(adds_bos=False), TEXT, L, 5, bos=True), w)
+    assert torch.equal(windows.windows(_WordTokenizer(adds_bos=False), TEXT, L, 5), bare)
+    assert torch.equal(windows.windows(_WordTokenizer(adds_bos=False), TEXT, L, 5, bos=True), w)
 
 
 def test_bad_bos_arguments_raise():
     with pytest.raises(ValueError, match="bos: must be None"):
-        texts.windows(_WordTokenizer(adds_bos=True), TEXT, L, 1, bos="yes")
+        windows.windows(_WordTokenizer(adds_bos=True), TEXT, L, 1, bos="yes")
 
     class NoBos(_WordTokenizer):
         bos_token_id = None
 
     with pytest.raises(ValueError, match="bos: True needs a tokenizer with a BOS token"):
-        texts.windows(NoBos(adds_bos=False), TEXT, L, 1, bos=True)
+        windows.windows(NoBos(adds_bos=False), TEXT, L, 1, bos=True)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -98,7 +98,7 @@ def _adds_bos(tokenizer) -> bool:
 def _check_windows_follow_the_tokenizer(loaded, text):
     tok = loaded.tokenizer
     bos = _adds_bos(tok)
-    (w,) = texts.windows(loaded, text, L, 1)
+    (w,) = windows.windows(loaded, text, L, 1)
     body = tok(text.body, add_special_tokens=False).input_ids
     assert w.shape == (L,)
     assert w.tolist() == ([tok.bos_token_id] + body[: L - 1] if bos else body[:L])
@@ -117,7 +117,7 @@ def test_smollm2_windows_follow_its_tokenizers_default(smollm2, text):
 
 def test_gemma_windows_start_with_bos(gemma3, text):
     assert _check_windows_follow_the_tokenizer(gemma3, text)
-    (w,) = texts.windows(gemma3, text, L, 1)
+    (w,) = windows.windows(gemma3, text, L, 1)
     assert w[0] == gemma3.tokenizer.bos_token_id == gemma3.tokenizer.convert_tokens_to_ids("<bos>")
 
 
@@ -126,7 +126,7 @@ def test_gemma_windows_start_with_bos(gemma3, text):
 # ---------------------------------------------------------------------------------------------------------------
 def _check_embedding_tokens(loaded, text):
     (cap,) = experiments.capture_windows(loaded, text, length=L, count=1, tokens="embedding", layers=[0, 2])
-    ids = texts.windows(loaded, text, L, 1)
+    ids = windows.windows(loaded, text, L, 1)
     with torch.inference_mode():
         expected = torch.nn.functional.normalize(loaded.model.get_input_embeddings()(ids)[0].double(), dim=-1)
     H, d = loaded.provenance.n_heads, loaded.provenance.d_model
@@ -138,7 +138,7 @@ def _check_embedding_tokens(loaded, text):
             torch.testing.assert_close(x[h], expected, rtol=0, atol=0)
     (plain,) = experiments.capture_windows(loaded, text, length=L, count=1, layers=[0])
     assert plain.residual is None and torch.equal(plain.embedding, cap.embedding)  # every capture keeps them
-    bare = experiments.WindowCapture(index=0, layers=plain.layers)
+    bare = models.Capture(index=0, layers=plain.layers)
     with pytest.raises(ValueError, match="tokens: 'embedding' needs a capture made with"):
         bare.inputs(0, L, tokens="embedding")
 

@@ -18,7 +18,7 @@ import torch
 from transformers import GPT2Config
 
 from attnlimits import models
-from attnlimits.models import describing, gguf, loading
+from attnlimits.models import describing, gguf, loading, windows
 
 TOL = 1e-6
 
@@ -248,7 +248,7 @@ def test_fallback_provenance(fallback):
 def test_capture_is_exact_on_the_fallback(fallback):
     import attnlimits.models.texts as texts
 
-    ids = texts.windows(fallback, texts.load("pydoc-topics"), 48, 1)
+    ids = windows.windows(fallback, texts.load("pydoc-topics"), 48, 1)
     cap = _check_exact(fallback.model, ids, prefix=20)
     # GQA: 9 query heads share 3 key/value heads, three query heads per group
     assert torch.equal(cap[5].k[:, 0], cap[5].k[:, 2]) and not torch.equal(cap[5].k[:, 0], cap[5].k[:, 3])
@@ -293,8 +293,6 @@ def test_a_named_model_falls_back_only_when_allowed(fallback, capsys):
 
 
 def test_local_directory_without_tokenizer_warns_at_load_and_fails_clearly_on_text(tmp_path, fallback):
-    import attnlimits.models.texts as texts
-
     _gpt2().save_pretrained(tmp_path)
     with pytest.warns(models.MissingTokenizerWarning, match="has no tokenizer files") as record:
         loaded = models.load(tmp_path)
@@ -303,7 +301,7 @@ def test_local_directory_without_tokenizer_warns_at_load_and_fails_clearly_on_te
     assert loaded.tokenizer is None
     assert len(models.capture(loaded.model, torch.tensor([[1, 2, 3]]))) == 3  # token ids still work
     with pytest.raises(ValueError, match=r"^tokenizer: the model was loaded without one.*save_pretrained"):
-        texts.windows(loaded, "Some text to cut into windows.", 4)
+        windows.windows(loaded, "Some text to cut into windows.", 4)
     with pytest.raises(ValueError, match="without a tokenizer.*save_pretrained"):
         loaded.encode("text")
     fallback.tokenizer.save_pretrained(tmp_path)  # the fix the messages name

@@ -115,7 +115,7 @@ def test_rowstats_with_a_window_equal_the_per_row_definitions(monkeypatch, first
 
 
 def test_window_capture_reads_each_layers_window(tiny_gemma):
-    windows = [experiments.WindowCapture(index=0, layers=list(models.capture(tiny_gemma, _ids(10))))]
+    windows = [models.Capture(index=0, layers=list(models.capture(tiny_gemma, _ids(10))))]
     w = windows[0]
     assert [w.window(layer, 10) for layer in (0, 1, 2)] == [WINDOW, None, WINDOW]
     assert w.window(0, WINDOW) is None  # no row reaches past the window yet: the mask is causal

@@ -16,7 +16,7 @@ import torch
 
 import attnlimits as al
 from attnlimits import experiments, models
-from attnlimits.models import arrays, kv_capture, lens, texts
+from attnlimits.models import arrays, kv_capture, lens, texts, windows
 from attnlimits.models.windows import _input_embedding, _residual_stream
 
 pytestmark = pytest.mark.filterwarnings("ignore:HookedTransformer is deprecated:DeprecationWarning")
@@ -352,7 +352,7 @@ def test_a_hooked_transformer_gives_the_tables_of_the_same_weights_in_transforme
 def test_a_hooked_transformer_captures_the_residual_stream_of_transformers(tokenizer, text):
     hf, hooked = _converted("gpt2", tokenizer)
     (cap,) = experiments.capture_windows(hooked, text, length=LENGTH, count=1, tokens="residual")
-    ids = texts.windows(tokenizer, text, length=LENGTH, count=1)[0]
+    ids = windows.windows(tokenizer, text, length=LENGTH, count=1)[0]
     theirs = _residual_stream(hf, ids, [0, 1])
     for layer in (0, 1):  # hook_resid_pre of layer l: the input of layer l, transformers' hidden_states[l]
         torch.testing.assert_close(cap.residual[layer], theirs[layer], rtol=1e-5, atol=1e-5)
@@ -361,7 +361,7 @@ def test_a_hooked_transformer_captures_the_residual_stream_of_transformers(token
 
 def test_an_activation_cache_through_run_arrays_gives_the_tables_of_run(tokenizer, text):
     _, hooked = _converted("llama", tokenizer)
-    ids = texts.windows(tokenizer, text, length=LENGTH, count=2, total=2, bos=False)  # run's: spread over the text
+    ids = windows.windows(tokenizer, text, length=LENGTH, count=2, total=2, bos=False)  # run's: spread over the text
     with torch.inference_mode():
         _, cache = hooked.run_with_cache(ids)
     given = lens.arrays(cache, hooked)
@@ -412,7 +412,7 @@ def test_a_hooked_transformer_without_a_tokenizer_says_what_to_do(text):
 # ---------------------------------------------------------------------------------------------------------------
 def _capture_of(kind, tokenizer, text, tmp_path):
     """Layer 1 alone of a window of LENGTH tokens, captured the way ``kind`` names."""
-    ids = texts.windows(tokenizer, text, length=LENGTH, count=1)[0]
+    ids = windows.windows(tokenizer, text, length=LENGTH, count=1)[0]
     if kind == "one pass":
         return models.capture(tiny_models.llama(vocab=len(tokenizer)), ids, layers=[1])
     if kind == "windows":
@@ -433,7 +433,7 @@ def _capture_of(kind, tokenizer, text, tmp_path):
 @pytest.mark.parametrize("kind", ["one pass", "windows", "arrays", "long (SDPA)", "TransformerLens"])
 def test_every_capture_is_one_type_addressed_by_layer_number(kind, tokenizer, text, tmp_path):
     cap = _capture_of(kind, tokenizer, text, tmp_path)
-    assert isinstance(cap, models.Capture) and experiments.WindowCapture is models.Capture
+    assert isinstance(cap, models.Capture)
     assert cap.layer_ids == [1] and len(cap) == 1 and 1 in cap and 0 not in cap
     assert cap[1].layer == 1 and cap[np.int64(1)] is cap[1] and list(cap) == [cap[1]]
     with pytest.raises(models.LayerNotCapturedError, match=r"layer 0 was not captured.*holds layers \[1\]"):
@@ -507,7 +507,7 @@ def test_the_readme_runs_a_hooked_transformer(tmp_path, monkeypatch, tokenizer):
 
 def test_the_readme_runs_an_activation_cache(tmp_path, monkeypatch, tokenizer, text):
     _, hooked = _converted("llama", tokenizer)
-    tokens = texts.windows(tokenizer, text, length=64, count=2)
+    tokens = windows.windows(tokenizer, text, length=64, count=2)
     _run_example("activation-cache", {"model": hooked, "tokens": tokens}, tmp_path, monkeypatch)
 
 

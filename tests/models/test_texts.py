@@ -1,5 +1,5 @@
-"""attnlimits.models.texts: the War and Peace downloader against HTTP servers on 127.0.0.1, the cache, the fallback,
-windows.
+"""attnlimits.models.texts: the War and Peace downloader against HTTP servers on 127.0.0.1, the cache, the fallback;
+the windows cut from a loaded text (attnlimits.models.windows).
 
 No test touches any address but 127.0.0.1: the download URL always points at a server the test started (or at a
 closed local port), and the cache lives in a temporary directory.
@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import torch
 
-from attnlimits.models import texts
+from attnlimits.models import texts, windows
 
 PROSE = (
     "Well, Prince, so Genoa and Lucca are now just family estates of the Buonapartes. But I warn you, if you "
@@ -208,16 +208,16 @@ class _WordTokenizer:
 def test_windows_are_consecutive_and_match_whole_text_tokenisation(server):
     text = texts.load("war-and-peace", url=f"{server}/pg2600.txt")
     tok = _WordTokenizer()
-    w = texts.windows(tok, text, 100, 7)
+    w = windows.windows(tok, text, 100, 7)
     assert w.shape == (7, 100) and w.dtype == torch.long
     whole = tok(text.body)["input_ids"]
     assert w.flatten().tolist() == whole[:700]
     with pytest.raises(ValueError, match=r"only [\d,]+ tokens"):
-        texts.windows(tok, "CHAPTER I\n\nfew words here", 10, 1)
+        windows.windows(tok, "CHAPTER I\n\nfew words here", 10, 1)
     with pytest.raises(ValueError, match="length must be an integer ≥ 1"):
-        texts.windows(tok, text, 0, 1)
+        windows.windows(tok, text, 0, 1)
     with pytest.raises(ValueError, match="count must be an integer ≥ 1"):
-        texts.windows(tok, text, 10, 1.5)
+        windows.windows(tok, text, 10, 1.5)
 
 
 @pytest.fixture(scope="module")
@@ -230,8 +230,8 @@ def fallback_model():
 
 def test_windows_with_a_real_tokenizer_equal_whole_text_tokenisation(fallback_model):
     text = texts.load("pydoc-topics")
-    w = texts.windows(fallback_model, text, 256, 3)
+    w = windows.windows(fallback_model, text, 256, 3)
     whole = fallback_model.tokenizer(text.body, add_special_tokens=False)["input_ids"]
     assert w.flatten().tolist() == whole[: 3 * 256]
     with pytest.raises(ValueError, match="tokens from the start of its first chapter"):
-        texts.windows(fallback_model, text, 100_000, 10)
+        windows.windows(fallback_model, text, 100_000, 10)

@@ -54,7 +54,6 @@ NAMES = {
     "merge": "attnlimits.experiments.tables",
     "ArrayCapture": "attnlimits.models.arrays",
     "fit_preset": "attnlimits.models.arrays",
-    "WindowCapture": "attnlimits.models.windows",
 }
 MODULES = ("algorithms", "presets", "tables", "runs", "figures", "paper_claims")
 __all__ = sorted(NAMES)

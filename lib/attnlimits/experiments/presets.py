@@ -22,7 +22,7 @@ class Preset(StudyPreset):
     """The grids of Algorithms 1-5, how many windows to read and which of their rows.
 
     ``windows``: how many passages of the text a run reads, spread evenly over the whole text (window i of W starts
-    at text token ``i * (n - L) // (W - 1)``, :func:`attnlimits.models.texts.windows`): the windows are the
+    at text token ``i * (n - L) // (W - 1)``, :func:`attnlimits.models.windows.windows`): the windows are the
     independent units every interval of the book resamples, so they come from every part of the text rather than
     one stretch of it. ``row_stride``: None reads every query row of a window; an integer has every algorithm read
     a stratified sample of the rows instead (:func:`attnlimits.experiments.algorithms.sample_rows`: every row below

@@ -84,7 +84,7 @@ def run(
     """Algorithms 1-5 (and the sink weights) on ``windows`` windows of ``text`` (the preset's count by default).
 
     The windows are passages spread evenly over the whole text: a preset of W windows reads window i at text token
-    ``i * (n - L) // (W - 1)`` (:func:`attnlimits.models.texts.windows`), and ``first_window`` with ``windows``
+    ``i * (n - L) // (W - 1)`` (:func:`attnlimits.models.windows.windows`), and ``first_window`` with ``windows``
     reads the windows ``first_window..first_window + windows - 1`` of that same layout (of ``first_window +
     windows`` windows where that is more than the preset's), so that runs over disjoint ranges merge
     (:func:`attnlimits.experiments.merge`) into what one run over all of them gives. The provenance lists the
@@ -122,7 +122,7 @@ def run(
     tables that do not depend on the sink mode, tokens or precision (Algorithm 5's ``gradient`` and the ``sink``
     weights) are taken as they are instead of computed again (their ``seconds`` are then 0). ``shuffle``: None
     reads each window in the text's order; an integer seed reads each window's tokens in a random order (a control:
-    the same tokens without their order, :func:`attnlimits.models.texts.windows`), recorded in the provenance.
+    the same tokens without their order, :func:`attnlimits.models.windows.windows`), recorded in the provenance.
     ``normalizer``: None reads the model's own softmax weights; a name of
     :data:`attnlimits.core.normalizers.NORMALIZERS` swaps that normaliser in on the model's own masked logits for
     every algorithm (Algorithm 5 perturbs the logits through it), recorded in the provenance.

@@ -61,7 +61,8 @@ class Provenance:
     #: The fallback only: seconds this machine took to dequantise the GGUF and write the cache (its first load).
     first_load_seconds: float | None = None
     #: The id of the BOS token the tokenizer prepends by default (:func:`default_bos`), which then starts every window
-    #: of :func:`attnlimits.models.texts.windows`; None when it prepends none (GPT-2, SmolLM2) or there is no tokenizer.
+    #: of :func:`attnlimits.models.windows.windows`; None when it prepends none (GPT-2, SmolLM2) or there is no
+    #: tokenizer.
     bos_token_id: int | None = None
 
     def as_dict(self) -> dict:

@@ -22,10 +22,15 @@ Provenance (the record, :func:`facts`, :func:`banner`, hashing, the cache direct
 ``LayerCapture`` names follow the paper (q, k, v, logits, weights); in TransformerLens's names ``logits`` are
 ``attn_scores`` (attention scores, not vocabulary logits), ``weights`` are ``pattern`` and the post-RoPE ``q`` and
 ``k`` are ``rot_q`` and ``rot_k`` (:class:`Capture` gives every address beside its hook, with the shapes).
+
+The other modules are reached by name and imported on first use (``al.models.windows``): :mod:`~.texts` (the texts
+the experiments read), :mod:`~.windows` (where the windows lie in a text, and their capture), :mod:`~.arrays`
+(attention given as arrays), :mod:`~.lens` (TransformerLens) and :mod:`~.kv_capture` (the long-context capture).
 """
 
 from __future__ import annotations
 
+import attnlimits
 from attnlimits.infra.provenance import Provenance, cache_dir, sha256_file
 from attnlimits.models import registry
 from attnlimits.models.capturing import (
@@ -75,3 +80,4 @@ __all__ = [
     "registry",
     "sha256_file",
 ]
+__getattr__, __dir__ = attnlimits.lazy(__name__, ("arrays", "kv_capture", "lens", "texts", "windows"))

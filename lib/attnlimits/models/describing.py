@@ -67,7 +67,8 @@ def default_bos(tokenizer) -> int | None:
 
     The rule is the tokenizer's own behaviour, not a list of models: it has a ``bos_token_id`` and
     ``tokenizer("x").input_ids`` starts with it (Gemma 3's does; GPT-2's and SmolLM2's do not). A model trained on
-    sequences that start with BOS sees the experiments' windows the same way (:func:`attnlimits.models.texts.windows`).
+    sequences that start with BOS sees the experiments' windows the same way
+    (:func:`attnlimits.models.windows.windows`).
     """
     bos = getattr(tokenizer, "bos_token_id", None)
     if tokenizer is None or bos is None:

@@ -172,7 +172,7 @@ def capture_long(
     :func:`attnlimits.experiments.capture_windows` cuts them), one SDPA forward pass each; ``layers``: the layer
     numbers to keep (all by default). Refused with a clear error beyond the model's context or the text."""
     from attnlimits import models
-    from attnlimits.models import texts
+    from attnlimits.models.windows import window_bos, windows
 
     facts = models.facts(model)
     if facts.get("max_positions") is not None and length > facts["max_positions"]:
@@ -182,8 +182,8 @@ def capture_long(
     keep = None if layers is None else {int(i) for i in layers}
     if keep is not None and (not keep or not keep <= set(range(facts["n_layers"]))):
         raise ValueError(f"layers: must be a non-empty subset of 0..{facts['n_layers'] - 1}, got {sorted(keep)}")
-    ids = texts.windows(model, text, length=length, count=first_window + count)[first_window:]
-    with_bos = texts.window_bos(model) is not None
+    ids = windows(model, text, length=length, count=first_window + count)[first_window:]
+    with_bos = window_bos(model) is not None
     return [
         capture_ids(model, row, index=first_window + i, layers=keep, bos=with_bos)
         for i, row in enumerate(progress_bar(ids, "capture (SDPA)", progress))
@@ -211,9 +211,9 @@ def exactness(model, text, *, length: int = 1024):
     for the check to reach them."""
     import pandas as pd
 
-    from attnlimits.models import texts, windows
+    from attnlimits.models import windows
 
-    ids = texts.windows(model, text, length=length, count=1)[0]
+    ids = windows.windows(model, text, length=length, count=1)[0]
     eager = windows.capture_windows(model, text, length=length, count=1)[0]
     sdpa = capture_ids(model, ids)
     rows = []

@@ -117,12 +117,12 @@ def capture_windows(
     with its window's number (``index``) and first token's offset in the text (``start``).
 
     ``bos``: None follows ``model.cfg.default_prepend_bos``. The windows are those of
-    :func:`attnlimits.models.texts.windows` with the model's tokenizer, laid out as
+    :func:`attnlimits.models.windows.windows` with the model's tokenizer, laid out as
     :func:`attnlimits.models.windows.capture_windows` lays them out (and shuffles them, given ``shuffle``).
     """
     from attnlimits.infra.progress import progress_bar
     from attnlimits.models import arrays as given
-    from attnlimits.models import texts
+    from attnlimits.models.windows import window_bos, windows
 
     if model.tokenizer is None:
         raise ValueError(
@@ -133,7 +133,7 @@ def capture_windows(
     chosen = _layers(model, layers)
     bos = bool(model.cfg.default_prepend_bos) if bos is None else bos
     total = first_window + count if total is None else total
-    ids, starts = texts.windows(
+    ids, starts = windows(
         model.tokenizer,
         text,
         length=length,
@@ -144,7 +144,7 @@ def capture_windows(
         return_starts=True,
         shuffle=shuffle,
     )
-    with_bos = texts.window_bos(model.tokenizer, bos) is not None
+    with_bos = window_bos(model.tokenizer, bos) is not None
     hooks = {"hook_embed"}
     for layer in chosen:
         hooks |= {f"blocks.{layer}.attn.hook_attn_scores", f"blocks.{layer}.attn.hook_v"}

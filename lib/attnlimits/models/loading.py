@@ -66,7 +66,7 @@ class MissingTokenizerWarning(UserWarning):
 def _no_tokenizer_message(directory) -> str:
     return (
         f"{directory} has no tokenizer files: the model runs on token ids (al.models.capture(model.model, ids)), "
-        "but text cannot be encoded (LoadedModel.encode, al.texts.windows). Save the tokenizer next to the "
+        "but text cannot be encoded (LoadedModel.encode, al.models.windows.windows). Save the tokenizer next to the "
         f"weights with tokenizer.save_pretrained({str(directory)!r}), then load the directory again"
     )
 

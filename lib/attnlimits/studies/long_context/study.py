@@ -454,9 +454,9 @@ EXACTNESS_LENGTH = 1024
 
 def text_tokens(model, text) -> int:
     """How many tokens the text holds for this model's tokenizer (from its first chapter: what the windows cut)."""
-    from attnlimits.models import texts
+    from attnlimits.models.windows import token_count
 
-    return texts.token_count(model, text)
+    return token_count(model, text)
 
 
 def _context(model) -> int | None:
@@ -480,8 +480,8 @@ def run(
     its :func:`stats_table` (so one window's q, k, v are held at a time), then :func:`critical_table` on them all.
     ``lengths``, ``rows`` and ``windows`` override the preset's, and are checked before anything is captured:
     lengths up to the model's context, rows and windows integers >= 1, and a text that holds the windows."""
-    from attnlimits.models import texts
     from attnlimits.models.describing import model_record
+    from attnlimits.models.windows import window_bos
 
     p = get_preset(preset)
     for name, value in (("rows", rows), ("windows", windows)):
@@ -491,7 +491,7 @@ def run(
     p = p.replace(
         lengths=tuple(lens), rows=p.rows if rows is None else rows, windows=p.windows if windows is None else windows
     )
-    tokens, bos = text_tokens(model, text), texts.window_bos(model) is not None
+    tokens, bos = text_tokens(model, text), window_bos(model) is not None
     if tokens // (lens[-1] - bos) < p.windows:
         raise ValueError(
             f"windows: the text holds {tokens // (lens[-1] - bos)} windows of {lens[-1]} tokens for this model, "

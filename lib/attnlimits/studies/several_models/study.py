@@ -271,12 +271,12 @@ def _save_manifest(manifest: dict, folder=None) -> Path:
 
 def _exactness(model, text) -> dict:
     from attnlimits import models
-    from attnlimits.models import texts
+    from attnlimits.models.windows import windows
 
     info = models.facts(model)
     window = getattr(model.model.config, "sliding_window", None) or 0
     L = min(info["max_positions"] or 640, max(640, window + 128))
-    ids = texts.windows(model, text, length=L, count=1)[0]
+    ids = windows(model, text, length=L, count=1)[0]
     report = models.exactness_report(model, ids)
     return {"L": L, **report}
 
