@@ -4,6 +4,7 @@ decides an interval against a band gives the words the book's prose promises on 
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 from pathlib import Path
 
@@ -11,7 +12,17 @@ import pytest
 
 import attnlimits
 from attnlimits.infra import verdicts
-from attnlimits.infra.verdicts import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, decide
+from attnlimits.infra.verdicts import (
+    DEPENDS_ON_READING,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_MEASURED,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    VIOLATED,
+    combine,
+    decide,
+)
 
 LIBRARY = Path(attnlimits.__file__).parent
 #: Strings that read like a verdict word but are not one: (module path inside the library, text) -> why.
@@ -113,3 +124,50 @@ def test_every_claim_decides_with_the_one_rule():
         NOT_REPRODUCED,
         INCONCLUSIVE,
     )
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "readings", "expected"),
+    [
+        ([REPRODUCED, REPRODUCED], False, REPRODUCED),  # they agree
+        ([HOLDS], False, HOLDS),
+        ([REPRODUCED, INCONCLUSIVE], False, INCONCLUSIVE),  # parts of a rule: every part must hold
+        ([REPRODUCED, INCONCLUSIVE, NOT_REPRODUCED], False, NOT_REPRODUCED),
+        ([HOLDS, VIOLATED], False, VIOLATED),
+        ([REPRODUCED, DEPENDS_ON_READING], False, DEPENDS_ON_READING),
+        ([INCONCLUSIVE, DEPENDS_ON_READING], False, INCONCLUSIVE),
+        ([REPRODUCED, HOLDS], False, NOT_REPRODUCED),  # differing otherwise: never a reproduction
+        ([], False, NOT_REPRODUCED),
+        ([REPRODUCED, REPRODUCED], True, REPRODUCED),
+        ([REPRODUCED, INCONCLUSIVE], True, DEPENDS_ON_READING),  # readings that differ
+        ([REPRODUCED, NOT_MEASURED], True, REPRODUCED),  # a reading not measured is left out
+        ([NOT_MEASURED, NOT_MEASURED], True, NOT_MEASURED),
+        ([], True, NOT_MEASURED),
+    ],
+)
+def test_combine(verdicts, readings, expected):
+    assert combine(verdicts, readings=readings) == expected
+    assert combine(iter(verdicts), readings=readings) == expected  # any iterable, read once
+
+
+def _parts_must_all_hold(verdicts) -> str:
+    """The rule the paper's claims applied to the parts of one rule (each decided on an interval)."""
+    if NOT_REPRODUCED in verdicts:
+        return NOT_REPRODUCED
+    return REPRODUCED if all(v == REPRODUCED for v in verdicts) else INCONCLUSIVE
+
+
+def _over_readings(verdicts) -> str:
+    """The rule the paper's claims applied to the readings of the expectation."""
+    decided = {v for v in verdicts if v != NOT_MEASURED}
+    return NOT_MEASURED if not decided else decided.pop() if len(decided) == 1 else DEPENDS_ON_READING
+
+
+def test_combine_gives_what_the_parts_of_a_rule_and_the_readings_each_gave_before():
+    """Each former copy of the rule, held to every sequence of up to three verdicts it could meet."""
+    decided = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)  # what decide gives
+    for n in (1, 2, 3):
+        for parts in itertools.product(decided, repeat=n):
+            assert combine(parts) == _parts_must_all_hold(parts), parts
+        for each in itertools.product((*verdicts.CLAIM_VERDICTS, HOLDS, VIOLATED), repeat=n):
+            assert combine(each, readings=True) == _over_readings(each), each

@@ -40,11 +40,15 @@ rule that can fail on the data (its verdict among :data:`CLAIM_VERDICTS`), or :d
 statement that holds by proof or by construction (a proved bound), whose verdict is :data:`HOLDS` or
 :data:`VIOLATED` and which is never counted as a reproduction.
 
-:func:`decide` is the rule of every claim decided on an interval. The resampling behind those intervals (how many
-draws, which seed) is :data:`attnlimits.infra.statistics.RESAMPLES` and :data:`attnlimits.infra.statistics.SEED`.
+:func:`decide` is the rule of every claim decided on an interval, and :func:`combine` the rule that gives a claim
+one verdict from several (the parts of its rule, its readings, its measurements). The resampling behind those
+intervals (how many draws, which seed) is :data:`attnlimits.infra.statistics.RESAMPLES` and
+:data:`attnlimits.infra.statistics.SEED`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 __all__ = [
     "CLAIM_KINDS",
@@ -64,6 +68,7 @@ __all__ = [
     "SANITY_CHECK",
     "VIOLATED",
     "WORDS",
+    "combine",
     "decide",
 ]
 
@@ -105,3 +110,27 @@ def decide(lo: float, hi: float, band: tuple[float, float]) -> str:
     if hi < low or lo > high:
         return NOT_REPRODUCED
     return INCONCLUSIVE
+
+
+def combine(verdicts: Iterable[str], *, readings: bool = False) -> str:
+    """One verdict of a claim from several verdicts of it: their common verdict when they agree.
+
+    When they differ, over the parts of a rule that must all hold or over several measurements of the claim (the
+    default): the first of "not reproduced", "violated", "inconclusive" and "depends on the reading" among them,
+    else "not reproduced" (verdicts that differ otherwise never add up to a reproduction; so does no verdict at
+    all). Over the readings of a formula the paper does not print in full (``readings=True``): "depends on the
+    reading"; a reading "not measured" is left out, and the verdict is "not measured" when no reading is measured.
+    """
+    found = set(verdicts)
+    if readings:
+        found.discard(NOT_MEASURED)
+        if not found:
+            return NOT_MEASURED
+    if len(found) == 1:
+        return found.pop()
+    if readings:
+        return DEPENDS_ON_READING
+    for word in (NOT_REPRODUCED, VIOLATED, INCONCLUSIVE, DEPENDS_ON_READING):
+        if word in found:
+            return word
+    return NOT_REPRODUCED

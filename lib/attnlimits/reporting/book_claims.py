@@ -26,7 +26,7 @@ paper does not print, Eq. (10)), "not testable here"; a sanity check's "holds" o
 reconstruction)" marks a claim whose formula the paper does not print in full, so what is checked is the book's
 reading of it. A row read from several measurements is "not reproduced" ("violated") when one of them is, else
 "inconclusive" when one is, else "depends on the reading" when one does, else their common verdict ("not reproduced"
-when they differ).
+when they differ: :func:`attnlimits.infra.verdicts.combine`).
 
 The table is markdown for the book: formulas are MyST math (``$\\tilde d$``), never ASCII. The introduction's copy
 (:func:`markdown` with its default columns) puts the verdict second, says once above the table what the experiments
@@ -58,6 +58,7 @@ from attnlimits.infra.verdicts import (
     REPRODUCTION,
     SANITY_CHECK,
     VIOLATED,
+    combine,
 )
 
 __all__ = [
@@ -393,19 +394,6 @@ def _with_interval(value: float, lo: float, hi: float) -> str:
     return _number(value)
 
 
-def _combine(verdicts: list[str]) -> str:
-    """One verdict from several measurements of a claim: "not reproduced" ("violated") when one of them is, else
-    "inconclusive" when one is, else "depends on the reading" when one does, else the common verdict; measurements
-    that differ otherwise never add up to a reproduction."""
-    found = set(verdicts)
-    if len(found) == 1:
-        return found.pop()
-    for word in (NOT_REPRODUCED, VIOLATED, INCONCLUSIVE, DEPENDS_ON_READING):
-        if word in found:
-            return word
-    return NOT_REPRODUCED
-
-
 def _held(ok: bool, kind: str) -> str:
     """A rule's outcome in the words of the row's kind: reproduced / not reproduced, or holds / violated."""
     if kind == SANITY_CHECK:
@@ -454,7 +442,7 @@ def _experiment_row(row: Row, by_key: dict, where_from: str, kind: str) -> tuple
     verdicts = [c["verdict"] for c in found]
     if kind == SANITY_CHECK:
         verdicts = [_SANITY_WORDS.get(v, v) for v in verdicts]
-    return "; ".join(c["measured"] for c in found), where_from, value, _combine(verdicts)
+    return "; ".join(c["measured"] for c in found), where_from, value, combine(verdicts)
 
 
 def _kind(row: Row, by_key: dict) -> str:
@@ -501,7 +489,7 @@ def claims(verdicts, results) -> pd.DataFrame:
         if not parts:
             parts.append((row.note, "", "", NOT_TESTABLE))
         ours, source, value = ("; ".join(x[i] for x in parts if x[i]) for i in range(3))
-        verdict = _combine([x[3] for x in parts])
+        verdict = combine([x[3] for x in parts])
         if row.reconstructed and verdict in (REPRODUCED, NOT_REPRODUCED, HOLDS, VIOLATED):
             verdict += RECONSTRUCTION
         rows.append(

@@ -17,7 +17,6 @@ from attnlimits.experiments.paper_claims.rules import (
     PLATEAU,
     Claim,
     Pooled,
-    all_of,
     log_slopes,
     loglog_slope,
     make_claim,
@@ -36,6 +35,7 @@ from attnlimits.infra.verdicts import (
     REPRODUCTION,
     SANITY_CHECK,
     VIOLATED,
+    combine,
     decide,
 )
 from attnlimits.infra.verdicts import NOT_REPRODUCED as NOT
@@ -265,7 +265,7 @@ def _critical_fraction(res, reading: str, counting: str = "visible") -> tuple[Cl
     if crit.empty:
         return _not_searched(res, "fig2c-critical", _FRACTION_PAPER, _FRACTION_RULE, reading, counting)
     t = _fractions(crit)
-    verdict = all_of(*t.verdict)
+    verdict = combine(t.verdict)
     pick = t[t.verdict == verdict] if verdict != REPRODUCED else t
     row = pick.iloc[-1]
     units = _critical_units(res, crit)
@@ -379,8 +379,7 @@ def _over_readings(res, key: str) -> Claim:
     E's numbers in ``value``, ``value_lo``, ``value_hi``."""
     rule = READING_RULES[key]
     per = {reading: rule(res, reading) for reading in _readings_held(res)}
-    decided = {c.verdict for c, _ in per.values() if c.verdict != NOT_MEASURED}
-    verdict = NOT_MEASURED if not decided else decided.pop() if len(decided) == 1 else DEPENDS_ON_READING
+    verdict = combine((c.verdict for c, _ in per.values()), readings=True)
     primary = next(iter(per.values()))[0]
     said = "; ".join(
         f"{reading}: {c.verdict}" + ("" if c.verdict == NOT_MEASURED else f" ({brief})")

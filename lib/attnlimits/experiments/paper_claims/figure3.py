@@ -9,7 +9,6 @@ from attnlimits.experiments.paper_claims.rules import (
     TOKEN_NAMES,
     Claim,
     Pooled,
-    all_of,
     make_claim,
     show_interval,
     stated,
@@ -19,6 +18,7 @@ from attnlimits.infra.verdicts import (
     HOLDS,
     SANITY_CHECK,
     VIOLATED,
+    combine,
     decide,
 )
 from attnlimits.infra.verdicts import NOT_REPRODUCED as NOT
@@ -60,7 +60,7 @@ def fig3_plateau(res, tokens: str = "value") -> Claim:
         + rf"median over heads of $N_s/N$ (each head pooled over its windows) by $N$: {series}; change from "
         rf"$N = {int(start)}$ to $N = {int(ns[-1])}$: ×{show_interval(flat.value, flat.lo, flat.hi, 3)}; level for "
         rf"$N \ge {int(start)}$: {show_interval(lvl.value, lvl.lo, lvl.hi)} ({stated(lvl)})",
-        all_of(decide(flat.lo, flat.hi, FLAT), decide(lvl.lo, lvl.hi, SATURATION)) if falls else NOT,
+        combine([decide(flat.lo, flat.hi, FLAT), decide(lvl.lo, lvl.hi, SATURATION)]) if falls else NOT,
         "not reproduced unless the median over heads falls from the smallest N to N = 16; then both parts decided "
         "on their 95 % intervals (jackknife t over windows, of the median over heads of each head's "
         "pooled N_s/N): flat, the ratio of the median at the largest N to that at N = 16 (its interval on the log "

@@ -12,12 +12,7 @@ import pandas as pd
 
 from attnlimits.infra import statistics
 from attnlimits.infra.statistics import RESAMPLES, SEED
-from attnlimits.infra.verdicts import (
-    INCONCLUSIVE,
-    REPRODUCED,
-    REPRODUCTION,
-)
-from attnlimits.infra.verdicts import NOT_REPRODUCED as NOT
+from attnlimits.infra.verdicts import REPRODUCTION
 
 #: Added to the paper's side of a claim measured with token 0 removed (``exclude_sink=True``).
 SINK_VARIANT = " (book's variant: token 0 removed; the paper never removes it)"
@@ -188,14 +183,6 @@ def make_claim(
     if units and "window" not in measured:
         measured += f"; {windows_text(units)}"
     return Claim(key, figure, paper, measured, verdict, rule, float(value), float(lo), float(hi), units, kind)
-
-
-def all_of(*verdicts: str) -> str:
-    """One verdict from the parts of a rule that must all hold: "not reproduced" when one part is, "reproduced" when
-    every part is, else "inconclusive"."""
-    if NOT in verdicts:
-        return NOT
-    return REPRODUCED if all(v == REPRODUCED for v in verdicts) else INCONCLUSIVE
 
 
 #: How the claims name the tokens Algorithm 4 measured on (its table's ``tokens`` column).

@@ -325,12 +325,7 @@ def stall_verdicts(best: pd.DataFrame, T_max: float = 0.03) -> pd.DataFrame:
     rows = []
     for (name, T), part in best[best["T"] <= T_max].groupby(["normalizer", "T"], sort=True):
         each = {r.init: verdicts.decide(r.lo, r.hi, STALLED) for r in part.itertuples()}
-        if verdicts.NOT_REPRODUCED in each.values():
-            verdict = verdicts.NOT_REPRODUCED
-        elif all(v == verdicts.REPRODUCED for v in each.values()):
-            verdict = verdicts.REPRODUCED
-        else:
-            verdict = verdicts.INCONCLUSIVE
+        verdict = verdicts.combine(each.values())
         rows.append({"normalizer": name, "T": T, "verdict": verdict, **{f"{i} init": v for i, v in each.items()}})
     return pd.DataFrame(rows)
 
