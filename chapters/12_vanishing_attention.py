@@ -32,7 +32,7 @@ import math
 
 import pandas as pd
 
-from attnlimits.infra import plotting
+from attnlimits.infra import plotting, sentences
 from attnlimits.theory import checks, figures, sweeps
 
 plotting.set_theme()
@@ -134,6 +134,24 @@ for v in (cor1, lem1):
     print(f"  verdict: {v.verdict}")
 print("worst random trial of Corollary 1:", cor1.details["worst_ratio_random"])
 
+# %% tags=["remove-cell"]
+# seeded synthetic data: every run is the one the prose describes
+worst = cor1.details["worst_case"]
+_ = sentences.assert_sentences({
+    "no violation of Corollary 1 or Lemma 1": cor1.violations == 0
+    and lem1.violations == 0,
+    "Lemma 1's worst case is the extremal construction at the largest length": bool(
+        lem1.details["worst_case"]["construction"]
+    ) and lem1.details["worst_case"]["L"] == max(cor1.details["lengths"]),
+    "the band is approached, never attained at finite L": cor1.worst_ratio < 1
+    and lem1.worst_ratio < 1,
+    "Corollary 1's worst case: the construction, largest L, smallest Delta/T": (
+        "construction" in worst
+        and worst["L"] == max(cor1.details["lengths"])
+        and worst["delta_over_T"] <= 1e-3
+    ),
+}, described=True)
+
 # %% [markdown]
 # The random trials never come close to breaking the band, and the adversarial search does not either: the
 # worst ratio comes from the extremal construction at the largest length and the smallest $\Delta/T$, exactly
@@ -143,20 +161,6 @@ print("worst random trial of Corollary 1:", cor1.details["worst_ratio_random"])
 # of them have $\Delta/T \approx 10^{-3}$, where the band itself shrinks onto $1/L$.)
 
 # %% mystnb={"image": {"alt": "Measured over bound against length for Corollary 1, rising towards 1"}}
-assert cor1.violations == 0 and lem1.violations == 0
-# Lemma 1's worst case: the extremal logits at the largest length (the table above)
-assert lem1.details["worst_case"]["construction"]
-assert lem1.details["worst_case"]["L"] == max(cor1.details["lengths"])
-assert (
-    cor1.worst_ratio < 1 and lem1.worst_ratio < 1
-)  # approached, never attained at finite L
-worst = cor1.details["worst_case"]
-assert (
-    "construction" in worst
-    and worst["L"] == max(cor1.details["lengths"])
-    and worst["delta_over_T"] <= 1e-3
-)
-
 tight = sweeps.corollary1_tightness(cor1.details["lengths"], rhos=[0.1, 1.0, 4.0])
 by_length = cor1.details["worst_ratio_random_by_L"]
 fig = figures.corollary1_tightness_figure(tight, by_length)
@@ -170,12 +174,18 @@ print(
     "max |ratio to the sharp band - 1| over the construction:",
     (tight["ratio_sharp"] - 1).abs().max(),
 )
-assert (tight["ratio_sharp"] - 1).abs().max() < 1e-9
-# sup_L of L * alpha_max is e^{2 Delta / T}: the ratio to the paper's band rises to 1
-assert all(
-    part.sort_values("L")["ratio_paper"].is_monotonic_increasing
-    for _, part in tight.groupby("rho")
-)
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    "the sharp band is attained exactly (ratio 1 up to rounding)": (
+        (tight["ratio_sharp"] - 1).abs().max() < 1e-9
+    ),
+    # sup_L of L * alpha_max is e^{2 Delta / T}
+    "the ratio to the paper's band rises with L": all(
+        part.sort_values("L")["ratio_paper"].is_monotonic_increasing
+        for _, part in tight.groupby("rho")
+    ),
+}, described=True)
 
 # %% [markdown]
 # ## Numerical check: Lemma 1 beyond softmax
@@ -214,7 +224,8 @@ fig = figures.vanishing_normalizers_figure(sweep, rho)
 plotting.finish(fig, "vanishing_normalisers")
 
 # %% [markdown]
-# What the sweep shows (each sentence is asserted in the next cell, so the chapter fails rather than lies):
+# What the sweep shows (a check that runs with the page, left off the rendered book, asserts each sentence, so the
+# chapter fails rather than lies):
 #
 # - **Softmax** stays trapped: $L \max\alpha$ stays below the cap $e^{2\Delta/T}$ at every length, and its
 #   sensitivity decays like $1/L$ — the weights are too flat to react.
@@ -226,42 +237,46 @@ plotting.finish(fig, "vanishing_normalisers")
 # - **Scalable-Softmax** escapes too, with no zeros, by sharpening as $L$ grows: its sensitivity carries a factor
 #   $s \log L$ and stays far above softmax's at long contexts.
 
-# %%
+# %% tags=["remove-cell"]
 at = wide.loc
 L_big = max(lengths)
 cap = math.exp(2 * rho)
-assert (wide[("L_times_max_weight", "softmax")] <= cap).all()
-assert at[L_big, ("T_jacobian_norm", "softmax")] < 10 / L_big
-assert (
-    abs(
-        at[L_big, ("L_times_max_weight", "adaptive-temperature")]
-        / at[L_big, ("L_times_max_weight", "softmax")]
-        - 1
-    )
-    < 1e-6
-)
-for name in ("sparsemax", "1.5-entmax", "scalable-softmax"):
-    assert at[L_big, ("L_times_max_weight", name)] > cap, name
-assert (
-    at[L_big, ("zero_fraction", "sparsemax")] > 0.99
-    and at[L_big, ("zero_fraction", "1.5-entmax")] > 0.9
-)
-assert at[L_big, ("zero_fraction", "scalable-softmax")] == 0
-assert abs(at[L_big, ("T_jacobian_norm", "sparsemax")] - 1) < 1e-9
-assert (
-    at[L_big, ("T_jacobian_norm", "scalable-softmax")]
-    > 100 * at[L_big, ("T_jacobian_norm", "softmax")]
-)
-print("all statements above hold on this run")
+top, zeros, jac = "L_times_max_weight", "zero_fraction", "T_jacobian_norm"
+_ = sentences.assert_sentences({
+    "softmax: L max alpha stays below the cap at every length": (
+        wide[(top, "softmax")] <= cap
+    ).all(),
+    "softmax: its sensitivity decays like 1/L": (
+        at[L_big, (jac, "softmax")] < 10 / L_big
+    ),
+    "adaptive temperature coincides with softmax at long contexts": abs(
+        at[L_big, (top, "adaptive-temperature")] / at[L_big, (top, "softmax")] - 1
+    ) < 1e-6,
+    "sparsemax, 1.5-entmax and Scalable-Softmax grow past the cap": all(
+        at[L_big, (top, name)] > cap
+        for name in ("sparsemax", "1.5-entmax", "scalable-softmax")
+    ),
+    "almost every token gets exactly zero weight under the sparse maps": (
+        at[L_big, (zeros, "sparsemax")] > 0.99
+        and at[L_big, (zeros, "1.5-entmax")] > 0.9
+    ),
+    "Scalable-Softmax gives no zeros": at[L_big, (zeros, "scalable-softmax")] == 0,
+    "sparsemax's Jacobian has norm 1/T": abs(at[L_big, (jac, "sparsemax")] - 1) < 1e-9,
+    "Scalable-Softmax's sensitivity stays far above softmax's": (
+        at[L_big, (jac, "scalable-softmax")] > 100 * at[L_big, (jac, "softmax")]
+    ),
+}, described=True)
 
 # %% [markdown]
 # ## Verdict
 
 # %%
-for v in (lem1, cor1):
-    print(f"{v.bound}: {v.verdict}")
-    print(f"  [expected: {v.expected}; as expected: {v.as_expected}]")
-    assert v.as_expected
+checks.show_bounds([lem1, cor1])
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences(
+    {f"{v.bound} {v.expected}": v.as_expected for v in (lem1, cor1)}, described=True
+)
 
 # %% [markdown]
 # Lemma 1 and Corollary 1 **hold**, with the book's constants $C_1 = m/M$, $C_2 = M/m$. They are not attained at

@@ -42,7 +42,7 @@ import pandas as pd
 import torch
 
 import attnlimits as al
-from attnlimits.infra import plotting
+from attnlimits.infra import plotting, sentences
 from attnlimits.theory import checks, figures, synthetic
 
 plotting.set_theme()
@@ -118,10 +118,19 @@ for i in ids[:2]:
         f"{v.bound}: {v.verdict}; median measured/bound on random trials "
         f"{v.details['median_ratio_random']:.3f}"
     )
-assert all(verdicts[i].violations == 0 for i in ids[:2])
-# both reach ratio 1 on the constructions; loose on random weights (median ratio)
-assert all(abs(verdicts[i].worst_ratio - 1) < 1e-9 for i in ids[:2])
-assert all(verdicts[i].details["median_ratio_random"] < 0.5 for i in ids[:2])
+
+# %% tags=["remove-cell"]
+# seeded synthetic data: every run is the one the prose describes
+fixed = [verdicts[i] for i in ids[:2]]
+_ = sentences.assert_sentences({
+    "both forms hold with no violation": all(v.violations == 0 for v in fixed),
+    "both reach ratio 1 on the constructions": all(
+        abs(v.worst_ratio - 1) < 1e-9 for v in fixed
+    ),
+    "on random weights they are loose (median ratio below 1/2)": all(
+        v.details["median_ratio_random"] < 0.5 for v in fixed
+    ),
+}, described=True)
 
 # %% [markdown]
 # Both forms hold with no violation, and both reach ratio 1 on the constructions (the reconstructed one only with
@@ -180,7 +189,12 @@ print(
     f"d = 1, y = (0, 0, 1), N = 1: s takes the values {{0, 1}}, E = {E_ex:.15f}, "
     f"E_0 = {E0_ex:.15f}"
 )
-assert abs(E_ex - E0_ex) < 1e-15 and E_ex > 0
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences(
+    {"E = E_0 > 0 in the example": abs(E_ex - E0_ex) < 1e-15 and E_ex > 0},
+    described=True,
+)
 
 # %% [markdown]
 # The check enumerates all subsets for $L \le 10$:
@@ -193,7 +207,13 @@ print(
     "median eps / E_0 over the random trials: "
     f"{verdicts['thm1-residual-sign'].details['median_eps_over_main']:.3f}"
 )
-assert all(verdicts[i].violations == 0 for i in ids[2:])
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    "the sign and the upper bound of eps hold on every enumerated row": all(
+        verdicts[i].violations == 0 for i in ids[2:]
+    ),
+}, described=True)
 
 # %% [markdown]
 # Size and sign of $\varepsilon$ beyond the enumeration range: exact for $\binom{L}{N} \le 5000$, Monte Carlo (1000
@@ -217,7 +237,14 @@ print(
     f"eps / E_0 (row means) ranges from {inner.eps_rel.min():.2f} "
     f"to {inner.eps_rel.max():.2f}"
 )
-assert inner.eps_rel.min() > 0.02 and (resid.eps <= resid.eps_bound + 1e-9).all()
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    "away from N = L - 1 the residual is several per cent or more of E_0": (
+        inner.eps_rel.min() > 0.02
+    ),
+    "eps stays below its upper bound": (resid.eps <= resid.eps_bound + 1e-9).all(),
+}, described=True)
 
 # %% [markdown]
 # ## Corollary 2: growth in $L$, collapse as $N \to L$
@@ -272,11 +299,17 @@ print(
     f"L x{lengths[-1] // lengths[0]}: d~ grows x{growth_sink:.1f} with a sink, "
     f"x{growth_bounded:.1f} with bounded logits"
 )
-assert growth_sink > 4 * growth_bounded  # linear with a sink, far from linear without
-assert (
-    sweep_L.E_mc.groupby(sweep_L.regime).max()
-    < sweep_L.d_tilde.groupby(sweep_L.regime).max()
-).all()
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    "d~ grows linearly with a sink, far from linearly without": (
+        growth_sink > 4 * growth_bounded
+    ),
+    "the random-selection E stays below d~": (
+        sweep_L.E_mc.groupby(sweep_L.regime).max()
+        < sweep_L.d_tilde.groupby(sweep_L.regime).max()
+    ).all(),
+}, described=True)
 
 # %% [markdown]
 # With a sink, $\tilde d$ follows $(L - N)\lVert s \rVert$ and grows linearly; with bounded logits it grows only
@@ -299,16 +332,19 @@ sweep_N[shown].round(3)
 fig = figures.distance_vs_n_figure(sweep_N)
 plotting.finish(fig, "13_distance_vs_N")
 
-# %%
+# %% tags=["remove-cell"]
 last = sweep_N.set_index("N")
-assert last.loc[1024, "d_tilde"] == 0 and last.loc[1024, "E"] == 0
-assert last.loc[1000, "d_tilde"] < last.loc[1, "d_tilde"] / 10  # collapse as N -> L
-assert (
-    last.loc[1, "ratio"] > 0.9
-)  # one dominant selected token: d_max is nearly attained
-# on this run's trials the residual bound comes within a factor 2 of eps
-# (a property of these trials, not of the bound)
-assert verdicts["thm1-residual-bound"].worst_ratio > 0.5
+_ = sentences.assert_sentences({
+    "both distances fall to exactly 0 at N = L": last.loc[1024, "d_tilde"] == 0
+    and last.loc[1024, "E"] == 0,
+    "collapse as N -> L": last.loc[1000, "d_tilde"] < last.loc[1, "d_tilde"] / 10,
+    # one dominant selected token: the construction of the proof
+    "d_max is within a few per cent of d~ for small N": last.loc[1, "ratio"] > 0.9,
+    # a property of these trials, not of the bound
+    "on this run's trials the residual bound's worst ratio is above 1/2": (
+        verdicts["thm1-residual-bound"].worst_ratio > 0.5
+    ),
+}, described=True)
 
 # %% [markdown]
 # Both distances fall to exactly 0 at $N = L$; $E$ rises first (the random context vector grows with $N$) and then
@@ -339,10 +375,15 @@ verdicts.update(
 )
 pd.DataFrame([verdicts[i].record() for i in expectation_ids]).drop(columns="statement")
 
-# %%
-assert verdicts["cor2-expectation-bounded"].violations == 0
-# the linear reading fails on random rows
-assert verdicts["cor2-expectation-linear"].violations > 0
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    "E <= (1 + N) max ||x_i|| on every row": (
+        verdicts["cor2-expectation-bounded"].violations == 0
+    ),
+    "the linear reading fails on random rows": (
+        verdicts["cor2-expectation-linear"].violations > 0
+    ),
+}, described=True)
 
 # %% [markdown]
 # ## Verdicts
@@ -352,17 +393,18 @@ assert verdicts["cor2-expectation-linear"].violations > 0
 # | Theorem 1, fixed $I_N$ (as reconstructed) | holds; attained only with exact zeros off $I_N$ (approached under softmax), loose on random weights |
 # | Theorem 1, fixed $I_N$ (book's sharp form) | holds; attained by the construction in the proof |
 # | Theorem 1, random $I_N$: $\varepsilon \ge 0$ | holds (Jensen); $\varepsilon$ is not negligible against $E_0$ |
-# | Theorem 1, random $I_N$: book's upper bound on $\varepsilon$ | holds; on this run's trials its worst ratio (printed below) is above 1/2 |
+# | Theorem 1, random $I_N$: book's upper bound on $\varepsilon$ | holds; on this run's trials its worst ratio (the table below) is above 1/2 |
 # | Corollary 2 (i) linear growth of $\tilde d$ | holds only when $\lVert s \rVert$ stays bounded away from 0 (book's form) |
 # | Corollary 2 (i) read for the expectation $E$ | corrected: $E \le (1 + N) \max_i \lVert x_i \rVert$ at every $L$ (bounded, not linear) |
 # | Corollary 2 (ii) collapse | holds: $\tilde d = E = 0$ at $N = L$ |
 #
-# The printed one-line verdicts come from the check records:
+# The checks' own verdicts, one row per check:
 
 # %%
-for v in verdicts.values():
-    print(
-        f"{v.bound}: {v.verdict}  [{v.trials} trials, {v.violations} violations, "
-        f"worst ratio {v.worst_ratio:.4g}]"
-    )
-assert all(v.as_expected for v in verdicts.values())
+checks.show_bounds(verdicts.values())
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences(
+    {f"{v.bound} {v.expected}": v.as_expected for v in verdicts.values()},
+    described=True,
+)

@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 
 import attnlimits as al
-from attnlimits.infra import plotting
+from attnlimits.infra import plotting, sentences
 from attnlimits.theory import checks, figures, synthetic
 
 plotting.set_theme()
@@ -121,7 +121,14 @@ print(
     "share of draws where 1 - sum xi / (N R) <= 0 (vacuous): "
     f"{low.details['fraction_vacuous']:.2f}"
 )
-assert low.violations == 0 and low.details["sharp_form_violations"] == 0
+
+# %% tags=["remove-cell"]
+# seeded synthetic data: every run is the one the prose describes
+_ = sentences.assert_sentences({
+    "Theorem 2's lower bound and the book's sharper form hold on every draw": (
+        low.violations == 0 and low.details["sharp_form_violations"] == 0
+    ),
+}, described=True)
 
 # %% [markdown]
 # ## Theorem 2, upper bound as the book reconstructs it: a counterexample
@@ -151,7 +158,6 @@ print(
     f"N_s(r)/N = 1 on {int((cx['frac'] == 1).sum())} of {len(cx['frac'])} draws; "
     f"the book's proved bound: {cx['upper_book']:.4f}"
 )
-assert (cx["frac"] == 1).all() and cx["min_separation"] >= 1.0
 
 # %%
 frac = cx["frac"].mean().item()
@@ -159,9 +165,18 @@ counter = pd.DataFrame(
     [(dl, frac, ub, frac / ub - 1) for dl, ub in cx["upper_reconstructed"].items()],
     columns=["delta", "E[N_s(r)]/N", "reconstructed upper", "excess"],
 )
-assert counter["excess"].iloc[0] > 0.05 and counter["excess"].iloc[1] > 0.12
-assert cx["upper_book"] == 1.0  # the bound the book proves below is not broken
 counter
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    "every token is separated on every draw; Assumption 2 holds with delta = 1": bool(
+        (cx["frac"] == 1).all() and cx["min_separation"] >= 1.0
+    ),
+    "the exceedance is above 5 % with delta = 1 and above 12 % with delta = 0.5": (
+        counter["excess"].iloc[0] > 0.05 and counter["excess"].iloc[1] > 0.12
+    ),
+    "the bound the book proves below is not broken": cx["upper_book"] == 1.0,
+}, described=True)
 
 # %% [markdown]
 # The exceedance is above 5 % with $\delta = 1$ and above 12 % with $\delta = 0.5$ (if
@@ -180,13 +195,16 @@ counter_R
 # %%
 rec = verdicts["thm2-upper-reconstructed"]
 print(rec.verdict)
-assert (
-    rec.violations > 0 and (counter_R.E_Ns_over_N > counter_R.reconstructed_upper).all()
-)
-assert all(case["kind"].startswith("targeted") for case in rec.details["violating"])
-assert (
-    len(rec.details["violating"]) == 3
-)  # the fixed-radius one and both at the radius R
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    "the reconstruction is broken at the radius R too": rec.violations > 0
+    and (counter_R.E_Ns_over_N > counter_R.reconstructed_upper).all(),
+    # the fixed-radius one and both at the radius R
+    "the check finds the three targeted violations and none in the random grid": all(
+        case["kind"].startswith("targeted") for case in rec.details["violating"]
+    ) and len(rec.details["violating"]) == 3,
+}, described=True)
 
 # %% [markdown]
 # The check finds the violation with a $4$-standard-error margin in the fixed-radius configuration and the two
@@ -240,8 +258,17 @@ print(
     f"share of the check's configurations where the bound is below 0.99: "
     f"{book.details['informative_share']:.0%}"
 )
-assert book.violations == 0 and fixed["frac"].mean() <= fixed["upper_book"].mean() < 1
-assert book.details["informative_share"] >= 0.5
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    "the book's upper bound holds, and below 1 on the equal weights": bool(
+        book.violations == 0
+        and fixed["frac"].mean() <= fixed["upper_book"].mean() < 1
+    ),
+    "it is informative on at least half of the check's configurations": (
+        book.details["informative_share"] >= 0.5
+    ),
+}, described=True)
 
 # %% [markdown]
 # ## $E[N_s]/N$ against the bounds
@@ -284,12 +311,31 @@ for d, df in sweeps.items():
         "of the points with 4 <= N < L; "
         f"reconstructed upper bound >= {df.upper_rec.min():.2f} everywhere"
     )
-    assert (df.frac >= df.lower_sharp - 1e-12).all() and (inner.lower <= 0).mean() > 0.5
-    by = df.set_index(["beta", "N"]).frac
-    assert all(by[b, 63] > by[b, 32] for b in (0.0, 2.0, 4.0))  # rises again near N = L
-f8, f64 = (sweeps[d].set_index(["beta", "N"]).frac for d in (8, 64))
-assert f64[0.0, 4] > f8[0.0, 4] and f8[4.0, 8] > f8[0.0, 8]
-assert f64[0.0, 4] > f64[4.0, 4] and f64[0.0, 32] < f64[4.0, 32]
+
+# %% tags=["remove-cell"]
+middle = {d: df[(df.N >= 4) & (df.N < 63)] for d, df in sweeps.items()}
+frac_by = {d: df.set_index(["beta", "N"]).frac for d, df in sweeps.items()}
+f8, f64 = frac_by[8], frac_by[64]
+_ = sentences.assert_sentences({
+    "the book's sharper lower bound holds at every point": all(
+        (df.frac >= df.lower_sharp - 1e-12).all() for df in sweeps.values()
+    ),
+    "the Markov form is negative almost everywhere": all(
+        (middle[d].lower <= 0).mean() > 0.5 for d in sweeps
+    ),
+    "N_s/N rises again near N = L": all(
+        frac_by[d][b, 63] > frac_by[d][b, 32] for d in sweeps for b in (0.0, 2.0, 4.0)
+    ),
+    "a higher dimension keeps more tokens distinguishable at small N": bool(
+        f64[0.0, 4] > f8[0.0, 4]
+    ),
+    "at d = 8 concentrated weights keep more tokens distinguishable": bool(
+        f8[4.0, 8] > f8[0.0, 8]
+    ),
+    "at d = 64 uniform weights win for small N and lose for large N": bool(
+        f64[0.0, 4] > f64[4.0, 4] and f64[0.0, 32] < f64[4.0, 32]
+    ),
+}, described=True)
 
 # %% [markdown]
 # ## Multi-head coverage
@@ -329,9 +375,17 @@ print(
     f"p = 0.8: H = {need} heads reach "
     f"{al.bounds.multihead_coverage(0.8, need).item():.3f} >= 0.99"
 )
-assert need == 3
-assert (mh.simulated <= mh.paper + 4 * mh.sd).all()
-assert ((mh.simulated - mh.per_token).abs() <= 4 * mh.sd + 0.01).all()
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    "with p = 0.8 three heads reach 0.99": need == 3,
+    "the covered fraction stays below the paper's curve": (
+        mh.simulated <= mh.paper + 4 * mh.sd
+    ).all(),
+    "it follows the per-token formula within Monte Carlo error": (
+        (mh.simulated - mh.per_token).abs() <= 4 * mh.sd + 0.01
+    ).all(),
+}, described=True)
 
 # %% [markdown]
 # The paper's example holds: with $p = 0.8$, three heads give $1 - 0.2^3 = 0.992$. In the simulation the tokens'
@@ -349,12 +403,13 @@ assert ((mh.simulated - mh.per_token).abs() <= 4 * mh.sd + 0.01).all()
 # | Theorem 2 upper (book, fixed $r$, McDiarmid) | holds, conservative |
 # | Multi-head $1 - (1-p)^H$ | exact per token; an upper bound on average coverage |
 #
-# The one-line verdicts of the checks:
+# The checks' own verdicts, one row per check:
 
 # %%
-for v in verdicts.values():
-    print(
-        f"{v.bound}: {v.verdict}  [{v.trials} trials, {v.violations} violations, "
-        f"worst ratio {v.worst_ratio:.4g}]"
-    )
-assert all(v.as_expected for v in verdicts.values())
+checks.show_bounds(verdicts.values())
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences(
+    {f"{v.bound} {v.expected}": v.as_expected for v in verdicts.values()},
+    described=True,
+)

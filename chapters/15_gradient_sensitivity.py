@@ -34,7 +34,7 @@ import math
 import pandas as pd
 import torch
 
-from attnlimits.infra import plotting
+from attnlimits.infra import plotting, sentences
 from attnlimits.theory import checks, figures, sweeps
 
 plotting.set_theme()
@@ -78,9 +78,13 @@ def F(z):
 err_softmax, err_general = sweeps.jacobian_autograd_errors(logits, F, T=0.7)
 print(f"softmax Jacobian vs autograd: max |difference| = {err_softmax:.2e}")
 print(f"softplus normaliser Jacobian vs autograd: max |difference| = {err_general:.2e}")
-assert (
-    err_softmax < 1e-14 and err_general < 1e-14
-)  # float64 rounding, entries of order 1
+
+# %% tags=["remove-cell"]
+# seeded synthetic data: every run is the one the prose describes
+_ = sentences.assert_sentences({
+    # float64 rounding, entries of order 1
+    "both Jacobians equal autograd's": err_softmax < 1e-14 and err_general < 1e-14,
+}, described=True)
 
 # %% [markdown]
 # ## Corollary 3 as printed, and a counterexample
@@ -99,9 +103,17 @@ assert (
 
 # %%
 counter = sweeps.corollary3_counterexample([0.01, 0.1, 0.25, 1.0, 10.0])
-assert (counter["measured / printed"] > 1.99).all()
-assert (counter["spectral norm"] / counter["1/(2T)"] - 1).abs().max() < 1e-12
 counter
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    "two tied top logits give twice the printed 1/(4T)": (
+        counter["measured / printed"] > 1.99
+    ).all(),
+    "the spectral norm is 1/(2T)": (
+        (counter["spectral norm"] / counter["1/(2T)"] - 1).abs().max() < 1e-12
+    ),
+}, described=True)
 
 # %% [markdown]
 # ## The sharp bounds
@@ -173,10 +185,20 @@ counter
 
 # %%
 readings = sweeps.jacobian_readings(rows=4000, L=8, scale=3.0, seed=1)
-assert ((readings["tied pair"] - readings["sharp bound"]).abs() < 1e-12).all()
-assert (readings["max over random rows"] <= readings["sharp bound"] * (1 + 1e-12)).all()
-assert (readings["tied pair"] > 0.25).tolist() == [True, True, False]
 readings
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    "the tied pair attains each sharp bound": (
+        (readings["tied pair"] - readings["sharp bound"]).abs() < 1e-12
+    ).all(),
+    "no random row exceeds a sharp bound": (
+        readings["max over random rows"] <= readings["sharp bound"] * (1 + 1e-12)
+    ).all(),
+    "only the largest single entry is within the printed 1/(4T)": (
+        (readings["tied pair"] > 0.25).tolist() == [True, True, False]
+    ),
+}, described=True)
 
 # %% [markdown]
 # ## Lemma 2: a bound for the general normaliser
@@ -242,7 +264,12 @@ print(
     f"{share:.1%} of the random cases exceed the printed 1/(4T); "
     f"max T*||J|| = {sample['T_norm'].max():.12f}"
 )
-assert 0.3 < share < 0.7 and sample["T_norm"].max() <= 0.5 * (1 + 1e-9)
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    "roughly half of the random cases lie above the printed 1/4": 0.3 < share < 0.7,
+    "none lies above 1/2": sample["T_norm"].max() <= 0.5 * (1 + 1e-9),
+}, described=True)
 
 # %% [markdown]
 # ## The $\sqrt5\,\varepsilon$ swap example
@@ -260,9 +287,17 @@ assert 0.3 < share < 0.7 and sample["T_norm"].max() <= 0.5 * (1 + 1e-9)
 # %%
 swap = sweeps.swap_example([1e-4, 1e-2, 0.1, 1.0, 10.0], T=1.0)
 print("distance / eps:", (swap["distance"] / swap["eps"]).round(12).unique())
-assert (swap["change"] <= swap["corrected_ceiling"]).all()
-assert swap["T_change_per_distance"].iloc[0] > 0.25
 swap
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    "the change stays inside the corrected ceiling (G)": (
+        swap["change"] <= swap["corrected_ceiling"]
+    ).all(),
+    "at small eps the change per distance is above the printed 1/(4T)": (
+        swap["T_change_per_distance"].iloc[0] > 0.25
+    ),
+}, described=True)
 
 # %% [markdown]
 # ## Algorithm 5: the finite-difference sensitivity $g(T, \varepsilon)$
@@ -287,10 +322,6 @@ plotting.finish(fig, "gradient_g_vs_T")
 small = g[g["eps"] == 1e-3]
 over = small[small["g"] > small["paper"]]
 print(
-    "g <= corrected ceiling everywhere: "
-    f"{bool((g['g'] <= g['corrected'] * (1 + 1e-9)).all())}"
-)
-print(
     f"eps = 1e-3: g exceeds the paper's curve at {len(over)}/{len(small)} "
     "temperatures, "
     f"attained by head(s) {sorted(set(over['head']))}"
@@ -299,8 +330,16 @@ print(
     f"eps = 1e-3, T = 1: g = {small.loc[small['T'].sub(1).abs().idxmin(), 'g']:.4f}, "
     f"1/pi = {1 / math.pi:.4f}"
 )
-assert (g["g"] <= g["corrected"] * (1 + 1e-9)).all()
-assert len(over) == len(small) and set(over["head"]) == {"tied top two"}
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    "g stays under the corrected ceiling everywhere": (
+        g["g"] <= g["corrected"] * (1 + 1e-9)
+    ).all(),
+    "for small eps the tied head sits above the paper's curve at every temperature": (
+        len(over) == len(small) and set(over["head"]) == {"tied top two"}
+    ),
+}, described=True)
 
 # %% [markdown]
 # The maximum over heads comes from the tied head: for small $\varepsilon$ it sits above the paper's dashed curve
@@ -310,10 +349,15 @@ assert len(over) == len(small) and set(over["head"]) == {"tied top two"}
 # ## Verdicts
 
 # %%
-for v in verdicts:
-    print(f"{v.bound} [book: {v.expected}]: {v.verdict}")
-    assert v.as_expected
-assert verdicts[0].violations > 0 and all(v.violations == 0 for v in verdicts[1:])
+checks.show_bounds(verdicts)
+
+# %% tags=["remove-cell"]
+_ = sentences.assert_sentences({
+    **{f"{v.bound} {v.expected}": v.as_expected for v in verdicts},
+    "Corollary 3 as printed is violated, the corrected bounds and Lemma 2 hold": (
+        verdicts[0].violations > 0 and all(v.violations == 0 for v in verdicts[1:])
+    ),
+}, described=True)
 
 # %% [markdown]
 # - **Corollary 3 as printed is violated**: two tied top logits give $\lVert\nabla_l\alpha\rVert_2 = 1/(2T)$, twice

@@ -45,8 +45,9 @@ model = (
 text = al.texts.load()  # $ATTNLIMITS_TEXT, or War and Peace, or the offline fallback
 al.models.banner(model, text)
 # %% [markdown]
-# Every later experiment chapter starts with the same two loads and the same banner, so that no figure can be
-# mistaken for GPT-2's when it came from another model.
+# Every later experiment chapter starts with the same two loads and the same banner (one call,
+# `experiments.runs.book_run()`, does both and then reads the chapter's results), so that no figure can be mistaken
+# for GPT-2's when it came from another model.
 #
 # ## The model
 #
@@ -171,7 +172,8 @@ plotting.finish(fig, "setup_heads")
 #    pass at the largest $L$ serves a whole grid of lengths.
 #
 # Checks 1–3 run on the first 128 tokens (the eager reference costs another full set of weights) and should
-# hold to the last bit, since the capture *is* the eager computation; the cell asserts them within $10^{-6}$. Check 4 compares the first 128 rows of the
+# hold to the last bit, since the capture *is* the eager computation; a check that runs with the page (left off the
+# rendered book) asserts them within $10^{-6}$. Check 4 compares the first 128 rows of the
 # $L = 1024$ capture above with a capture of 128 tokens: two different forward passes, whose matrix products of
 # different shapes may sum in a different order, so they agree only up to float32 rounding carried through all
 # the layers; its tolerances ($10^{-5}$ for weights, $10^{-5}$ relative for logits) say "float32 rounding", and
@@ -182,9 +184,12 @@ plotting.finish(fig, "setup_heads")
 short_ids = ids[:, :128]
 report = al.models.exactness_report(model, short_ids, longer=cap)
 table = al.models.exactness_table(report)  # tolerances: 1e-6, and 1e-5 for the rows
+table
+
+# %% tags=["remove-cell"]
+# on every model and text: the experiments rest on these properties
 failed = table.index[table.holds.eq(False)].tolist()
 assert not failed, f"exactness checks beyond their tolerance: {failed}"
-table
 
 # %% [markdown]
 # ## Running the experiments with GPT-2 or another model

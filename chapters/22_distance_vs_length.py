@@ -39,21 +39,14 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown
 
-import attnlimits as al
-from attnlimits.experiments import figures, paper_claims
-from attnlimits.infra import plotting
+from attnlimits.experiments import figures, paper_claims, runs
+from attnlimits.infra import plotting, sentences
 
 plotting.set_theme()
-model = al.models.load()
-text = al.texts.load()
-al.models.banner(model, text)
-# the paper preset (ATTNLIMITS_EXPERIMENTS_PRESET=quick: a smoke run),
-# computed once, then read from the cache under results/
-preset = al.experiments.book_preset()
-res = al.experiments.results(model, text, preset)
-print(res.summary())
-# the same with token 0 (the attention sink) left out, see below
-no_sink = al.experiments.results(model, text, preset, exclude_sink=True)
+# the model and the text (banner below) and their results at the paper preset
+# (ATTNLIMITS_EXPERIMENTS_PRESET=quick: a smoke run), computed once, then read from
+# the cache under results/; no_sink: the same with token 0 (the attention sink) left out
+model, text, res, no_sink = runs.book_run()
 
 # %% [markdown]
 # ## What is measured
@@ -148,12 +141,12 @@ print({label: f"d~ ~ L^{slope:.2f}" for label, slope in slopes.items()})
 
 # %% tags=["remove-cell"]
 rows = paper_claims.rows_read(res)
-_ = paper_claims.assert_sentences({
+_ = sentences.assert_sentences({
     "every row below 128, then one in 32": rows["from"] == 128 and rows["rows"] == 32,
     "without token 0 the true distance still grows about linearly": bool(
         slopes["token 0 left out"] > 0.9
     ),
-}, described=paper_claims.describes(res))
+}, described=sentences.describes(res))
 
 # %% [markdown]
 # Without token 0 the true distance still grows about linearly: the sink is not the only heavy token. A trained
@@ -268,7 +261,7 @@ by_counting = readings[readings.key.isin(shape)].pivot(
     index=["key", "reading"], columns="counting", values="verdict"
 )
 full = predictions.loc["E_full"]
-_ = paper_claims.assert_sentences({
+_ = sentences.assert_sentences({
     "no reading reproduces both Figure 2c's constant and its proportionality": bool(
         not both_2c.any()
     ),
@@ -296,7 +289,7 @@ _ = paper_claims.assert_sentences({
     "counting every position changes no verdict of Figure 2a or 2b": bool(
         (by_counting["visible"] == by_counting["row"]).all()
     ),
-}, described=paper_claims.describes(res))
+}, described=sentences.describes(res))
 
 # %% [markdown]
 # **No reading reproduces the whole of Figure 2.** The paper's figure makes three claims about its expected
@@ -346,7 +339,7 @@ e_over_d = (alg2.E / alg2.d_tilde).groupby(alg2.N).median()
 print("median E/d~ by N:", e_over_d.round(3).to_dict())
 
 # %% tags=["remove-cell"]
-_ = paper_claims.expect(res, claims, {
+_ = sentences.expect(res, claims, {
     "fig2a-distance-linear": "reproduced",
     "fig2a-expectation-linear": "depends on the reading",
     "fig2a-bound": "holds",
@@ -356,7 +349,7 @@ _ = paper_claims.expect(res, claims, {
 # Theorem 1 holds in every head
 visible = res.distance[res.distance.counting == "visible"]
 assert (visible.d_tilde <= visible.d_max * (1 + 1e-9)).all()
-if paper_claims.describes(res):
+if sentences.describes(res):
     assert (e_over_d.diff().dropna() > 0).all()  # E/d~ rises with N
     # linear with and without the sink
     assert all(0.8 <= v <= 1.2 for v in slopes.values())
@@ -391,9 +384,9 @@ Markdown(texts_table)
 
 # %% tags=["remove-cell"]
 if same is not None:
-    _ = paper_claims.assert_sentences(
+    _ = sentences.assert_sentences(
         {"the second text changes no verdict of Figures 2a and 2b": same},
-        described=paper_claims.describes(res),
+        described=sentences.describes(res),
     )
 
 # %% [markdown]

@@ -39,21 +39,14 @@
 import pandas as pd
 from IPython.display import Markdown
 
-import attnlimits as al
-from attnlimits.experiments import figures, paper_claims
-from attnlimits.infra import plotting
+from attnlimits.experiments import figures, paper_claims, runs
+from attnlimits.infra import plotting, sentences
 
 plotting.set_theme()
-model = al.models.load()
-text = al.texts.load()
-al.models.banner(model, text)
-# the paper preset (ATTNLIMITS_EXPERIMENTS_PRESET=quick: a smoke run),
-# computed once, then read from the cache under results/
-preset = al.experiments.book_preset()
-res = al.experiments.results(model, text, preset)
-print(res.summary())
-# the same with token 0 (the attention sink) left out
-no_sink = al.experiments.results(model, text, preset, exclude_sink=True)
+# the model and the text (banner below) and their results at the paper preset
+# (ATTNLIMITS_EXPERIMENTS_PRESET=quick: a smoke run), computed once, then read from
+# the cache under results/; no_sink: the same with token 0 (the attention sink) left out
+model, text, res, no_sink = runs.book_run()
 
 # %% [markdown]
 # ## The test, and an exact critical $N$
@@ -143,13 +136,13 @@ by_reading.round(3)
 
 # %% tags=["remove-cell"]
 rows = paper_claims.rows_read(res)
-_ = paper_claims.assert_sentences({
+_ = sentences.assert_sentences({
     "every row below 128, then one in 32": rows["from"] == 128 and rows["rows"] == 32,
     "E_full and E_perm: every row below 128, then one in 128": rows["critical"] == 128,
     "E_perm reaches the level, if at all, only above 0.9 L": bool(
         (crit[crit.reading == "E_perm"].fraction.fillna(1) > 0.9).all()
     ),
-}, described=paper_claims.describes(res))
+}, described=sentences.describes(res))
 
 # %% [markdown]
 # `E_perm` reaches the level, if at all, only above $0.9\,L$, where almost every token is selected: $\tilde d$
@@ -172,7 +165,7 @@ sensitivity
 
 # %% tags=["remove-cell"]
 found_col = f"critical N at L = {max(res.preset.alg1_L)}"
-_ = paper_claims.assert_sentences({
+_ = sentences.assert_sentences({
     "with 144 heads the critical N is lower than with every head (less power)": bool(
         (sensitivity["144 heads: median"] < sensitivity[found_col].astype(float)).all()
     ),
@@ -182,7 +175,7 @@ _ = paper_claims.assert_sentences({
     "the paired test separates d~ from E at the KS critical N (p < 1e-6)": bool(
         (sensitivity["Wilcoxon p at that N"] < 1e-6).all()
     ),
-}, described=paper_claims.describes(res))
+}, described=sentences.describes(res))
 
 # %% [markdown]
 # Fewer heads, the paper's 144 or one per key/value group, give the KS test less power, and the critical $N$
@@ -216,11 +209,11 @@ expected = {
     "fig2c-critical": "not reproduced",
     "fig2c-proportional": "depends on the reading",
 }
-_ = paper_claims.expect(res, claims, expected)
+_ = sentences.expect(res, claims, expected)
 # without token 0 the run computes the book's reconstruction E alone
 expected_no_sink = {**expected, "fig2c-proportional": "reproduced"}
-_ = paper_claims.expect(no_sink, paper_claims.claims(no_sink, "2c"), expected_no_sink)
-if paper_claims.describes(res):
+_ = sentences.expect(no_sink, paper_claims.claims(no_sink, "2c"), expected_no_sink)
+if sentences.describes(res):
     assert fraction.min() > 0.5  # far more than 6 % of the tokens
     assert (crit_no_sink.fraction > 0.5).all() and gap.max() < 0.15
 
@@ -264,9 +257,9 @@ Markdown(texts_table)
 
 # %% tags=["remove-cell"]
 if same is not None:
-    _ = paper_claims.assert_sentences(
+    _ = sentences.assert_sentences(
         {"the second text changes no verdict of Figure 2c": same},
-        described=paper_claims.describes(res),
+        described=sentences.describes(res),
     )
 
 # %% [markdown]

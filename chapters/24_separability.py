@@ -40,20 +40,14 @@ import pandas as pd
 from IPython.display import Markdown
 
 import attnlimits as al
-from attnlimits.experiments import figures, paper_claims
-from attnlimits.infra import plotting
+from attnlimits.experiments import figures, paper_claims, runs
+from attnlimits.infra import plotting, sentences
 
 plotting.set_theme()
-model = al.models.load()
-text = al.texts.load()
-al.models.banner(model, text)
-# the paper preset (ATTNLIMITS_EXPERIMENTS_PRESET=quick: a smoke run),
-# computed once, then read from the cache under results/
-preset = al.experiments.book_preset()
-res = al.experiments.results(model, text, preset)
-print(res.summary())
-# the same with token 0 (the attention sink) left out
-no_sink = al.experiments.results(model, text, preset, exclude_sink=True)
+# the model and the text (banner below) and their results at the paper preset
+# (ATTNLIMITS_EXPERIMENTS_PRESET=quick: a smoke run), computed once, then read from
+# the cache under results/; no_sink: the same with token 0 (the attention sink) left out
+model, text, res, no_sink = runs.book_run()
 
 # %% [markdown]
 # ## What is measured
@@ -112,11 +106,11 @@ plateaus = [paper_claims.fig3_plateau(res, tokens=k) for k in ("value", "embeddi
 plateaus = pd.DataFrame([c.as_dict() for c in plateaus])
 Markdown(paper_claims.markdown(plateaus, columns=("measured", "verdict")))
 
-# %%
+# %% tags=["remove-cell"]
 emb = res.alg4("embedding")
 # Theorem 2's lower bound holds on the embeddings too, and delta is 0 (repeated tokens)
 assert (emb.lower <= emb.ns_frac + 1e-9).all() and (emb.delta == 0).all()
-if paper_claims.describes(res):
+if sentences.describes(res):
     emb_median = by_tokens.embedding
     assert (emb_median > by_tokens.value).loc[2:].all()
     assert emb_median.is_monotonic_decreasing and emb_median.loc[64] < 0.7
@@ -180,18 +174,18 @@ Markdown(paper_claims.markdown(claims_no_sink, columns=short))
 
 # %% tags=["remove-cell"]
 expected = {"fig3-plateau": "not reproduced", "fig3-bounds": "holds"}
-_ = paper_claims.expect(res, claims, expected)
-_ = paper_claims.expect(no_sink, claims_no_sink, expected)
+_ = sentences.expect(res, claims, expected)
+_ = sentences.expect(no_sink, claims_no_sink, expected)
 rows = paper_claims.rows_read(res)
-_ = paper_claims.assert_sentences({
+_ = sentences.assert_sentences({
     "every row below 128, then one in 32": rows["from"] == 128 and rows["rows"] == 32,
     "the embeddings: every row below 128, then one in 128": rows["embedding"] == 128,
-}, described=paper_claims.describes(res))
+}, described=sentences.describes(res))
 tail = by_n.loc[by_n.index >= 16]
 # Theorem 2's lower bound holds in every head
 assert (sep.lower <= sep.ns_frac + 1e-9).all()
 medians = summary.ns_frac_median
-if paper_claims.describes(res):
+if sentences.describes(res):
     assert medians.is_monotonic_decreasing and medians.loc[64] < 0.6
     # without token 0: still falling from N = 16 on, though near the paper's band
     assert tail.is_monotonic_decreasing and tail.iloc[-1] < tail.iloc[0]
@@ -226,9 +220,9 @@ Markdown(texts_table)
 
 # %% tags=["remove-cell"]
 if same is not None:
-    _ = paper_claims.assert_sentences(
+    _ = sentences.assert_sentences(
         {"the second text changes no verdict of Figure 3": same},
-        described=paper_claims.describes(res),
+        described=sentences.describes(res),
     )
 
 # %% [markdown]

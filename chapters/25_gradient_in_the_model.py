@@ -39,19 +39,14 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown
 
-import attnlimits as al
-from attnlimits.experiments import figures, paper_claims
-from attnlimits.infra import plotting
+from attnlimits.experiments import figures, paper_claims, runs
+from attnlimits.infra import plotting, sentences
 
 plotting.set_theme()
-model = al.models.load()
-text = al.texts.load()
-al.models.banner(model, text)
-# the paper preset (ATTNLIMITS_EXPERIMENTS_PRESET=quick: a smoke run),
-# computed once, then read from the cache under results/
-preset = al.experiments.book_preset()
-res = al.experiments.results(model, text, preset)
-print(res.summary())
+# the model and the text (banner below) and their results at the paper preset
+# (ATTNLIMITS_EXPERIMENTS_PRESET=quick: a smoke run), computed once, then read from
+# the cache under results/
+model, text, res, _ = runs.book_run(no_sink=False)
 
 # %% [markdown]
 # ## What is measured
@@ -164,7 +159,7 @@ claims = paper_claims.claims(res, "4")
 Markdown(paper_claims.markdown(claims))
 
 # %% tags=["remove-cell"]
-_ = paper_claims.expect(res, claims, {
+_ = sentences.expect(res, claims, {
     "fig4-slope": "inconclusive",
     "fig4-drop": "inconclusive",
     "fig4-printed-bound": "not reproduced",
@@ -175,7 +170,7 @@ assert (g.g <= np.sqrt(2) / g.eps * (1 + 1e-9)).all()
 # a head's mean over its windows is never above its largest mean over one window
 assert (per_window >= curves[("model", epsilons[0])] * (1 - 1e-12)).all()
 median_low = trend(res.g_heads().median(axis=1))[0]
-_ = paper_claims.assert_sentences({
+_ = sentences.assert_sentences({
     "Algorithm 5 reads every row": paper_claims.rows_read(res)["gradient"] is None,
     "the paper's g falls about as 1/T from T = 1 on, every step and logit scale": all(
         -1.3 <= high <= -0.9 for _, high in slopes.values()
@@ -186,7 +181,7 @@ _ = paper_claims.assert_sentences({
     "the median head's g grows far more slowly than 1/T below T = 0.1": bool(
         median_low > -0.6
     ),
-}, described=paper_claims.describes(res))
+}, described=sentences.describes(res))
 
 # %% [markdown]
 # - **Inconclusive: the drop by two orders of magnitude.** $g$ falls steeply once $T \ge 1$ — like $1/T$ or
@@ -228,9 +223,9 @@ Markdown(texts_table)
 
 # %% tags=["remove-cell"]
 if same is not None:
-    _ = paper_claims.assert_sentences(
+    _ = sentences.assert_sentences(
         {"the second text changes no verdict of Figure 4": same},
-        described=paper_claims.describes(res),
+        described=sentences.describes(res),
     )
 
 # %% [markdown]

@@ -36,9 +36,10 @@
 import pandas as pd
 from IPython.display import Markdown
 
-import attnlimits as al
-from attnlimits.experiments import paper_claims
+from attnlimits.experiments import paper_claims, runs
+from attnlimits.infra import sentences
 from attnlimits.reporting import book_claims
+from attnlimits.theory import checks
 
 verdicts = book_claims.check_verdicts()
 print(f"{len(verdicts)} checks, {sum(v.trials for v in verdicts):,} trials")
@@ -51,24 +52,25 @@ print(f"{len(verdicts)} checks, {sum(v.trials for v in verdicts):,} trials")
 # proving the statement; *agrees* is whether the measurement agrees with that claim.
 
 # %%
-table = book_claims.bounds_table(verdicts)
-pd.set_option("display.max_colwidth", 120)
-table.style.format({"worst ratio": "{:.4g}", "trials": "{:,}"}).hide(axis="index")
+checks.show_bounds(verdicts)
 
 # %% [markdown]
 # Every bound the book states as proved must have zero violations, and the paper's Corollary 3 as printed must
 # be broken (the book proves the sharp constant $1/(2T)$ instead). The book's reconstruction of Theorem 2's
 # upper bound must be broken too: the paper does not print that formula in full, so what fails is the
 # reconstruction, not necessarily the paper's bound (which the paper reports tracking the empirical maxima; the
-# reconstruction does not). If any of this stops being true, this cell fails and the book does not build.
+# reconstruction does not). If any of this stops being true, a check that runs with the page (left off the
+# rendered book) fails, and the book does not build.
 
 # %%
+violated = [v.bound for v in verdicts if v.expected == "violated"]
+print("bounds the book shows to be violated as printed:", violated)
+
+# %% tags=["remove-cell"]
 disagreements = [v.bound for v in verdicts if not v.as_expected]
 assert not disagreements, (
     f"measurements disagree with the book's claims: {disagreements}"
 )
-violated = [v.bound for v in verdicts if v.expected == "violated"]
-print("bounds the book shows to be violated as printed:", violated)
 
 # %% [markdown]
 # ## The experiments
@@ -80,12 +82,9 @@ print("bounds the book shows to be violated as printed:", violated)
 # show the figures behind them).
 
 # %%
-model = al.models.load()
-text = al.texts.load()
-al.models.banner(model, text)
+# the model and the text (banner below) and their results at the book's preset,
 # computed once (by `make results`), then read from the cache under results/
-res = al.experiments.results(model, text, al.experiments.book_preset())
-print(res.summary())
+model, text, res, _ = runs.book_run(no_sink=False)
 experiment_claims = paper_claims.claims(res)
 columns = ("figure", "paper", "measured", "verdict")
 Markdown(paper_claims.markdown(experiment_claims, columns=columns))
@@ -101,9 +100,9 @@ Markdown(texts_table)
 
 # %% tags=["remove-cell"]
 if same is not None:
-    _ = paper_claims.assert_sentences(
+    _ = sentences.assert_sentences(
         {"the second text changes no verdict of the experiments": same},
-        described=paper_claims.describes(res),
+        described=sentences.describes(res),
     )
 
 # %% [markdown]
@@ -125,16 +124,19 @@ if same is not None:
 # reproductions. "(the book's reconstruction)" marks a claim whose formula the paper does not print in full:
 # what is checked is the book's reading of it, so a failure refutes that reading, not the paper. The
 # {doc}`introduction <intro>` shows the same table: `make results` writes the file it includes, from the same
-# checks and results, and this cell fails if that file is missing or differs from the table shown here.
+# checks and results, and a check that runs with the page (left off the rendered book) fails if that file is
+# missing or differs from the table shown here.
 
 # %%
 claims = book_claims.claims(verdicts, res)
+columns = ("claim", "paper", "ours", "source", "value", "verdict", "where")
+Markdown(book_claims.markdown(claims, columns=columns))
+
+# %% tags=["remove-cell"]
 # the table the introduction includes (book_claims.INCLUDE), written by `make results`
 assert book_claims.read_include() == book_claims.markdown(claims), (
     f"{book_claims.INCLUDE} differs from this table: run `make results` again"
 )
-columns = ("claim", "paper", "ours", "source", "value", "verdict", "where")
-Markdown(book_claims.markdown(claims, columns=columns))
 
 # %% [markdown]
 # The wall time of each algorithm here, beside the paper's (Table 1 of the paper: a 10-core laptop CPU, 144

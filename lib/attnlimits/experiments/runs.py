@@ -1,5 +1,6 @@
 """Runs of Algorithms 1-5: on a model and a text (:func:`run`, captured here), on attention given as arrays
-(:func:`run_arrays`), and through the results cache (:func:`results`)."""
+(:func:`run_arrays`), through the results cache (:func:`results`), and the book's own run that every Experiments
+chapter reads (:func:`book_run`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from attnlimits.core.normalizers import check_normalizer
 from attnlimits.experiments.presets import Preset, book_preset, get_preset, validate_grid
@@ -19,6 +21,8 @@ from attnlimits.models.capturing import TOKENS, Capture, dtype_of
 
 __all__ = [
     "CODE",
+    "BookRun",
+    "book_run",
     "capture_windows",
     "code",
     "results",
@@ -426,3 +430,31 @@ def second_text_preset() -> Preset:
     reads ``paper``, else the book's own preset (``quick``: a smoke run in seconds)."""
     book = book_preset()
     return get_preset("reduced") if book.name == "paper" else book
+
+
+class BookRun(NamedTuple):
+    """What an Experiments chapter reads (:func:`book_run`): the model, the text, their results at the book's preset
+    and, where the chapter compares, the same with token 0 (the attention sink) left out (else None)."""
+
+    model: object
+    text: object
+    res: Results
+    no_sink: Results | None
+
+
+def book_run(*, no_sink: bool = True) -> BookRun:
+    """The opening of every Experiments chapter in one call: load the model and the text
+    (:func:`attnlimits.models.load` and :func:`attnlimits.models.texts.load` without arguments: ``$ATTNLIMITS_MODEL``
+    and ``$ATTNLIMITS_TEXT``, else the paper's, else the offline fallbacks), print their banner, read their
+    :func:`results` at :func:`book_preset` (``paper``, or ``$ATTNLIMITS_EXPERIMENTS_PRESET``: from the cache that
+    ``make results`` fills, computed here when it is missing) and print its summary; with ``no_sink``, read the
+    same with ``exclude_sink=True`` too."""
+    from attnlimits.models.loading import load
+
+    model = load()
+    text = texts.load()
+    describing.banner(model, text)
+    preset = book_preset()
+    res = results(model, text, preset)
+    print(res.summary())
+    return BookRun(model, text, res, results(model, text, preset, exclude_sink=True) if no_sink else None)

@@ -78,7 +78,6 @@ __all__ = [
     "TABLE_CLASS",
     "VERDICTS",
     "Row",
-    "bounds_table",
     "check_verdicts",
     "claims",
     "code_hash",
@@ -607,23 +606,3 @@ def read_include(path=None) -> str:
             "`make results` first)"
         )
     return path.read_text()
-
-
-def bounds_table(verdicts) -> pd.DataFrame:
-    """The check verdicts (:func:`attnlimits.theory.checks.run_all`) as the report's table of bounds, one row per
-    bound: its trials and violations, the worst measured/bound ratio, what the book claims after proving it
-    (``expected``), whether the measurement agrees ("yes" or "NO", so a disagreement stands out) and the verdict."""
-    return pd.DataFrame(
-        [
-            {
-                "bound": v.bound,
-                "trials": v.trials,
-                "violations": v.violations,
-                "worst ratio": v.worst_ratio,
-                "expected": v.expected,
-                "agrees": "yes" if v.as_expected else "NO",
-                "verdict": v.verdict,
-            }
-            for v in verdicts
-        ]
-    )

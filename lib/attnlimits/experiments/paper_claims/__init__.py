@@ -16,8 +16,8 @@ Verdicts (the book's words, :mod:`attnlimits.infra.verdicts`): "reproduced" (the
 whose rule gives different verdicts under its readings E, E_mc, E_full, E_perm: :func:`readings_claims` has each,
 :func:`reading_predictions` what would tell them apart). A claim's ``kind`` says whether it is a reproduction (a
 rule that can fail) or a sanity check (a proved bound: "holds" or "violated", never counted as a reproduction). The
-Experiments chapters show the rows and assert the verdicts their prose states; the reproducibility report shows them
-all.
+Experiments chapters show the rows and assert the verdicts their prose states
+(:func:`attnlimits.infra.sentences.expect`); the reproducibility report shows them all.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from attnlimits.experiments.paper_claims.rules import (
     Claim,
     loglog_slope,
 )
-from attnlimits.experiments.paper_claims.sentences import DESCRIBED, assert_sentences, describes, expect, rows_read
+from attnlimits.experiments.paper_claims.sentences import rows_read
 from attnlimits.infra.statistics import RESAMPLES, SEED
 from attnlimits.infra.verdicts import (
     DEPENDS_ON_READING,
@@ -84,7 +84,6 @@ __all__ = [
     "CONVERGED",
     "COUNTINGS",
     "DEPENDS_ON_READING",
-    "DESCRIBED",
     "DROP",
     "FLAT",
     "FRACTION",
@@ -111,12 +110,9 @@ __all__ = [
     "VIOLATED",
     "Claim",
     "across_runs",
-    "assert_sentences",
     "claims",
     "critical_sensitivity",
     "decide",
-    "describes",
-    "expect",
     "figure2_readings",
     "g_quantile",
     "loglog_slope",

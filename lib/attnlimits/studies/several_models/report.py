@@ -65,7 +65,7 @@ def control_labels(manifest: dict) -> dict[str, list[str]]:
 
 
 def run_id(manifest: dict) -> tuple[tuple[str, ...], str | None, str]:
-    """What a run is, as :func:`attnlimits.experiments.paper_claims.describes` reads it: (the trained models
+    """What a run is, as :func:`attnlimits.infra.sentences.describes` reads it: (the trained models
     present, the text's name, the preset's name)."""
     return tuple(trained_labels(manifest)), (manifest["text"] or {}).get("name"), manifest["preset"]["name"]
 

@@ -6,7 +6,8 @@ and the bound's display name, and records what the book *claims* about the bound
 "violated") so that the command line can tell a surprise from a confirmation.
 
 - :mod:`attnlimits.theory.checks.registry`      :class:`Verdict`, :func:`register`, :data:`CHECKS` (id -> check),
-                                         :data:`NAMES` (id -> display name), :func:`run_all`;
+                                         :data:`NAMES` (id -> display name), :func:`run_all`, and the table of
+                                         verdicts a page shows (:func:`bounds_table`, :func:`show_bounds`);
 - :mod:`attnlimits.theory.checks.search`        tolerances, the optimiser of the adversarial ascents, the seeding;
 - :mod:`attnlimits.theory.checks.vanishing`     chapter 12: ``cor1``, ``lem1``;
 - :mod:`attnlimits.theory.checks.distance` (chapter 13): ``thm1-dmax-reconstructed``, ``thm1-dmax-sharp``,
@@ -27,10 +28,12 @@ from attnlimits.theory.checks.registry import (
     NAMES,
     UnknownCheckError,
     Verdict,
+    bounds_table,
     id_of,
     register,
     run_all,
     select,
+    show_bounds,
 )
 from attnlimits.theory.checks.search import RTOL, Z_MC
 
@@ -87,6 +90,7 @@ __all__ = [
     "Z_MC",
     "UnknownCheckError",
     "Verdict",
+    "bounds_table",
     "check_corollary1",
     "check_corollary3_printed",
     "check_expectation_bounded",
@@ -109,5 +113,6 @@ __all__ = [
     "register",
     "run_all",
     "select",
+    "show_bounds",
     "upper_bound_radii",
 ]

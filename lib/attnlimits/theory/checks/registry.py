@@ -3,7 +3,9 @@
 A check is a function ``(trials: int, seed: int) -> Verdict`` registered with :func:`register` under a stable
 short id (``cor3-printed``, ``thm2-upper-reconstructed``...) and a display name (the bound's name as the book
 writes it). :data:`CHECKS` maps id -> check in registration order; :data:`NAMES` maps id -> display name.
-``attnlimits check --only ID`` runs one; :func:`run_all` runs them all (or the chosen ids).
+``attnlimits check --only ID`` runs one; :func:`run_all` runs them all (or the chosen ids). :func:`bounds_table`
+sets verdicts out one row per bound, and :func:`show_bounds` is that table as a page shows it (the theory chapters
+their own checks, the reproducibility report every check).
 """
 
 from __future__ import annotations
@@ -13,9 +15,23 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 
+import pandas as pd
+
 from attnlimits.infra.verdicts import HOLDS
 
-__all__ = ["CHECKS", "ID_PATTERN", "NAMES", "UnknownCheckError", "Verdict", "id_of", "register", "run_all", "select"]
+__all__ = [
+    "CHECKS",
+    "ID_PATTERN",
+    "NAMES",
+    "UnknownCheckError",
+    "Verdict",
+    "bounds_table",
+    "id_of",
+    "register",
+    "run_all",
+    "select",
+    "show_bounds",
+]
 
 #: What a check id looks like: lower-case words and digits joined by hyphens.
 ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -115,3 +131,30 @@ def run_all(trials: int = 2000, seed: int = 0, *, only: Iterable[str] | None = N
     if trials < 1:
         raise ValueError(f"trials: must be >= 1, got {trials}")
     return [CHECKS[i](trials=trials, seed=seed) for i in select(only)]
+
+
+def bounds_table(verdicts: Iterable[Verdict]) -> pd.DataFrame:
+    """``verdicts`` one row per bound: its trials and violations, the worst measured/bound ratio, what the book
+    claims after proving it (``expected``), whether the measurement agrees ("yes" or "NO", so a disagreement stands
+    out) and the verdict."""
+    return pd.DataFrame(
+        [
+            {
+                "bound": v.bound,
+                "trials": v.trials,
+                "violations": v.violations,
+                "worst ratio": v.worst_ratio,
+                "expected": v.expected,
+                "agrees": "yes" if v.as_expected else "NO",
+                "verdict": v.verdict,
+            }
+            for v in verdicts
+        ]
+    )
+
+
+def show_bounds(verdicts: Iterable[Verdict]):
+    """:func:`bounds_table` as a page shows it: without the index, the worst ratio to 4 significant digits and the
+    trials with thousands separators (a pandas ``Styler``)."""
+    table = bounds_table(verdicts)
+    return table.style.format({"worst ratio": "{:.4g}", "trials": "{:,}"}).hide(axis="index")

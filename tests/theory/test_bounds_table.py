@@ -1,8 +1,9 @@
-"""attnlimits.reporting.book_claims.bounds_table: the reproducibility report's table of the bounds (chapter 31)."""
+"""attnlimits.theory.checks.bounds_table and show_bounds: the table of check verdicts that the theory chapters and the
+reproducibility report show."""
 
 from __future__ import annotations
 
-from attnlimits.reporting import book_claims
+from attnlimits.theory import checks
 from attnlimits.theory.checks import Verdict
 
 HOLDS = Verdict("Lemma 1", "a bound", 2000, 0, 0.5, "holds but conservative by a factor 2", "holds")
@@ -11,7 +12,7 @@ SURPRISE = Verdict("Theorem 1", "a bound", 500, 1, 1.01, "violated once", "holds
 
 
 def test_one_row_per_bound_in_order_with_its_numbers():
-    table = book_claims.bounds_table([HOLDS, BROKEN])
+    table = checks.bounds_table([HOLDS, BROKEN])
     assert list(table.columns) == ["bound", "trials", "violations", "worst ratio", "expected", "agrees", "verdict"]
     assert table.bound.tolist() == ["Lemma 1", "Corollary 3 (printed)"]
     assert table.iloc[1].tolist() == [
@@ -26,5 +27,11 @@ def test_one_row_per_bound_in_order_with_its_numbers():
 
 
 def test_a_measurement_that_disagrees_with_the_book_stands_out():
-    table = book_claims.bounds_table([HOLDS, BROKEN, SURPRISE])
+    table = checks.bounds_table([HOLDS, BROKEN, SURPRISE])
     assert table.agrees.tolist() == ["yes", "yes", "NO"]
+
+
+def test_a_page_shows_it_without_the_index_and_with_rounded_ratios():
+    html = checks.show_bounds([HOLDS, BROKEN]).to_html()
+    assert "Corollary 3 (printed)" in html and ">2,000<" in html and ">0.5<" in html
+    assert checks.show_bounds([HOLDS]).data.equals(checks.bounds_table([HOLDS]))
