@@ -340,6 +340,7 @@ def _grid_problem(args, long: bool) -> str | None:
 def _run_analyze(args) -> int:
     from attnlimits import experiments, models
     from attnlimits.experiments import paper_claims
+    from attnlimits.infra.ks import KS_LEVEL
     from attnlimits.models import texts
     from attnlimits.reporting import run_page
 
@@ -385,8 +386,8 @@ def _run_analyze(args) -> int:
     lines = [
         f"wrote {out}: report.html, report.md, "
         f"{', '.join(f'{t}.csv' for t in (*experiments.TABLES, *paper_claims.TABLES))}, provenance.json, figures",
-        "critical N (KS level 0.05): "
-        + ", ".join(f"L={r.L}: {r.critical_N}" for r in crit[crit.ks_level == 0.05].itertuples()),
+        f"critical N (KS level {KS_LEVEL:g}): "
+        + ", ".join(f"L={r.L}: {r.critical_N}" for r in crit[crit.ks_level == KS_LEVEL].itertuples()),
         f"wall time {res.provenance['seconds']['total']:.1f} s",
     ]
     _print("\n".join(lines))

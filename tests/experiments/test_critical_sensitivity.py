@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from attnlimits.experiments import PRESETS, Results, paper_claims
+from attnlimits.experiments.critical import critical_from_heads, one_head_per_group
 from attnlimits.infra import statistics
 
 PRESET = PRESETS["quick"].as_dict()
@@ -68,7 +69,7 @@ def heads() -> pd.DataFrame:
 
 
 def _run_critical(heads, reading):
-    return statistics.critical_from_heads(heads, TOP, reading, 0.05)
+    return critical_from_heads(heads, TOP, reading, 0.05)
 
 
 def test_every_column_reads_its_reading_at_the_longest_length(heads):
@@ -76,16 +77,14 @@ def test_every_column_reads_its_reading_at_the_longest_length(heads):
     assert found["E"] > found["E_full"]  # the readings differ, so a row that read the other one shows
     table = paper_claims.critical_sensitivity(_results(heads, found), tuple(READINGS), size=LAYERS * N_HEADS)
     assert list(table.index) == list(READINGS)
-    group = statistics.one_head_per_group(heads, N_HEADS, N_KV_HEADS)
+    group = one_head_per_group(heads, N_HEADS, N_KV_HEADS)
     for reading, row in table.iterrows():
         assert row[f"critical N at L = {TOP}"] == found[reading]
         # a subset of every head is the whole run: median and range collapse onto its critical N
         every = LAYERS * N_HEADS
         assert row[f"{every} heads: median"] == row[f"{every} heads: 2.5 %"] == row[f"{every} heads: 97.5 %"]
         assert row[f"{every} heads: median"] == found[reading]
-        assert row["one head per key/value group"] == statistics.critical_from_heads(
-            heads, TOP, reading, 0.05, head_index=group
-        )
+        assert row["one head per key/value group"] == critical_from_heads(heads, TOP, reading, 0.05, head_index=group)
         pick = heads[(heads.N == found[reading]) & (heads.reading == reading)]
         assert row["Wilcoxon p at that N"] == statistics.wilcoxon_heads(pick, "d_tilde", "expected")[1]
         assert row["heads"] == LAYERS * N_HEADS

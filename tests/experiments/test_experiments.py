@@ -177,93 +177,8 @@ def test_row_lengths_and_blocks():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# the search of Algorithm 3
-# ---------------------------------------------------------------------------------------------------------------
-def _drive(L, level, p_of):
-    gen = experiments.critical_search(L, level)
-    asked = []
-    try:
-        n = next(gen)
-        while True:
-            asked.append(n)
-            n = gen.send(p_of(n))
-    except StopIteration as stop:
-        return stop.value, asked
-
-
-@pytest.mark.parametrize("L", [2, 3, 17, 64, 1024])
-def test_search_finds_the_first_change_of_a_monotone_decision(L):
-    for answer in range(1, L):
-        found, asked = _drive(L, 0.05, lambda n, a=answer: 0.5 if n >= a else 0.001)
-        assert found == answer
-        assert len(asked) <= 2 * math.ceil(math.log2(L)) + 1
-        assert answer in asked and (answer == 1 or answer - 1 in asked)
-
-
-def test_search_returns_none_when_no_n_reaches_the_level():
-    found, asked = _drive(40, 0.05, lambda n: 0.0)
-    assert found is None and asked[-1] == 39
-
-
-@pytest.mark.parametrize("guess", [None, 5, 30])
-def test_search_tries_every_n_up_to_n_max(guess):
-    """Without the sink the largest testable N is L - 2: the search must reach the answer just below it."""
-    gen = experiments.critical_search(32, 0.05, guess, n_max=30)
-    n, asked = next(gen), []
-    try:
-        while True:
-            assert 1 <= n <= 30
-            asked.append(n)
-            n = gen.send(0.5 if n >= 29 else 0.0)
-    except StopIteration as stop:
-        assert stop.value == 29 and 28 in asked
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_looking_ahead_finds_the_critical_n_of_one_n_per_round_in_fewer_rounds(monkeypatch, seed):
-    """Algorithm 3's rounds evaluate the N each search would ask after either outcome too: on p-values that rise
-    with N through noise (so a search may cross the level more than once), the critical N are those of one N per
-    round, and the rounds fewer."""
-    from attnlimits.experiments import algorithms
-
-    rng = np.random.default_rng(seed)
-    p_of = {}  # (reading, N, L) -> p: rising with N / L, noisy
-
-    def evaluate(windows, todo, *args, **kwargs):
-        rounds.append(len(todo))
-        for key in todo:
-            p_of.setdefault(key, float(np.clip(key[1] / key[2] - 0.3 + rng.normal(0, 0.15), 0, 1)))
-        return {key: (0.0, p_of[key]) for key in todo}, []
-
-    monkeypatch.setattr(algorithms, "check_windows", lambda windows: None)
-    monkeypatch.setattr(algorithms, "_evaluate_ks", evaluate)
-    found = {}
-    for depth in (1, 2):
-        monkeypatch.setattr(algorithms, "LOOKAHEAD", depth)
-        rounds = []
-        critical = experiments.critical_n([], [32, 64, 128, 256, 1024], (0.05, 0.01))[1]
-        found[depth] = (critical["critical_N"].tolist(), len(rounds))
-    assert found[2][0] == found[1][0]
-    assert found[2][1] < 0.75 * found[1][1], found
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # tiny random models against the literal reference
 # ---------------------------------------------------------------------------------------------------------------
-def _windows(model, count=2, length=24, seed=0):
-    ids = torch.randint(0, 300, (count, length), generator=torch.Generator().manual_seed(seed))
-    out = []
-    for i, row in enumerate(ids):
-        out.append(models.capture(model, row, index=i))
-    return out
-
-
-@pytest.fixture(scope="module", params=["gpt2", "llama"])
-def tiny(request):
-    model = tiny_models.gpt2(bos=0) if request.param == "gpt2" else tiny_models.llama()
-    return model, _windows(model)
-
-
 def _compare(ours: pd.DataFrame, ref: pd.DataFrame, keys, values, rel=1e-6):
     ours = ours.assign(window=ours.window.astype(str)).sort_values(keys).reset_index(drop=True)
     ref = ref.sort_values(keys).reset_index(drop=True)
@@ -331,52 +246,6 @@ def test_distances_match_the_reference(tiny, exclude_sink):
     assert set(ours.rows[ours.L == 24]) == {24 - n - int(exclude_sink) for n in (2, 5, 10)}
 
 
-@pytest.mark.parametrize("exclude_sink", [False, True])
-def test_the_readings_of_algorithm_3_are_the_distance_tables(tiny, exclude_sink):
-    """Every exact reading's KS p-value at an (L, N) is the test between the heads' d~ and that reading as the
-    distance table has them (short windows: the row sample is every row), and the heads table reproduces each
-    critical N."""
-    from attnlimits.infra import statistics
-
-    _, windows = tiny
-    scan, critical, heads = experiments.critical_n(windows, [8, 16], (0.05, 0.01), exclude_sink=exclude_sink)
-    assert set(scan.reading) == set(critical.reading) == set(heads.reading) == set(experiments.CRITICAL_READINGS)
-    grid = {}
-    for row in scan.itertuples():
-        grid.setdefault(int(row.N), set()).add(int(row.L))
-    table = experiments.distance_table(windows, grid, exclude_sink=exclude_sink, countings=("visible",))
-    for row in scan[scan.reading != "E_perm"].itertuples():  # E_perm: other draws than the table's (seeded)
-        at = table[(table.L == row.L) & (table.N == row.N)]
-        pooled = at.groupby(["layer", "head"])[["d_tilde", row.reading]].mean().dropna()
-        p = statistics.ks_test(pooled.d_tilde, pooled[row.reading])[1]
-        assert row.p_value == pytest.approx(p, rel=1e-9), row
-    for row in critical.itertuples():
-        again = statistics.critical_from_heads(heads, row.L, row.reading, row.ks_level)
-        assert (pd.isna(row.critical_N) and again is None) or again == row.critical_N
-
-
-@pytest.mark.parametrize("exclude_sink", [False, True])
-def test_critical_n_matches_a_dense_scan(tiny, exclude_sink):
-    _, windows = tiny
-    lengths = [8, 16]
-    scan, critical, _ = experiments.critical_n(
-        windows, lengths, (0.05, 0.01), readings=("E",), exclude_sink=exclude_sink
-    )
-    ref_scan, ref_critical = naive.critical_scan(windows, lengths, (0.05, 0.01), exclude_sink=exclude_sink)
-    assert not scan.p_value.isna().any()  # every N tried leaves rows to test
-    merged = scan.merge(ref_scan, on=["L", "N"], suffixes=("", "_ref"))
-    assert len(merged) == len(scan)  # every N the search evaluated is in the dense scan, with the same p-value
-    np.testing.assert_allclose(merged.p_value, merged.p_value_ref, rtol=1e-9, atol=1e-300)
-    np.testing.assert_allclose(merged.ks_stat, merged.ks_stat_ref, rtol=1e-12)
-    assert len(scan) < len(ref_scan)
-    for row in critical.itertuples():
-        ref = ref_critical[(ref_critical.L == row.L) & (ref_critical.ks_level == row.ks_level)].critical_N.item()
-        dense = ref_scan[ref_scan.L == row.L].sort_values("N")
-        monotone = (dense.p_value >= row.ks_level).is_monotonic_increasing
-        if monotone:  # the search's premise; then it must find exactly the dense scan's answer
-            assert (pd.isna(row.critical_N) and math.isnan(ref)) or row.critical_N == ref
-
-
 def test_another_normaliser_is_swapped_in_on_the_same_masked_logits(tiny):
     """normalizer=None is the model's softmax; a named normaliser replaces it on the same masked logits, and the
     algorithms compute on those weights what selection computes row by row."""
@@ -440,17 +309,17 @@ def test_separability_on_the_embeddings_is_the_literal_algorithm_4_on_them(tiny)
 def test_separability_on_a_row_sample_is_the_weighted_mean_of_those_rows(tiny, monkeypatch):
     """stride=1 samples every row (the exact table); a coarser stride gives each head the mean of its sampled rows'
     N_s/N weighted by the rows each stands for, those rows' values being the exact table's per-row values."""
-    from attnlimits.experiments import algorithms
+    from attnlimits.experiments import row_sample
 
     _, windows = tiny
     exact = experiments.separability_table(windows, 24, [1, 3])
     pd.testing.assert_frame_equal(experiments.separability_table(windows, 24, [1, 3], stride=1), exact)
-    monkeypatch.setattr(algorithms, "SAMPLE_FROM", 5)
+    monkeypatch.setattr(row_sample, "SAMPLE_FROM", 5)
     sampled = experiments.separability_table(windows, 24, [1, 3], stride=4, seed=2)
     assert (sampled.rows == exact.rows).all()  # every block of 4 rows lies past N = 3: the weights sum to the rows
     for w in windows:
         for layer in w.layer_ids:
-            at, weight = algorithms.sample_rows(24, 2 + 1_000_003 * w.index + 7919 * layer, 4)
+            at, weight = row_sample.sample_rows(24, 2 + 1_000_003 * w.index + 7919 * layer, 4)
             alpha, x = w.inputs(layer, 24, precision="float64")
             frac = rowstats.separability(alpha, x / x.norm(dim=-1, keepdim=True), [3])[0][0]  # (H, rows)
             keep = at > 2  # rows with more than 3 tokens
@@ -726,29 +595,6 @@ def test_float32_path_agrees_with_float64(tiny):
         np.testing.assert_allclose(f32[col], f64[col], rtol=1e-5)
     with pytest.raises(ValueError, match="precision: must be one of"):
         experiments.distance_table(windows, grid, precision="float16")
-
-
-@pytest.mark.parametrize("L", [2, 5, 64, 1024])
-def test_guided_search_finds_the_change_from_any_guess(L):
-    for answer in sorted(a for a in {1, 2, L // 3, L - 1} if 1 <= a < L):
-        for guess in sorted(g for g in {1, answer - 1, answer, answer + 1, L - 1, L // 2} if 1 <= g < L):
-            found, asked = _drive_guided(L, answer, guess)
-            assert found == answer, (answer, guess)
-            assert answer in asked and (answer == 1 or answer - 1 in asked)
-    found, _ = _drive_guided(L, None, L // 2 or 1)
-    assert found is None
-
-
-def _drive_guided(L, answer, guess):
-    gen = experiments.critical_search(L, 0.05, guess)
-    asked = []
-    try:
-        n = next(gen)
-        while True:
-            asked.append(n)
-            n = gen.send(0.5 if answer is not None and n >= answer else 0.0)
-    except StopIteration as stop:
-        return stop.value, asked
 
 
 def test_selection_by_complement_equals_the_top_n(monkeypatch):

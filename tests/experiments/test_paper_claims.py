@@ -13,7 +13,7 @@ import pytest
 
 from attnlimits.experiments import PRESETS, Results
 from attnlimits.experiments import paper_claims as rp
-from attnlimits.infra import statistics
+from attnlimits.experiments.critical import critical_from_heads
 
 PRESET = PRESETS["quick"].as_dict()  # alg1_N 2, alg1_L 16-64, alg2_L 64, alg2_N 1-10, alg4_N 1-8, alg5_T 1e-3..100
 WINDOWS = 4
@@ -251,7 +251,7 @@ def test_fig2c_critical_reads_the_constant_fraction():
 def test_fig2c_proportional_is_decided_on_the_bootstrap_of_the_per_head_means():
     heads = _critical_heads()
     lengths = sorted(set(heads.L))
-    found = [statistics.critical_from_heads(heads, L, "E", 0.05) for L in lengths]
+    found = [critical_from_heads(heads, L, "E", 0.05) for L in lengths]
     critical = pd.DataFrame(
         {"L": lengths, "reading": "E", "ks_level": 0.05, "critical_N": found, "window": "all", "windows": "0-3"}
     ).astype({"critical_N": "Int64"})
@@ -259,7 +259,7 @@ def test_fig2c_proportional_is_decided_on_the_bootstrap_of_the_per_head_means():
     assert good.verdict == rp.REPRODUCED, good.measured
     assert "untrained controls show it too" in good.rule
     flat_heads = _critical_heads(exponent=0.0)
-    flat = critical.assign(critical_N=[statistics.critical_from_heads(flat_heads, L, "E", 0.05) for L in lengths])
+    flat = critical.assign(critical_N=[critical_from_heads(flat_heads, L, "E", 0.05) for L in lengths])
     assert _claim(_results(critical=flat, heads=flat_heads), "fig2c-proportional").verdict == rp.NOT
     mixed_heads = _critical_heads(exponent=0.8, spread=0.6)
     unsure = _claim(_results(critical=critical, heads=mixed_heads), "fig2c-proportional")

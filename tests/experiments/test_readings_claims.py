@@ -12,7 +12,8 @@ import pytest
 from test_paper_claims import HEADS, PRESET, WINDOWS, _critical, _critical_heads, _distance, _results
 
 from attnlimits.experiments import paper_claims as rp
-from attnlimits.infra import statistics, verdicts
+from attnlimits.experiments.critical import critical_from_heads
+from attnlimits.infra import verdicts
 
 
 def _critical_of(found: dict, reading: str = "E") -> pd.DataFrame:
@@ -54,7 +55,7 @@ def test_proportionality_reads_each_readings_own_draws():
     heads = _critical_heads()
     lengths = sorted(set(heads.L))
     parts = [
-        _critical_of({L: (statistics.critical_from_heads(heads, L, r, 0.05), pd.NA, pd.NA) for L in lengths}, r)
+        _critical_of({L: (critical_from_heads(heads, L, r, 0.05), pd.NA, pd.NA) for L in lengths}, r)
         for r in ("E", "E_full")
     ]
     res = _results(critical=pd.concat(parts, ignore_index=True), heads=heads)

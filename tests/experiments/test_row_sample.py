@@ -12,19 +12,11 @@ import tiny_models
 import torch
 
 from attnlimits import experiments, models
-from attnlimits.experiments import algorithms
+from attnlimits.experiments import row_sample
 
 GRID = {5: [32, 100], 1: [100], 20: [100]}
 #: The value columns of the distance table without a row sample.
 DISTANCE = ["d_tilde", "d_max", "E", "E_mc", "E_mc_se", "E_full", "E_perm"]
-
-
-@pytest.fixture(scope="module", params=["gpt2", "llama"])
-def windows(request):
-    """Two windows of 200 random tokens of a tiny model."""
-    model = tiny_models.gpt2(bos=0, positions=256) if request.param == "gpt2" else tiny_models.llama(positions=256)
-    ids = torch.randint(0, 300, (2, 200), generator=torch.Generator().manual_seed(0))
-    return [models.capture(model, row, index=i) for i, row in enumerate(ids)]
 
 
 def _same(sampled: pd.DataFrame, full: pd.DataFrame, values) -> None:
@@ -58,8 +50,8 @@ def test_a_window_read_whole_by_the_sample_gives_the_unsampled_tables(windows, e
         _same(sampled, sep, ["ns_frac", "lower", "upper"])
     _same(experiments.sink_table(windows, 100, stride=16), experiments.sink_table(windows, 100), ["sink_weight"])
     T, eps = (0.01, 1.0), (1e-3, 0.1)
-    g = experiments.gradient_table(windows, algorithms.GRADIENT_FROM, T, eps, seed=2)
-    _same(experiments.gradient_table(windows, algorithms.GRADIENT_FROM, T, eps, seed=2, stride=8), g, ["g"])
+    g = experiments.gradient_table(windows, row_sample.GRADIENT_FROM, T, eps, seed=2)
+    _same(experiments.gradient_table(windows, row_sample.GRADIENT_FROM, T, eps, seed=2, stride=8), g, ["g"])
 
 
 def test_algorithm_3_reads_the_rows_of_the_distance_table(windows):
@@ -83,7 +75,7 @@ def test_gradient_and_sink_on_a_sample_are_weighted_means_of_the_sampled_rows(wi
     _same(experiments.gradient_table(windows, 200, T, eps, seed=2, stride=1), full, ["g"])
     sampled = experiments.sink_table(windows, 200, stride=8, seed=5)
     w = windows[1]
-    at, weight = algorithms.sample_rows(200, 5 + 1_000_003 * w.index + 7919 * 1, 8)
+    at, weight = row_sample.sample_rows(200, 5 + 1_000_003 * w.index + 7919 * 1, 8)
     alpha, _ = w.inputs(1, 200)
     keep = at >= 1
     expected = (alpha[:, at[keep], 0] * weight[keep]).sum(-1) / weight[keep].sum()
@@ -102,7 +94,7 @@ def seeds(windows):
     one = windows[:1]
     kw = {"readings": ("E",), "countings": ("visible",)}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(algorithms, "SAMPLE_FROM", 8)
+        mp.setattr(row_sample, "SAMPLE_FROM", 8)
         runs = [experiments.distance_table(one, {3: [200]}, seed=s, row_stride=8, **kw) for s in range(40)]
     return experiments.distance_table(one, {3: [200]}, **kw), runs
 
@@ -146,19 +138,17 @@ def test_row_stride_is_validated_and_recorded():
 def test_row_samples_name_the_blocks_each_reading_reads():
     """Every row with no stride (the exact readings; the costly ones on their own fixed samples), else the
     preset's stride and, for the costly readings, a coarser one; Algorithm 5 always reads every row."""
-    from attnlimits.experiments import algorithms
-
-    exact = algorithms.row_samples(None)
-    assert exact == {"rows": None, "critical": algorithms.CRITICAL_STRIDE, "embedding": 4, "gradient": None}
-    strided = algorithms.row_samples(64)
+    exact = row_sample.row_samples(None)
+    assert exact == {"rows": None, "critical": row_sample.CRITICAL_STRIDE, "embedding": 4, "gradient": None}
+    strided = row_sample.row_samples(64)
     assert strided == {
         "rows": 64,
-        "critical": 64 * algorithms.COARSER,
-        "embedding": 64 * algorithms.COARSER,
+        "critical": 64 * row_sample.COARSER,
+        "embedding": 64 * row_sample.COARSER,
         "gradient": None,
     }
     with pytest.raises(ValueError, match="row_stride"):
-        algorithms.row_samples(0)
+        row_sample.row_samples(0)
 
 
 TINY = tiny_models.experiments_preset()
@@ -196,9 +186,9 @@ def test_kernels_computed_bin_by_bin_equal_one_call(windows):
     w = windows[0]
     alpha, x = w.inputs(0, 200)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(algorithms, "SAMPLE_FROM", 16)
-        at, _ = algorithms.sample_rows(200, 3, 8)
-        assert len(algorithms.position_bins(at)) == 5  # rows below 16, then [16, 32), ..., [128, 256)
+        mp.setattr(row_sample, "SAMPLE_FROM", 16)
+        at, _ = row_sample.sample_rows(200, 3, 8)
+        assert len(row_sample.position_bins(at)) == 5  # rows below 16, then [16, 32), ..., [128, 256)
         a = alpha[:, at]
         for fn, kw, dims in (
             (rowstats.distances, {"ns": [1, 5], "bound": True, "kept": True}, None),
@@ -206,23 +196,8 @@ def test_kernels_computed_bin_by_bin_equal_one_call(windows):
             (rowstats.separability, {"ns": [1, 4]}, (-1, -2, -1)),
         ):
             one = fn(a, x, positions=at, first=1, **kw)
-            binned = algorithms.by_bins(fn, a, x, at, first=1, row_dims=dims, **kw)
+            binned = row_sample.by_bins(fn, a, x, at, first=1, row_dims=dims, **kw)
             parts = zip(*(r if isinstance(r, tuple) else (r,) for r in (one, binned)), strict=True)
             for (whole, by_bin), dim in zip(parts, dims or (-1, -1, -1), strict=False):
                 counted = (at >= 6).nonzero().squeeze(-1)  # rows with more tokens than any N (the others are not read)
                 torch.testing.assert_close(by_bin.index_select(dim, counted), whole.index_select(dim, counted))
-
-
-def test_looking_ahead_reads_the_same_p_values_and_finds_the_same_critical_n(windows, monkeypatch):
-    """Algorithm 3 evaluating two decisions ahead reads, at every (L, N, reading) it shares with one N per round,
-    the same p-value (the permutation null E_perm included: its rows draw alike in any grouping), and so finds the
-    same critical N."""
-    found = {}
-    for depth in (1, 2):
-        monkeypatch.setattr(algorithms, "LOOKAHEAD", depth)
-        found[depth] = experiments.critical_n(windows, [64, 100], seed=3, row_stride=8)
-    (scan, critical, _), (ahead, critical_ahead, _) = found[1], found[2]
-    pd.testing.assert_frame_equal(critical_ahead, critical)
-    both = scan.merge(ahead, on=["L", "N", "reading"], suffixes=("", "_ahead"))
-    assert len(both) == len(scan) < len(ahead) and "E_perm" in set(both.reading)
-    np.testing.assert_array_equal(both.p_value_ahead.to_numpy(), both.p_value.to_numpy())

@@ -19,9 +19,10 @@ critical N by a bracket-and-bisect search on the KS decision), :func:`separabili
 :func:`gradient_table` (Alg. 5) and :func:`sink_table`. :func:`run` does all five on a model (a Hugging Face model,
 or a TransformerLens ``HookedTransformer``), :func:`run_arrays` on attention given as arrays (weights, values and
 optionally logits), and :class:`Results` saves and loads them as CSVs plus ``provenance.json``. Modules:
-:mod:`.presets` (the grids), :mod:`.algorithms` (Algorithms 1-5), :mod:`.tables` (one run's tables from captured
-windows), :mod:`.runs` (runs on a model, on arrays, through the cache), :mod:`.figures` (the paper's figures) and
-:mod:`.paper_claims` (each claim of the paper beside its measurement).
+:mod:`.presets` (the grids), :mod:`.row_sample` (the rows an algorithm reads), :mod:`.algorithms` (Algorithms 1-2,
+4, 5 and the sink), :mod:`.critical` (Algorithm 3 and the intervals of its critical N), :mod:`.tables` (one run's
+tables from captured windows), :mod:`.runs` (runs on a model, on arrays, through the cache), :mod:`.figures` (the
+paper's figures) and :mod:`.paper_claims` (each claim of the paper beside its measurement).
 """
 
 import attnlimits
@@ -29,14 +30,14 @@ import attnlimits
 #: Where each public name lives (imported on first use: see :func:`attnlimits.lazy`).
 NAMES = {
     "COUNTINGS": "attnlimits.experiments.algorithms",
-    "CRITICAL_READINGS": "attnlimits.experiments.algorithms",
     "READINGS": "attnlimits.experiments.algorithms",
-    "critical_n": "attnlimits.experiments.algorithms",
-    "critical_search": "attnlimits.experiments.algorithms",
     "distance_table": "attnlimits.experiments.algorithms",
     "gradient_table": "attnlimits.experiments.algorithms",
     "separability_table": "attnlimits.experiments.algorithms",
     "sink_table": "attnlimits.experiments.algorithms",
+    "CRITICAL_READINGS": "attnlimits.experiments.critical",
+    "critical_n": "attnlimits.experiments.critical",
+    "critical_search": "attnlimits.experiments.critical",
     "PRESET_VARIABLE": "attnlimits.experiments.presets",
     "PRESETS": "attnlimits.experiments.presets",
     "Preset": "attnlimits.experiments.presets",
@@ -55,6 +56,6 @@ NAMES = {
     "ArrayCapture": "attnlimits.models.arrays",
     "fit_preset": "attnlimits.models.arrays",
 }
-MODULES = ("algorithms", "presets", "tables", "runs", "figures", "paper_claims")
+MODULES = ("row_sample", "algorithms", "critical", "presets", "tables", "runs", "figures", "paper_claims")
 __all__ = sorted(NAMES)
 __getattr__, __dir__ = attnlimits.lazy(__name__, MODULES, NAMES)

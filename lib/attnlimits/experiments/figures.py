@@ -22,6 +22,7 @@ from matplotlib.ticker import NullFormatter
 from attnlimits.experiments.paper_claims import FRACTION, G_QUANTILE, g_quantile
 from attnlimits.experiments.paper_claims.rules import METHOD
 from attnlimits.infra import statistics
+from attnlimits.infra.ks import KS_LEVEL
 from attnlimits.infra.statistics import RESAMPLES, SEED
 
 __all__ = [
@@ -246,7 +247,7 @@ def _critical_axes(ax, lengths, ylabel: str, title: str) -> None:
     _legend(ax, _bars_key("95 % over windows (bars)"), fontsize="small")
 
 
-def critical_readings_figure(res, level: float = 0.05, ax=None):
+def critical_readings_figure(res, level: float = KS_LEVEL, ax=None):
     """Figure 2c for every reading: critical N / L against L at KS ``level``, each reading with its 95 % bootstrap
     interval over windows as error bars; dashed: the paper's 0.06, shaded: the band [0.03, 0.12] the book's verdict
     on Figure 2c accepts as a constant fraction like the paper's."""

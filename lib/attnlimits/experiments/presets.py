@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnlimits.infra.ks import KS_LEVEL, KS_LEVELS
 from attnlimits.infra.presets import Registry, StudyPreset
 
 __all__ = ["PRESETS", "PRESET_VARIABLE", "Preset", "book_preset", "get_preset", "validate_grid"]
@@ -25,7 +26,7 @@ class Preset(StudyPreset):
     at text token ``i * (n - L) // (W - 1)``, :func:`attnlimits.models.windows.windows`): the windows are the
     independent units every interval of the book resamples, so they come from every part of the text rather than
     one stretch of it. ``row_stride``: None reads every query row of a window; an integer has every algorithm read
-    a stratified sample of the rows instead (:func:`attnlimits.experiments.algorithms.sample_rows`: every row below
+    a stratified sample of the rows instead (:func:`attnlimits.experiments.row_sample.sample_rows`: every row below
     128, then one seeded row per block of ``row_stride`` rows, each standing for its block), each head's mean the
     weighted mean over the sampled rows, with its standard error in the distance table: a row costs time in
     proportion to its position, so a sample buys many more windows for the same time.
@@ -41,7 +42,7 @@ class Preset(StudyPreset):
     alg5_L: int
     alg5_T: tuple[float, ...]
     alg5_eps: tuple[float, ...]
-    ks_levels: tuple[float, ...] = (0.05, 0.01)
+    ks_levels: tuple[float, ...] = KS_LEVELS
     row_stride: int | None = None
 
     @property
@@ -102,7 +103,7 @@ PRESETS = Registry(
         alg5_L=256,
         alg5_T=_PAPER.alg5_T[::2],
         alg5_eps=(min(_PAPER.alg5_eps),),
-        ks_levels=(0.05,),
+        ks_levels=(KS_LEVEL,),
         row_stride=16,
     ),
     Preset(

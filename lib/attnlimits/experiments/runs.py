@@ -103,7 +103,7 @@ def run(
     In the paper's setting the distance table holds every reading of the expectation under both countings of a
     row's tokens, Algorithm 3 searches the critical N of :data:`CRITICAL_READINGS`, and Algorithm 4 runs on the
     values (every row) and on the input token embeddings (its ``tokens`` column; the row sample of
-    :func:`attnlimits.experiments.algorithms.sample_rows`); with ``exclude_sink=True`` (the book's
+    :func:`attnlimits.experiments.row_sample.sample_rows`); with ``exclude_sink=True`` (the book's
     variant without token 0) the first two keep the book's reconstruction E on the visible tokens and Algorithm 4
     the values.
 

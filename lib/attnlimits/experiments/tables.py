@@ -19,16 +19,15 @@ import pandas as pd
 import torch
 
 from attnlimits.experiments.algorithms import (
-    CRITICAL_READINGS,
     GRADIENT_COLUMNS,
-    critical_n,
     distance_table,
     gradient_table,
-    row_samples,
     separability_table,
     sink_table,
 )
+from attnlimits.experiments.critical import CRITICAL_READINGS, critical_intervals, critical_n
 from attnlimits.experiments.presets import Preset
+from attnlimits.experiments.row_sample import row_samples
 from attnlimits.infra import cache, statistics
 from attnlimits.models.capturing import Capture
 
@@ -252,7 +251,7 @@ def compute(
     What :func:`run` and :func:`attnlimits.experiments.run_arrays` share: ``embedding`` adds Algorithm 4 on the
     input token embeddings; captures without logits (:class:`attnlimits.models.arrays.ArrayCapture` of
     weights alone) give an empty ``gradient`` table. The preset's ``row_stride`` (None: every row) has every
-    algorithm read a stratified sample of each window's rows (:func:`attnlimits.experiments.algorithms.sample_rows`).
+    algorithm read a stratified sample of each window's rows (:func:`attnlimits.experiments.row_sample.sample_rows`).
     ``normalizer``: None reads the captures' softmax weights; a registered name swaps it in on their logits.
     """
     opts = {
@@ -323,14 +322,14 @@ def _gradient_and_sink(caps, p: Preset, seconds: dict, *, seed: int, progress, n
 
 def _with_intervals(critical: pd.DataFrame, heads: pd.DataFrame, p: Preset, seed: int) -> pd.DataFrame:
     """The critical N with its bootstrap interval over windows, resampled from the per-window head means ``heads``."""
-    intervals = statistics.critical_intervals(heads, p.ks_levels, resamples=RESAMPLES, seed=seed)
+    intervals = critical_intervals(heads, p.ks_levels, resamples=RESAMPLES, seed=seed)
     return critical.merge(intervals, on=["L", "reading", "ks_level"], how="left", validate="one_to_one")
 
 
 def _separability(caps: Sequence[Capture], p: Preset, kinds: Sequence[str], opts: dict) -> pd.DataFrame:
     """Algorithm 4 on each kind of tokens, window by window (so runs over disjoint windows concatenate): on the
     preset's row sample (``row_stride``; every row when None), the input embeddings on a coarser one
-    (:func:`attnlimits.experiments.algorithms.row_samples`)."""
+    (:func:`attnlimits.experiments.row_sample.row_samples`)."""
 
     def on(kind):
         stride = p.row_stride

@@ -1,8 +1,8 @@
 """What every study stands on, importing only :mod:`attnlimits.core`: the results cache, the preset
-registry, provenance (hashes, folders, messages), statistics (intervals and tests), progress and parallel
-maps, profiling helpers, the plotting theme and the book's verdict words."""
+registry, provenance (hashes, folders, messages), statistics (intervals and tests), Algorithm 3's KS
+test, progress and parallel maps, profiling helpers, the plotting theme and the book's verdict words."""
 
 import attnlimits
 
-MODULES = ("cache", "presets", "provenance", "statistics", "progress", "profiling", "plotting", "verdicts")
+MODULES = ("cache", "presets", "provenance", "statistics", "ks", "progress", "profiling", "plotting", "verdicts")
 __getattr__, __dir__ = attnlimits.lazy(__name__, MODULES)

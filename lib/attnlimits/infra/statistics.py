@@ -18,17 +18,16 @@ resample and an interval collapses onto its value (method "none").
 windows (a bootstrap draw, or all windows but one) is a matrix product: a thousand draws over 32 windows take a
 fraction of a second. :func:`bootstrap_windows` keeps the older entry point (a statistic of the tidy table itself).
 
-Also here: a fast, exact KS p-value (:func:`ks_pvalue`), Algorithm 3's critical N recomputed from the per-head
-table ``critical_heads`` (:func:`critical_from_heads`), its bootstrap interval (:func:`critical_intervals`), its
-spread over random subsets of heads the size of GPT-2's 144 (:func:`critical_head_subsets`), and a paired test of
-two per-head readings (:func:`wilcoxon_heads`). Every function is seeded: the same call gives the same numbers.
+Also here: a paired test of two per-head readings (:func:`wilcoxon_heads`). Algorithm 3's KS test is in
+:mod:`attnlimits.infra.ks`, and the interval of its critical N (the same draws, :func:`draw_counts`) in
+:mod:`attnlimits.experiments.critical`. Every function is seeded: the same call gives the same numbers.
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -43,13 +42,8 @@ __all__ = [
     "UnitSums",
     "bootstrap_units",
     "bootstrap_windows",
-    "critical_draws",
-    "critical_from_heads",
-    "critical_head_subsets",
-    "critical_intervals",
-    "ks_pvalue",
-    "ks_test",
-    "one_head_per_group",
+    "check_resampling",
+    "draw_counts",
     "t_interval",
     "wilcoxon_heads",
 ]
@@ -67,10 +61,6 @@ METHODS = ("bca", "percentile", "t")
 #: warning; beyond it the interval is NaN, since the draws left would be a biased sample of the draws.
 NAN_TOLERANCE = 0.05
 
-#: The columns of ``critical_heads``: each window's per-head means of d~ and of one reading (``expected``) at every
-#: (L, N) the search evaluated, and the rows they average.
-_HEAD_KEYS = ("window", "layer", "head", "L", "N", "reading", "rows", "d_tilde", "expected")
-
 
 class Interval(NamedTuple):
     """A number of the book with its interval over windows: what a verdict is decided on."""
@@ -85,7 +75,8 @@ class Interval(NamedTuple):
     method: str
 
 
-def _check_resampling(resamples: int, level: float) -> None:
+def check_resampling(resamples: int, level: float) -> None:
+    """A ValueError unless ``resamples`` is an integer >= 1 and ``level`` lies strictly between 0 and 1."""
     if not (isinstance(resamples, int | np.integer) and resamples >= 1):
         raise ValueError(f"resamples: must be an integer >= 1, got {resamples!r}")
     if not (isinstance(level, int | float | np.number) and 0 < level < 1):
@@ -103,9 +94,10 @@ def _draws(windows: Sequence, resamples: int, seed: int) -> list[tuple[int, ...]
 
 
 @functools.lru_cache(maxsize=16)
-def _draw_counts(k: int, resamples: int, seed: int) -> np.ndarray:
-    """The draws of :func:`_draws` as multiplicities, shape ``(resamples, k)``: row i counts each unit in draw i
-    (kept, read-only: a chapter draws the same windows for every interval)."""
+def draw_counts(k: int, resamples: int, seed: int) -> np.ndarray:
+    """The bootstrap draws over ``k`` units as multiplicities, shape ``(resamples, k)``: row i counts each unit in
+    draw i (the draws of :func:`bootstrap_windows` and :func:`bootstrap_units` for the same seed; kept, read-only:
+    a chapter draws the same windows for every interval)."""
     offsets = k * np.arange(resamples)[:, None]
     flat = np.bincount((_positions(k, resamples, seed) + offsets).ravel(), minlength=resamples * k)
     counts = flat.reshape(resamples, k).astype(float)
@@ -206,7 +198,8 @@ def bootstrap_units(
     the number on the units with multiplicities ``counts`` (a float array, ``counts[i]`` for unit i; ``np.ones(n)`` is
     the data); with ``batch=True`` it takes a 2-D array, one multiset per row, and returns one value per row (all draws
     at once, e.g. from :meth:`UnitSums.pooled`). Each draw takes n units with replacement; the draws are
-    :func:`critical_draws`' for the same seed, so the same call repeats exactly and intervals read per draw line up.
+    :func:`draw_counts` for the same seed (Algorithm 3's :func:`attnlimits.experiments.critical.critical_draws` draws
+    them too), so the same call repeats exactly and intervals read per draw line up.
     Without ``batch`` the statistic is evaluated once per distinct multiset.
 
     ``method``: "bca" (default) moves the percentiles of the draws by the bias z0 (the share of draws below the
@@ -225,12 +218,12 @@ def bootstrap_units(
         raise ValueError(f"units: needs at least one unit, got {units!r}")
     if method not in METHODS:
         raise ValueError(f"method: must be one of {METHODS}, got {method!r}")
-    _check_resampling(resamples, level)
+    check_resampling(resamples, level)
     value = float(_evaluate(statistic, np.ones((1, n)), batch)[0])
     if n == 1:
         return Interval(value, value, value, 1, "none")
     jack = _evaluate(statistic, 1 - np.eye(n), batch)
-    draws = None if method == "t" else _evaluate(statistic, _draw_counts(n, resamples, seed), batch)
+    draws = None if method == "t" else _evaluate(statistic, draw_counts(n, resamples, seed), batch)
     return _interval_from(value, int(n), level, method, draws, jack)
 
 
@@ -239,7 +232,7 @@ def t_interval(values: Sequence[float], level: float = 0.95) -> Interval:
     interval: mean +- t(n - 1) s / sqrt(n). The windows are independent, and a window's mean over hundreds of heads
     is close to normal, so this covers even at a handful of windows. NaN values (windows without the number) are
     left out, with a warning; ``units`` counts the windows used. With one value: method "none", lo = hi = value."""
-    _check_resampling(1, level)
+    check_resampling(1, level)
     x = np.asarray(values, float).reshape(-1)
     if np.isinf(x).any():
         raise ValueError("values: must be finite or NaN, got an infinite value")
@@ -285,7 +278,7 @@ class UnitSums:
     ``weighted[u, g, v]`` is the sum over the table's rows of unit u and group g of ``weight * value v`` (rows with
     zero weight add nothing, even where their value is NaN), ``weights[u, g]`` the sum of their weights (``rows``:
     how many query rows a head's mean in a window averages, so the pooled mean is the mean over all those rows);
-    ``weight=None`` weighs every row 1. ``units`` are the unit labels, sorted (the order of ``critical_draws``), and
+    ``weight=None`` weighs every row 1. ``units`` are the unit labels, sorted (the order of :func:`draw_counts`), and
     ``groups`` the groups (an Index, or a MultiIndex for several ``by`` columns), sorted.
     """
 
@@ -386,7 +379,7 @@ def bootstrap_windows(
     for a 95 % interval at 8 windows): a verdict is better decided on the jackknife t of :func:`bootstrap_units`,
     which is also far faster through :class:`UnitSums`. With a single window, lo = hi = value.
     """
-    _check_resampling(resamples, level)
+    check_resampling(resamples, level)
     if "window" not in table.columns:
         raise ValueError(f"table: needs a 'window' column, has {list(table.columns)}")
     value = float(statistic(table))
@@ -407,304 +400,6 @@ def bootstrap_windows(
     jack = np.array([float(statistic(table[label != w])) for w in windows])
     interval = _interval_from(value, len(windows), level, "bca", draws, jack)
     return interval.value, interval.lo, interval.hi
-
-
-#: p-value by (D n m, n, m); see :func:`ks_pvalue`.
-_P_CACHE: dict[tuple[int, int, int], float] = {}
-
-
-def _scaled_ks_rows(d: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """The two-sample KS statistic times ``n * m`` of each row pair of ``d`` (R, n) and ``e`` (R, m), as exact
-    integers (R,): the largest |m #{d <= v} - n #{e <= v}| over the rows' values v, read at the last of each run of
-    tied values in the rows' merged order (no NaN)."""
-    n, m = d.shape[1], e.shape[1]
-    both = np.concatenate([d, e], axis=1)
-    order = np.argsort(both, axis=1)  # the order within a run of ties does not matter: only its end is read
-    merged = np.take_along_axis(both, order, axis=1)
-    steps = np.cumsum(np.where(order < n, m, -n), axis=1)
-    last = np.ones(merged.shape, bool)
-    last[:, :-1] = merged[:, 1:] != merged[:, :-1]
-    return np.abs(np.where(last, steps, 0)).max(axis=1)
-
-
-def _memoised_p(scaled: int, d: np.ndarray, e: np.ndarray) -> float:
-    """The p-value of ``ks_test(d, e)`` whose KS statistic times ``len(d) * len(e)`` is ``scaled``, from
-    :data:`_P_CACHE` when that (statistic, sizes) was seen before."""
-    key = (int(scaled), len(d), len(e))
-    if key not in _P_CACHE:
-        _P_CACHE[key] = ks_test(d, e)[1]
-    return _P_CACHE[key]
-
-
-def ks_pvalue(d, e) -> float:
-    """The p-value of :func:`ks_test` (scipy's ``ks_2samp``, default method),
-    memoised.
-
-    The p-value depends only on the statistic D and the sample sizes n, m; D n m is an integer, computed here
-    exactly with numpy, and scipy is called on the samples themselves only the first time a (D n m, n, m) is seen.
-    Samples with a NaN are passed to scipy every time (nothing to key on).
-    """
-    d, e = np.asarray(d, float), np.asarray(e, float)
-    if len(d) == 0 or len(e) == 0:
-        raise ValueError(f"d, e: both samples must be non-empty, got sizes {len(d)} and {len(e)}")
-    if np.isnan(d).any() or np.isnan(e).any():
-        return ks_test(d, e)[1]
-    return _memoised_p(_scaled_ks_rows(d[None], e[None])[0], d, e)
-
-
-def _ks_pvalue_rows(d: np.ndarray, e: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """:func:`ks_pvalue` of ``d[i, keep[i]]`` against ``e[i, keep[i]]`` for every row i (R, H), NaN where a row
-    keeps no head: the rows that keep the same heads in one vectorised pass (a row with a NaN on its own)."""
-    p = np.full(len(d), np.nan)
-    groups: dict[bytes, list[int]] = {}
-    for i, pattern in enumerate(np.packbits(keep, axis=1)):
-        groups.setdefault(pattern.tobytes(), []).append(i)
-    for rows in map(np.array, groups.values()):
-        pattern = keep[rows[0]]
-        if not pattern.any():
-            continue
-        dg, eg = d[np.ix_(rows, pattern)], e[np.ix_(rows, pattern)]
-        finite = ~(np.isnan(dg).any(axis=1) | np.isnan(eg).any(axis=1))
-        for i in np.flatnonzero(~finite):
-            p[rows[i]] = ks_pvalue(dg[i], eg[i])
-        for i, scaled in zip(np.flatnonzero(finite), _scaled_ks_rows(dg[finite], eg[finite]), strict=True):
-            p[rows[i]] = _memoised_p(scaled, dg[i], eg[i])
-    return p
-
-
-class _Scan:
-    """One L of ``critical_heads`` as arrays: per reading and evaluated N (ascending), rows-weighted sums per window
-    and head.
-
-    ``rows[r][k][w, h]`` is the rows of head h in window w at the k-th N of reading r (0 where the head has none),
-    ``d_tilde[r][k]`` and ``readings[r][k]`` the rows-weighted sums of d~ and of the reading, so that the pooled
-    value of a multiset of windows with multiplicities ``c`` is ``c @ d_tilde[r][k] / c @ rows[r][k]`` (the
-    rows-weighted mean over the windows drawn). Each reading keeps its own d~: a reading may average other rows.
-    """
-
-    def __init__(self, heads: pd.DataFrame, L: int, readings: Sequence[str]):
-        missing = sorted(set(_HEAD_KEYS) - set(heads.columns))
-        if missing:
-            raise ValueError(f"heads: missing columns {missing}; critical_heads has {list(_HEAD_KEYS)}")
-        unknown = [r for r in readings if r not in _readings(heads)]
-        if unknown:
-            raise ValueError(f"reading: {unknown} not among the table's readings {_readings(heads)}")
-        t = heads[heads["L"] == L]
-        if t.empty:
-            raise ValueError(f"L: {L!r} is not in the table; it has L = {sorted(set(heads['L']))}")
-        self.windows = sorted(pd.unique(heads["window"]).tolist())
-        self.heads = sorted(set(zip(t["layer"], t["head"], strict=True)))
-        columns = pd.MultiIndex.from_tuples(self.heads, names=["layer", "head"])
-        self.N = sorted(int(n) for n in pd.unique(t["N"]))
-        index = pd.MultiIndex.from_product([self.N, self.windows], names=["N", "window"])
-        shape = (len(self.N), len(self.windows), len(self.heads))
-        self.rows, self.d_tilde, self.readings = {}, {}, {}
-        for r in readings:
-            wide = t[t["reading"] == r].pivot(index=["N", "window"], columns=["layer", "head"])
-
-            def block(name: str, wide=wide) -> np.ndarray:
-                return np.nan_to_num(wide[name].reindex(index=index, columns=columns).to_numpy(float).reshape(shape))
-
-            rows = block("rows")
-            self.rows[r] = rows
-            self.d_tilde[r] = np.where(rows > 0, rows * block("d_tilde"), 0.0)
-            self.readings[r] = np.where(rows > 0, rows * block("expected"), 0.0)
-
-    def counts(self, windows: Iterable | None) -> np.ndarray:
-        """Multiplicity of each of the table's windows in ``windows`` (None: each once)."""
-        if windows is None:
-            return np.ones(len(self.windows))
-        position = {w: i for i, w in enumerate(self.windows)}
-        unknown = [w for w in windows if w not in position]
-        if unknown:
-            raise ValueError(f"windows: {unknown} not in the table's windows {self.windows}")
-        return np.bincount([position[w] for w in windows], minlength=len(self.windows)).astype(float)
-
-    def mask(self, head_index: Iterable | None) -> np.ndarray:
-        """Which of the table's heads ``head_index`` (``(layer, head)`` pairs; None: all) keeps."""
-        if head_index is None:
-            return np.ones(len(self.heads), bool)
-        wanted = {tuple(int(v) for v in pair) for pair in head_index}
-        unknown = sorted(wanted - set(self.heads))
-        if unknown:
-            raise ValueError(f"head_index: (layer, head) pairs {unknown[:5]} are not in the table at this L")
-        return np.array([h in wanted for h in self.heads])
-
-    def critical(self, reading: str, levels: Sequence[float], counts: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """The smallest evaluated N with p >= level, for each row of ``counts`` (D, W: multiplicities of the
-        windows, one draw per row) and each of ``levels``: an int array (D, len(levels)), -1 where no evaluated N
-        reaches the level. N where a draw keeps no head with rows are skipped for that draw; the scan stops at the N
-        that settles the last draw and level."""
-        counts = np.atleast_2d(counts)
-        found = np.full((len(counts), len(levels)), -1)
-        for k, n in enumerate(self.N):
-            open_ = np.flatnonzero((found < 0).any(axis=1))
-            if not len(open_):
-                break
-            c = counts[open_]
-            total = c @ self.rows[reading][k][:, mask]
-            keep = total > 0
-            safe = np.where(keep, total, 1.0)
-            d = (c @ self.d_tilde[reading][k][:, mask]) / safe
-            e = (c @ self.readings[reading][k][:, mask]) / safe
-            p = _ks_pvalue_rows(d, e, keep)
-            for i, level in enumerate(levels):
-                hit = open_[(found[open_, i] < 0) & (p >= level)]
-                found[hit, i] = n
-        return found
-
-
-def _readings(heads: pd.DataFrame) -> list[str]:
-    return list(pd.unique(heads["reading"])) if "reading" in heads.columns else []
-
-
-def critical_from_heads(
-    heads: pd.DataFrame,
-    L: int,
-    reading: str,
-    level: float,
-    *,
-    windows: Sequence | None = None,
-    head_index: Iterable | None = None,
-) -> int | None:
-    """Algorithm 3's critical N at ``L``, recomputed from the per-head table ``critical_heads``.
-
-    Each head's d~ and ``reading`` (e.g. "E") are pooled over ``windows`` (labels of the table's windows; None:
-    all of them once; repeats allowed, a window listed twice weighs twice, as in a bootstrap draw) as the
-    rows-weighted mean; heads without rows there are left out, and ``head_index`` (``(layer, head)`` pairs) keeps
-    a subset. Returns the smallest N the search evaluated (ascending) whose KS p-value (:func:`ks_pvalue`) is >=
-    ``level``, or None when none is. On all windows this is the search's critical N whenever p rises with N over
-    the evaluated N (the search's N also has p(N - 1) < level).
-    """
-    scan = _Scan(heads, L, [reading])
-    n = int(scan.critical(reading, [level], scan.counts(windows), scan.mask(head_index))[0, 0])
-    return None if n < 0 else n
-
-
-def _interval(values: np.ndarray, level: float) -> tuple[int, int]:
-    """The percentile interval of ``values``, its ends taken among the values themselves."""
-    lo = np.percentile(values, 50 * (1 - level), method="lower")
-    hi = np.percentile(values, 50 * (1 + level), method="higher")
-    return int(lo), int(hi)
-
-
-def critical_draws(
-    heads: pd.DataFrame,
-    levels: Sequence[float],
-    *,
-    resamples: int = RESAMPLES,
-    seed: int = SEED,
-    readings: Sequence[str] | None = None,
-) -> pd.DataFrame:
-    """The critical N of every bootstrap draw of windows, for every L and reading of ``critical_heads`` and every
-    KS level in ``levels``: columns L, reading, ks_level, draw, critical_N.
-
-    Draw i takes the windows of draw i of :func:`bootstrap_windows` and :func:`bootstrap_units` (the same draws
-    for every L, reading and KS level, so a statistic across L, such as the growth of the critical N, can be read
-    per draw) and gives the critical N of :func:`critical_from_heads`; a draw where no evaluated N reaches the KS
-    level counts as N = L ("no N reached"). ``readings``: default every reading of the table.
-    """
-    _check_resampling(resamples, 0.5)
-    levels = [float(v) for v in levels]
-    readings = _readings(heads) if readings is None else list(readings)
-    parts = []
-    for L in sorted(pd.unique(heads["L"]).tolist()):
-        scan = _Scan(heads, L, readings)
-        mask = scan.mask(None)
-        distinct, inverse = np.unique(_draw_counts(len(scan.windows), resamples, seed), axis=0, return_inverse=True)
-        for reading in readings:
-            found = scan.critical(reading, levels, distinct, mask)[inverse.reshape(-1)]
-            for i, ks_level in enumerate(levels):
-                values = np.where(found[:, i] < 0, L, found[:, i])
-                keys = {"L": L, "reading": reading, "ks_level": ks_level}
-                parts.append(pd.DataFrame({**keys, "draw": range(resamples), "critical_N": values}))
-    return pd.concat(parts, ignore_index=True)
-
-
-def critical_intervals(
-    heads: pd.DataFrame,
-    levels: Sequence[float],
-    *,
-    resamples: int = RESAMPLES,
-    seed: int = SEED,
-    level: float = 0.95,
-    readings: Sequence[str] | None = None,
-) -> pd.DataFrame:
-    """The bootstrap interval over windows of the critical N, for every L and reading of ``critical_heads`` and
-    every KS level in ``levels``.
-
-    Columns: L, reading, ks_level, critical_N_lo, critical_N_hi: the percentile interval (at ``level``) of the
-    critical N of :func:`critical_draws`; units: the number of windows it rests on; method: "percentile" ("none"
-    with one window, where lo = hi). A draw where no evaluated N reaches the KS level counts as N = L ("no N
-    reached"), so ``critical_N_hi == L`` says that some draws found none. The interval's ends are critical N of
-    draws, so it is only as fine as the N the search evaluated; on such a coarse, discrete statistic (often the
-    same N in most draws) BCa's corrections are not defined, so it stays the percentile interval.
-    ``readings``: default every reading of the table.
-    """
-    _check_resampling(resamples, level)
-    draws = critical_draws(heads, levels, resamples=resamples, seed=seed, readings=readings)
-    units = int(pd.unique(heads["window"]).size)
-    method = "percentile" if units > 1 else "none"
-    rows = [
-        (L, reading, ks_level, *_interval(group.critical_N.to_numpy(), level), units, method)
-        for (L, reading, ks_level), group in draws.groupby(["L", "reading", "ks_level"], sort=False)
-    ]
-    columns = ["L", "reading", "ks_level", "critical_N_lo", "critical_N_hi", "units", "method"]
-    table = pd.DataFrame(rows, columns=columns)
-    return table.astype({"critical_N_lo": "Int64", "critical_N_hi": "Int64"})
-
-
-def critical_head_subsets(
-    heads: pd.DataFrame,
-    L: int,
-    reading: str,
-    level: float,
-    *,
-    size: int = 144,
-    draws: int = 200,
-    seed: int = SEED,
-) -> tuple[float, int, int]:
-    """``(median, lo, hi)`` of the critical N at ``L`` over ``draws`` random subsets of ``size`` heads.
-
-    The KS test compares as many per-head means as the model has heads; this asks what a model with ``size`` heads
-    (GPT-2's 144, the paper's) would see, on the same windows. Each subset is drawn without replacement (seeded);
-    a subset where no N reaches the level counts as N = L. lo and hi: the 95 % percentile interval, its ends among
-    the subsets' critical N.
-    """
-    scan = _Scan(heads, L, [reading])
-    if not 1 <= size <= len(scan.heads):
-        raise ValueError(f"size: must be between 1 and the {len(scan.heads)} heads of the table, got {size!r}")
-    _check_resampling(draws, 0.95)
-    rng = np.random.default_rng(seed)
-    counts = scan.counts(None)
-    values = []
-    for _ in range(draws):
-        mask = np.zeros(len(scan.heads), bool)
-        mask[rng.choice(len(scan.heads), size=size, replace=False)] = True
-        n = int(scan.critical(reading, [level], counts, mask)[0, 0])
-        values.append(L if n < 0 else n)
-    lo, hi = _interval(np.array(values), 0.95)
-    return float(np.median(values)), lo, hi
-
-
-def one_head_per_group(heads: pd.DataFrame, n_heads: int, n_kv_heads: int, seed: int = 0) -> list[tuple[int, int]]:
-    """A ``head_index`` with one query head per key/value group of every layer of ``heads`` (seeded choice).
-
-    With grouped-query attention, query head h reads key/value head h // (n_heads // n_kv_heads) (the layout of
-    Hugging Face's ``repeat_kv``), so heads of one group share their value vectors and are not independent
-    samples; keeping one per group is the sensitivity check.
-    """
-    if n_kv_heads < 1 or n_heads % n_kv_heads:
-        raise ValueError(f"n_kv_heads: must be >= 1 and divide n_heads = {n_heads}, got {n_kv_heads!r}")
-    if heads["head"].max() >= n_heads:
-        raise ValueError(f"n_heads: the table has head {heads['head'].max()}, more than n_heads = {n_heads} allow")
-    group = n_heads // n_kv_heads
-    rng = np.random.default_rng(seed)
-    return [
-        (int(layer), g * group + int(rng.integers(group)))
-        for layer in sorted(pd.unique(heads["layer"]).tolist())
-        for g in range(n_kv_heads)
-    ]
 
 
 def wilcoxon_heads(table: pd.DataFrame, a: str = "d_tilde", b: str = "E") -> tuple[float, float, int]:
@@ -732,16 +427,3 @@ def wilcoxon_heads(table: pd.DataFrame, a: str = "d_tilde", b: str = "E") -> tup
     diff = pooled.wd / pooled.w
     res = wilcoxon(diff.to_numpy())
     return float(res.statistic), float(res.pvalue), len(diff)
-
-
-def ks_test(d_means, e_means) -> tuple[float, float]:
-    """Algorithm 3's decision statistic: the two-sample KS test between the heads' mean d~ and their mean E,
-    ``(statistic, p-value)``; the critical N is the first N with p >= the level (the two cannot be told apart)."""
-    import warnings
-
-    from scipy.stats import ks_2samp
-
-    with warnings.catch_warnings():  # scipy notes when it falls back to the asymptotic p-value
-        warnings.simplefilter("ignore", RuntimeWarning)
-        res = ks_2samp(np.asarray(d_means), np.asarray(e_means))
-    return float(res.statistic), float(res.pvalue)

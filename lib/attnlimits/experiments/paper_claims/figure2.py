@@ -9,10 +9,15 @@ from collections import OrderedDict
 import numpy as np
 import pandas as pd
 
+from attnlimits.experiments.critical import (
+    critical_draws,
+    critical_from_heads,
+    critical_head_subsets,
+    one_head_per_group,
+)
 from attnlimits.experiments.paper_claims.rules import (
     CONVERGED,
     FRACTION,
-    KS_LEVEL,
     LINEAR,
     PLATEAU,
     Claim,
@@ -26,6 +31,7 @@ from attnlimits.experiments.paper_claims.rules import (
     windows_text,
 )
 from attnlimits.infra import statistics
+from attnlimits.infra.ks import KS_LEVEL
 from attnlimits.infra.statistics import RESAMPLES, SEED
 from attnlimits.infra.verdicts import (
     DEPENDS_ON_READING,
@@ -246,7 +252,7 @@ def _not_measured(res, key: str, figure: str, paper: str, why: str, rule: str) -
 
 def _not_searched(res, key: str, paper: str, rule: str, reading: str, counting: str) -> tuple[Claim, str]:
     """A Figure 2c claim for a reading Algorithm 3 searched no critical N for."""
-    why = f"Algorithm 3 searched no critical N for the reading {reading} ({counting} tokens) at KS level 0.05"
+    why = f"Algorithm 3 searched no critical N for the reading {reading} ({counting} tokens) at KS level {KS_LEVEL:g}"
     return _not_measured(res, key, "2c", paper, why, rule)
 
 
@@ -273,7 +279,7 @@ def _critical_fraction(res, reading: str, counting: str = "visible") -> tuple[Cl
     outside = [int(r.L) for r in t.itertuples() if r.verdict == NOT]
     how = statistics.Interval(math.nan, math.nan, math.nan, units or 0, "percentile" if (units or 0) > 1 else "none")
     measured = (
-        f"critical $N/L$ for {reading} by $L$ (KS level 0.05; 95 % interval, {stated(how)}): "
+        f"critical $N/L$ for {reading} by $L$ (KS level {KS_LEVEL:g}; 95 % interval, {stated(how)}): "
         + per_l
         + (f"; wholly outside [0.03, 0.12] at $L$ = {', '.join(map(str, outside))}" if outside else "")
     )
@@ -288,7 +294,7 @@ def fig2c_critical(res) -> Claim:
     return _over_readings(res, "fig2c-critical")
 
 
-#: The critical N of every bootstrap draw (:func:`attnlimits.infra.statistics.critical_draws`) of the last
+#: The critical N of every bootstrap draw (:func:`attnlimits.experiments.critical.critical_draws`) of the last
 #: :data:`_KEPT_DRAWS` ``critical_heads`` tables asked for, each kept with the table itself (so an id is never reused
 #: while it is kept): a chapter that compares many runs reads each run's claims several times.
 _DRAWS: OrderedDict[int, tuple[pd.DataFrame, pd.DataFrame]] = OrderedDict()
@@ -296,14 +302,15 @@ _KEPT_DRAWS = 32
 
 
 def _critical_draws(res) -> pd.DataFrame | None:
-    """The per-draw critical N at KS level 0.05 of every reading ``critical_heads`` holds (None without the table);
-    the same draws for every L, so that a slope across L can be read per draw."""
+    """The per-draw critical N at the KS level :data:`attnlimits.infra.ks.KS_LEVEL` of every reading
+    ``critical_heads`` holds (None without the table); the same draws for every L, so that a slope across L can be
+    read per draw."""
     heads = getattr(res, "critical_heads", None)
     if heads is None or heads.empty:
         return None
     hit = _DRAWS.get(id(heads))
     if hit is None or hit[0] is not heads:
-        draws = statistics.critical_draws(heads, [KS_LEVEL], resamples=RESAMPLES, seed=SEED)
+        draws = critical_draws(heads, [KS_LEVEL], resamples=RESAMPLES, seed=SEED)
         _DRAWS[id(heads)] = hit = (heads, draws)
         while len(_DRAWS) > _KEPT_DRAWS:
             _DRAWS.popitem(last=False)
@@ -331,7 +338,7 @@ def _proportional(res, reading: str, counting: str = "visible") -> tuple[Claim, 
     if len(found) < 2:
         measured = (
             f"no critical N below L for {reading} at {len(crit) - len(found)} of {len(crit)} lengths (KS level "
-            "0.05): fewer than two lengths with a critical N to grow"
+            f"{KS_LEVEL:g}): fewer than two lengths with a critical N to grow"
         )
         claim = make_claim(res, "fig2c-proportional", "2c", _PROPORTIONAL_PAPER, measured, NOT, _PROPORTIONAL_RULE,
                        units=units)  # fmt: skip
@@ -351,7 +358,7 @@ def _proportional(res, reading: str, counting: str = "visible") -> tuple[Claim, 
     left = f"; no critical N at $L$ = {', '.join(map(str, missing))}, left out" if missing else ""
     how = statistics.Interval(value, lo, hi, units or 0, "percentile" if (units or 0) > 1 else "none")
     measured = (
-        f"critical $N$ for {reading} grows as $L^{{{value:.2f}}}$ [{lo:.2f}, {hi:.2f}] (KS level 0.05; "
+        f"critical $N$ for {reading} grows as $L^{{{value:.2f}}}$ [{lo:.2f}, {hi:.2f}] (KS level {KS_LEVEL:g}; "
         f"{stated(how)}){left}"
     )
     claim = make_claim(res, "fig2c-proportional", "2c", _PROPORTIONAL_PAPER, measured, decide(lo, hi, LINEAR),
@@ -522,21 +529,21 @@ def reading_predictions(res) -> pd.DataFrame:
     return table
 
 
-def critical_sensitivity(res, readings=("E", "E_full"), *, level: float = 0.05, size: int = 144) -> pd.DataFrame:
+def critical_sensitivity(res, readings=("E", "E_full"), *, level: float = KS_LEVEL, size: int = 144) -> pd.DataFrame:
     """How Figure 2c's critical N depends on the heads the KS test compares, at the longest length of Algorithm 1's
     grid: one row per reading of the expectation.
 
     Columns: the run's critical N with every head; its median and 95 % range over seeded random subsets of ``size``
-    heads (the paper's GPT-2 has 144; :func:`attnlimits.infra.statistics.critical_head_subsets`); the critical N on
+    heads (the paper's GPT-2 has 144; :func:`attnlimits.experiments.critical.critical_head_subsets`); the critical N on
     one query head per key/value group (heads of a group read the same values,
-    :func:`attnlimits.infra.statistics.one_head_per_group`); and the p-value of the paired Wilcoxon signed-rank test
+    :func:`attnlimits.experiments.critical.one_head_per_group`); and the p-value of the paired Wilcoxon signed-rank test
     of d~ against the reading at the run's critical N, with the number of heads it tested (NaN and 0 where no
     N < L reaches ``level``). Why: the KS test's power grows with the number of heads, so a critical N is a
     statement about this model's head count as much as about its selection.
     """
     top = max(res.preset.alg1_L)
     crit, heads, facts = res.critical, res.critical_heads, res.provenance["model"]
-    group = statistics.one_head_per_group(heads, facts["n_heads"], facts["n_kv_heads"])
+    group = one_head_per_group(heads, facts["n_heads"], facts["n_kv_heads"])
     rows = []
     for reading in readings:
         at_top = crit[(crit.L == top) & (crit.reading == reading) & (crit.ks_level == level)]
@@ -546,8 +553,8 @@ def critical_sensitivity(res, readings=("E", "E_full"), *, level: float = 0.05, 
                 f"(readings: {sorted(set(crit.reading))}, levels: {sorted(set(crit.ks_level))})"
             )
         found = at_top.critical_N.iloc[0]
-        median, lo, hi = statistics.critical_head_subsets(heads, top, reading, level, size=size)
-        one = statistics.critical_from_heads(heads, top, reading, level, head_index=group)
+        median, lo, hi = critical_head_subsets(heads, top, reading, level, size=size)
+        one = critical_from_heads(heads, top, reading, level, head_index=group)
         wilcoxon_p, tested = float("nan"), 0
         if not pd.isna(found):
             pick = (heads.L == top) & (heads.N == found) & (heads.reading == reading)

@@ -25,8 +25,6 @@ PLATEAU = (0.8, 1.25)  # a change by at most a quarter
 SATURATION = (0.70, 0.85)  # Figure 3's level
 INVERSE_T = (-1.2, -0.8)  # g ~ 1/T
 DROP = (30, 300)  # about two orders of magnitude
-#: The KS level of Figure 2c's claims (Algorithm 3's; the paper's text says 0.01).
-KS_LEVEL = 0.05
 
 
 @dataclass(frozen=True)

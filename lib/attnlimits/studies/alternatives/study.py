@@ -4,7 +4,7 @@ Inputs are "heads": logits ``(H, rows, L)`` (every row sees all L tokens) and to
 a head's rows. Every normaliser of :mod:`attnlimits.core.normalizers` is applied to the same logits, and each
 diagnostic is averaged over a head's rows (one value per head, as in the paper's algorithms). The diagnostics are
 the experiments' own kernels (:mod:`attnlimits.core.rowstats`, Algorithm 3's KS decision
-:func:`attnlimits.infra.statistics.ks_test`), fed another normaliser's weights:
+:func:`attnlimits.infra.ks.ks_test`), fed another normaliser's weights:
 
 - :func:`model_heads`           a pretrained model's own logits and value vectors, one row block per length
                                 (synthetic heads: :func:`attnlimits.theory.synthetic.gaussian_heads`).
@@ -43,8 +43,8 @@ import torch
 
 from attnlimits.core import normalizers, rowstats, selection
 from attnlimits.infra import cache, presets, provenance
+from attnlimits.infra.ks import KS_LEVEL, first_reaching, ks_test
 from attnlimits.infra.progress import progress_bar
-from attnlimits.infra.statistics import ks_test
 from attnlimits.theory import synthetic
 
 __all__ = [
@@ -203,7 +203,7 @@ def distance_table(inputs: dict, Ns: dict | Sequence[int], names=None) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def critical_fraction(table: pd.DataFrame, level: float = 0.05, reading: str = "E") -> pd.DataFrame:
+def critical_fraction(table: pd.DataFrame, level: float = KS_LEVEL, reading: str = "E") -> pd.DataFrame:
     """Per normaliser and L: the first N of ``table``'s grid at which the two-sample KS test between the heads'
     mean d~ and their mean ``reading`` (``"E"`` or ``"E_full"``) gives p >= ``level`` (cannot tell them apart),
     its fraction N / L and the p-value; NaN when no N of the grid reaches the level."""
@@ -213,12 +213,8 @@ def critical_fraction(table: pd.DataFrame, level: float = 0.05, reading: str = "
         raise ValueError(f"reading: must be one of {READINGS}, got {reading!r}")
     out = []
     for (name, L), part in table.groupby(["normalizer", "L"], sort=False):
-        found = None
-        for n, g in part.groupby("N", sort=True):
-            p = ks_test(g.d_tilde.to_numpy(), g[reading].to_numpy())[1]
-            if p >= level:
-                found = (n, p)
-                break
+        tests = ((n, ks_test(g.d_tilde.to_numpy(), g[reading].to_numpy())[1]) for n, g in part.groupby("N", sort=True))
+        found = first_reaching(tests, level)
         n = found[0] if found else math.nan
         out.append({"normalizer": name, "L": L, "reading": reading, "critical_N": n, "critical_fraction": n / L,
                     "p_value": found[1] if found else math.nan})  # fmt: skip

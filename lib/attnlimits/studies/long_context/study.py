@@ -35,6 +35,7 @@ import torch
 
 from attnlimits.core import normalizers, rowstats
 from attnlimits.infra import cache, presets, provenance
+from attnlimits.infra.ks import KS_LEVEL, first_reaching, ks_test, reaches
 from attnlimits.infra.profiling import peak_memory
 from attnlimits.infra.progress import progress_bar
 from attnlimits.models.kv_capture import capture_long, exactness
@@ -86,7 +87,7 @@ class LongPreset(presets.StudyPreset):
     T: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
     eps: float = 1e-3
     g_rows: int = 64
-    ks_level: float = 0.05
+    ks_level: float = KS_LEVEL
 
     def lengths_for(self, context: int | None) -> list[int]:
         """The lengths this preset reads on a model whose context is ``context`` tokens (None: unbounded)."""
@@ -352,7 +353,7 @@ def in_group(table: pd.DataFrame, group: str) -> pd.DataFrame:
     return table if group == "all" else table[table.layer_type == group]
 
 
-def critical_table(stats: pd.DataFrame, level: float = 0.05, *, seed: int = 0) -> pd.DataFrame:
+def critical_table(stats: pd.DataFrame, level: float = KS_LEVEL, *, seed: int = 0) -> pd.DataFrame:
     """Algorithm 3's decision on the N grid (:func:`critical_grid`): per length, reading of the expectation
     (:data:`READINGS`) and layer group (``all``, and ``full`` / ``sliding`` when both exist), the first N of the
     grid at which a two-sample KS test cannot tell the heads' mean d~ from their mean of the reading
@@ -376,26 +377,25 @@ def critical_table(stats: pd.DataFrame, level: float = 0.05, *, seed: int = 0) -
 
 def _critical(wide: pd.DataFrame, reading: str, level: float, rng) -> tuple[float, float, float, int]:
     """(critical N, its interval's ends, heads) on the grid of ``wide`` (per head: value and se per (N, quantity))."""
-    from attnlimits.infra.statistics import ks_test
-
-    grid = sorted({n for n, q in wide["value"].columns if q == reading})
-    draws = np.full(DRAWS, np.nan)
-    first, heads = math.nan, 0
-    for n in grid:
+    grid = []  # the N with at least two heads to test: (N, d~, the reading, which heads have both)
+    for n in sorted({n for n, q in wide["value"].columns if q == reading}):
         d, e = wide["value"][(n, "d_tilde")], wide["value"][(n, reading)]
         ok = (d.notna() & e.notna()).to_numpy()
-        if ok.sum() < 2:
-            continue
+        if ok.sum() >= 2:
+            grid.append((n, d, e, ok))
+    found = first_reaching(((n, ks_test(d[ok], e[ok])[1]) for n, d, e, ok in grid), level)
+    first = math.nan if found is None else found[0]
+    draws = np.full(DRAWS, np.nan)
+    heads = 0
+    for n, d, e, ok in grid:
         heads = max(heads, int(ok.sum()))
-        if math.isnan(first) and ks_test(d[ok], e[ok])[1] >= level:
-            first = n
         sd, se = (np.nan_to_num(wide["se"][(n, q)].to_numpy()[ok]) for q in ("d_tilde", reading))
         for b in np.flatnonzero(np.isnan(draws)):
             dd = d.to_numpy()[ok] + rng.standard_normal(len(sd)) * sd
             ee = e.to_numpy()[ok] + rng.standard_normal(len(se)) * se
-            if ks_test(dd, ee)[1] >= level:
+            if reaches(ks_test(dd, ee)[1], level):
                 draws[b] = n
-        if not np.isnan(draws).any() and not math.isnan(first):
+        if not np.isnan(draws).any() and n >= first:  # every draw and the critical N found (NaN: not yet)
             break
     if np.isnan(draws).all():
         return first, math.nan, math.nan, heads

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from attnlimits.experiments import paper_claims
+from attnlimits.infra.ks import KS_LEVEL
 
 __all__ = [
     "CONTROL_STYLES",
@@ -99,7 +100,7 @@ def summary(results: dict) -> pd.DataFrame:
     and largest over heads)."""
     rows = []
     for label, res in results.items():
-        crit = res.critical[(res.critical.ks_level == 0.05) & (res.critical.reading == "E")].dropna(
+        crit = res.critical[(res.critical.ks_level == KS_LEVEL) & (res.critical.reading == "E")].dropna(
             subset=["critical_N"]
         )
         frac = crit.critical_N.astype(float) / crit.L
