@@ -6,12 +6,16 @@ what it computes with):
 
 ============  ======================================================================================
 ``core``      the paper's objects in torch, no I/O: normalisers, selection, bounds, per-row kernels
-``infra``     cache, presets, provenance, statistics, progress, plotting theme
-``models``    where attention comes from: loading, texts, the capture, arrays, TransformerLens
+``infra``     cache and its keys, presets, provenance, statistics, Algorithm 3's KS test and level (``ks``),
+              verdict words and their combination, page sentences, pipeline types, progress, plotting theme
+``models``    where attention comes from: loading, the model registry, texts, window layout and capture
+              (``windows``), the one capture type, arrays, TransformerLens
 ``theory``    Part 1 (chapters 11-15): synthetic heads, sweeps, the registry of numerical checks
-``experiments`` Part 2 (chapters 21-25): Algorithms 1-5, their presets, figures and claims
-``studies``   Part 3 (chapters 32-35): training, alternative normalisers, several models, long context
-``reporting`` across studies: the book's claims table and the one-page report of a run
+``experiments`` Part 2 (chapters 21-25): Algorithms 1-5 (Algorithm 3's search in ``critical``), presets,
+              figures and claims
+``studies``   Part 3 (chapters 32-36): training, alternative normalisers, several models, long context; each
+              study a package of ``study``, ``report`` and ``pipeline`` (its place in ``attnlimits results``)
+``reporting`` across studies: the book's claims table, the results pipeline, the one-page report of a run
 ``cli``       the ``attnlimits`` command
 ============  ======================================================================================
 

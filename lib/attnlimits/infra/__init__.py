@@ -1,8 +1,21 @@
 """What every study stands on, importing only :mod:`attnlimits.core`: the results cache, the preset
 registry, provenance (hashes, folders, messages), statistics (intervals and tests), Algorithm 3's KS
-test, progress and parallel maps, profiling helpers, the plotting theme and the book's verdict words."""
+test, progress and parallel maps, profiling helpers, the plotting theme, the book's verdict words, a page's
+sentences checked against its numbers and the results pipeline's types."""
 
 import attnlimits
 
-MODULES = ("cache", "presets", "provenance", "statistics", "ks", "progress", "profiling", "plotting", "verdicts")
+MODULES = (
+    "cache",
+    "presets",
+    "provenance",
+    "statistics",
+    "ks",
+    "progress",
+    "profiling",
+    "plotting",
+    "verdicts",
+    "sentences",
+    "pipeline",
+)
 __getattr__, __dir__ = attnlimits.lazy(__name__, MODULES)
