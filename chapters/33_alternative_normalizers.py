@@ -44,25 +44,22 @@ preset = studies.book_preset()
 
 # %%
 import textwrap
-import time
 
 import numpy as np
 
 import attnlimits as al
-from attnlimits.experiments import paper_claims
-from attnlimits.infra import plotting
+from attnlimits.infra import plotting, profiling, sentences
 from attnlimits.studies import alternatives, several_models, training
 
 plotting.set_theme()
 alt = alternatives
 show = alternatives.report  # chapter 33's tables and figures
-start = time.perf_counter()
-# computed once, then read from results/alternatives/
+times = profiling.Steps()
 paper = al.normalizers.names("paper")  # the paper's family; the later ones: chapter 36
-syn = alt.results(preset=preset).only(paper)  # the synthetic heads
+# computed once by `make results`, then read from results/alternatives/
+with times.step("read the synthetic heads' diagnostics"):
+    syn = alt.results(preset=preset).only(paper)
 print(textwrap.fill(f"preset {alt.get_preset(preset)}", 88, subsequent_indent="    "))
-print(f"synthetic diagnostics read or computed in {time.perf_counter() - start:.1f} s "
-      f"(computed in {syn.seconds.seconds.sum():.0f} s)")
 
 # %% [markdown]
 # ## Synthetic heads
@@ -83,9 +80,11 @@ plotting.finish(fig, "33_vanishing")
 
 # %%
 vanish = show.max_weight_slopes(syn.weights)
+vanish.to_frame().style.format("{:.2f}")
+
+# %% tags=["remove-cell"]
 assert vanish.idxmin() == "softmax"
 assert (vanish.drop("softmax") > vanish["softmax"] / 2).all()
-vanish.to_frame().style.format("{:.2f}")
 
 # %% [markdown]
 # A length-independent normaliser has every weight $\Theta(1/L)$ (Lemma 1, {doc}`12_vanishing_attention`):
@@ -137,11 +136,9 @@ plotting.finish(fig, "33_gradient")
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
-start = time.perf_counter()
-mod = alt.results(model, text, preset).only(paper)  # the model's heads
-print(f"layers {list(mod.layers.layer)}; read or computed in "
-      f"{time.perf_counter() - start:.1f} s "
-      f"(computed in {mod.seconds.seconds.max():.0f} s)")
+with times.step("read the model's heads' diagnostics"):
+    mod = alt.results(model, text, preset).only(paper)
+print(f"layers {list(mod.layers.layer)}")
 
 # %% mystnb={"image": {"alt": "On the model's logits: largest weight, share of non-zero weights against L, and g against temperature"}}
 eps0 = syn.g.eps.min()  # the smallest eps of the preset
@@ -310,8 +307,8 @@ claims = {
 }
 model_id = model.provenance.as_dict().get("model_id")
 this_run = (model_id, text.provenance.name, preset)
-_ = paper_claims.assert_sentences(
-    claims, described=paper_claims.describes(this_run, {"preset": "reduced"}),
+_ = sentences.assert_sentences(
+    claims, described=sentences.describes(this_run, {"preset": "reduced"}),
     about="the reduced preset on the model and text that build this book")
 
 # %% [markdown]
@@ -347,3 +344,9 @@ _ = paper_claims.assert_sentences(
 
 # %%
 show.execution_times(train, syn, mod, preset).style.format("{:.0f}")
+
+# %% [markdown]
+# Reading them back on the machine that built this page:
+
+# %%
+times.table()

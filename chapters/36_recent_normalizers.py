@@ -55,11 +55,8 @@ from attnlimits import studies
 preset = studies.book_preset()
 
 # %%
-import time
-
 import attnlimits as al
-from attnlimits.experiments import paper_claims
-from attnlimits.infra import plotting
+from attnlimits.infra import plotting, profiling, sentences
 from attnlimits.infra.statistics import t_interval
 from attnlimits.studies import alternatives as alt
 from attnlimits.studies import several_models, training
@@ -70,11 +67,11 @@ grids = alt.RECENT_PRESETS[preset]
 model = al.models.load()
 text = al.texts.load()
 al.models.banner(model, text)
-start = time.perf_counter()
-mod = alt.results(model, text, grids)  # computed once by `make results`, then read back
-print(f"{grids.model_windows} windows, layers {list(mod.layers.layer)}; "
-      f"read or computed in {time.perf_counter() - start:.1f} s "
-      f"(computed in {mod.seconds.seconds.max():.0f} s)")
+times = profiling.Steps()
+with times.step("read the model's heads' diagnostics"):
+    mod = alt.results(model, text, grids)  # computed once by `make results`, then read back
+times.add("compute them (make results)", mod.seconds.seconds.max())
+print(f"{grids.model_windows} windows, layers {list(mod.layers.layer)}")
 
 # %% [markdown]
 # ## What a diagnostic means for a row that does not sum to one
@@ -256,8 +253,8 @@ claims = {
 }
 model_id = model.provenance.as_dict().get("model_id")
 this_run = (model_id, text.provenance.name, preset)
-_ = paper_claims.assert_sentences(
-    claims, described=paper_claims.describes(this_run, {"preset": "reduced"}),
+_ = sentences.assert_sentences(
+    claims, described=sentences.describes(this_run, {"preset": "reduced"}),
     about="the reduced preset on the model and text that build this book")
 
 # %% [markdown]
@@ -295,3 +292,12 @@ _ = paper_claims.assert_sentences(
 #   through the one-logit formula ($\gamma^* \approx 0.9/\Delta$), a critical $\gamma$ near 0.1 corresponds
 #   to a gap of about 9 between a head's top logit and the rest: how sharply these heads were trained to
 #   select.
+
+# %% [markdown]
+# ## Execution time
+#
+# Reading the stored diagnostics on the machine that built this page, and computing them (once, by
+# `make results`).
+
+# %%
+times.table()
