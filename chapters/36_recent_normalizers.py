@@ -69,7 +69,7 @@ text = al.texts.load()
 al.models.banner(model, text)
 times = profiling.Steps()
 with times.step("read the model's heads' diagnostics"):
-    mod = alt.results(model, text, grids)  # computed once by `make results`, then read back
+    mod = alt.results(model, text, grids)  # computed by `make results`, read back
 times.add("compute them (make results)", mod.seconds.seconds.max())
 print(f"{grids.model_windows} windows, layers {list(mod.layers.layer)}")
 

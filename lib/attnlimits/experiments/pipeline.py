@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 
+from attnlimits import experiments
 from attnlimits.infra.pipeline import Study, one_part, places, where
 
 __all__ = ["STUDY"]
@@ -26,8 +27,6 @@ def _default() -> str:
 def _experiments(preset: str, *, inputs, n_jobs: int, progress) -> str:
     """Algorithms 1-5 with and without the attention sink, from one capture of the windows (taken only when an
     entry is missing), the second run borrowing Algorithm 5 and the sink weights from the first."""
-    from attnlimits import experiments
-
     m, t, p = inputs.model, inputs.text, experiments.get_preset(preset)
     caps = functools.cache(lambda: experiments.capture_windows(m, t, length=p.max_length, count=p.windows))
     opts = dict(captures=caps, n_jobs=n_jobs, progress=progress)

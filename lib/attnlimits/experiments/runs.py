@@ -10,14 +10,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from attnlimits import models
 from attnlimits.core.normalizers import check_normalizer
 from attnlimits.experiments.presets import Preset, book_preset, get_preset, validate_grid
 from attnlimits.experiments.tables import Results, compute, provenance_of
 from attnlimits.infra import cache, provenance
 from attnlimits.infra.progress import check_jobs
-from attnlimits.models import describing, texts
+from attnlimits.models import arrays, describing, lens, texts
 from attnlimits.models import windows as hf_windows
 from attnlimits.models.capturing import TOKENS, Capture, dtype_of
+from attnlimits.models.loading import load
 
 __all__ = [
     "CODE",
@@ -62,8 +64,6 @@ def code(model=None) -> tuple[str, str]:
 
 def _capture_module(model):
     """The module that captures ``model``'s windows; the experiments' cache keys on its code."""
-    from attnlimits.models import lens
-
     return lens if lens.is_hooked(model) else hf_windows
 
 
@@ -204,8 +204,6 @@ def run_arrays(
     every window given. ``name`` and ``text`` name the model and the text in the provenance (with the SHA-256 of
     the arrays); the other arguments are :func:`run`'s.
     """
-    from attnlimits.models import arrays
-
     dtype_of(precision)
     check_jobs(n_jobs)
     started = time.perf_counter()
@@ -289,17 +287,12 @@ def _check_shared(shared, model, text, preset: Preset, windows: list[int], seed:
 
 
 def _max_positions(model) -> int | None:
-    from attnlimits import models
-    from attnlimits.models import lens
-
     if lens.is_hooked(model):
         return int(model.cfg.n_ctx)
     return models.facts(model).get("max_positions")
 
 
 def _model_provenance(model) -> dict:
-    from attnlimits.models import lens
-
     return lens.provenance(model) if lens.is_hooked(model) else describing.model_record(model)
 
 
@@ -328,8 +321,6 @@ def results_folder(
     ``root``: :func:`attnlimits.infra.provenance.results_root` by default (``$ATTNLIMITS_RESULTS``, else the ``results``
     folder of the book's checkout, git-ignored, else the user cache).
     """
-    from attnlimits.models import lens
-
     model_name = _model_provenance(model)["model_id"].replace("/", "--")
     model_name = f"transformer-lens--{model_name}" if lens.is_hooked(model) else model_name
     text_name = text.provenance.name if hasattr(text, "provenance") else "string-" + texts.sha256_of(text)[:12]
@@ -449,8 +440,6 @@ def book_run(*, no_sink: bool = True) -> BookRun:
     :func:`results` at :func:`book_preset` (``paper``, or ``$ATTNLIMITS_EXPERIMENTS_PRESET``: from the cache that
     ``make results`` fills, computed here when it is missing) and print its summary; with ``no_sink``, read the
     same with ``exclude_sink=True`` too."""
-    from attnlimits.models.loading import load
-
     model = load()
     text = texts.load()
     describing.banner(model, text)

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+import attnlimits
 from attnlimits.experiments.algorithms import (
     GRADIENT_COLUMNS,
     distance_table,
@@ -218,8 +219,6 @@ def merge(parts: Sequence[Results]) -> Results:
 def _versions() -> dict:
     import scipy
     import transformers
-
-    import attnlimits
 
     return {
         "attnlimits": attnlimits.__version__,

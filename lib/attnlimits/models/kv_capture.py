@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
+from attnlimits import models
 from attnlimits.infra.progress import progress_bar
+from attnlimits.models import windows
 from attnlimits.models.capturing import Capture, Recorder, query_rows
 
 __all__ = ["IMPLEMENTATION", "QUERY_BLOCK", "KVLayer", "LongCapture", "capture_ids", "capture_long", "exactness"]
@@ -171,7 +173,6 @@ def capture_long(
     """Capture ``count`` consecutive windows of ``length`` tokens of ``text`` (from window ``first_window`` on, as
     :func:`attnlimits.experiments.capture_windows` cuts them), one SDPA forward pass each; ``layers``: the layer
     numbers to keep (all by default). Refused with a clear error beyond the model's context or the text."""
-    from attnlimits import models
     from attnlimits.models.windows import window_bos, windows
 
     facts = models.facts(model)
@@ -210,8 +211,6 @@ def exactness(model, text, *, length: int = 1024):
     whether every layer's window agrees. A model with sliding-window layers needs ``length`` beyond its window
     for the check to reach them."""
     import pandas as pd
-
-    from attnlimits.models import windows
 
     ids = windows.windows(model, text, length=length, count=1)[0]
     eager = windows.capture_windows(model, text, length=length, count=1)[0]

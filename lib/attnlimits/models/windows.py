@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from attnlimits import models
 from attnlimits.infra.progress import progress_bar
 from attnlimits.models.capturing import TOKENS, Capture
 from attnlimits.models.describing import default_bos
@@ -211,8 +212,6 @@ def capture_windows(
     (:func:`attnlimits.experiments.capture_windows` takes either). ``shuffle``: an integer reads each window's
     tokens in a random order seeded by it (:func:`windows`), None in the text's order.
     """
-    from attnlimits import models
-
     if tokens not in TOKENS:
         raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
     if isinstance(first_window, bool) or not isinstance(first_window, int) or first_window < 0:

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from attnlimits.core import selection
 from attnlimits.experiments import paper_claims
 from attnlimits.infra import cache, provenance
 from attnlimits.infra.verdicts import (
@@ -354,7 +355,6 @@ def collapse_at_full_selection(
 ) -> tuple[float, str]:
     """Corollary 2 (ii) on seeded synthetic rows: the largest |E| and d~ at N = L (both must be 0), and E at
     N = L - 1 against N = 1 (it falls). Returns ``(largest value at N = L, sentence)``; the sentence is markdown."""
-    from attnlimits.core import selection
     from attnlimits.theory import synthetic
 
     worst, falls = 0.0, True

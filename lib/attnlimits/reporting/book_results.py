@@ -22,8 +22,13 @@ import os
 import time
 from collections.abc import Sequence
 
+import torch
+
+from attnlimits import models
 from attnlimits.experiments import pipeline as experiments_pipeline
 from attnlimits.infra.pipeline import Part, Study
+from attnlimits.infra.progress import check_jobs
+from attnlimits.models import texts
 from attnlimits.reporting import claims_pipeline
 from attnlimits.studies.alternatives import pipeline as alternatives_pipeline
 from attnlimits.studies.long_context import pipeline as long_context_pipeline
@@ -54,14 +59,10 @@ class Inputs:
 
     @functools.cached_property
     def model(self):
-        from attnlimits import models
-
         return models.load()
 
     @functools.cached_property
     def text(self):
-        from attnlimits.models import texts
-
         return texts.load()
 
 
@@ -77,8 +78,6 @@ def run(
     (the windows one after the other); one part alone runs here with ``n_jobs`` workers for its windows. The
     results do not depend on it. ``say(line)`` is told when each part ends (with ``progress``). ``inputs``: the
     default model and text of the parts run here and of the collect steps (a new :class:`Inputs` when None)."""
-    from attnlimits.infra.progress import check_jobs
-
     n_jobs = check_jobs(n_jobs)
     inputs = Inputs() if inputs is None else inputs
     items = [(i, preset, part) for i, (study, preset) in enumerate(chosen) for part in study.parts(preset)]
@@ -125,8 +124,6 @@ _OWN_VARIABLES = ("ATTNLIMITS_",)
 def _in_worker(k: int, part: Part, preset: str, env: dict, threads: int, progress) -> tuple:
     """A part in a worker process: with the pipeline's ``ATTNLIMITS_*`` variables, ``threads`` torch threads, its
     own :class:`Inputs` and one job; ``(k, value, seconds)``."""
-    import torch
-
     for name in [v for v in os.environ if v.startswith(_OWN_VARIABLES) and v not in env]:
         del os.environ[name]
     os.environ.update(env)

@@ -5,6 +5,7 @@ its collect step reads their results."""
 
 from __future__ import annotations
 
+from attnlimits import experiments as e
 from attnlimits.experiments import pipeline as experiments
 from attnlimits.infra.pipeline import Study, one_part, places
 
@@ -21,7 +22,6 @@ def _checks(preset: str, *, inputs, n_jobs: int, progress) -> None:
 def _claims(preset: str, values: list, inputs, n_jobs: int, progress) -> str:
     """The introduction's claims table from every check's verdict and the experiments' results of ``preset``
     (computed first when missing: ``n_jobs`` and ``progress`` change only how)."""
-    from attnlimits import experiments as e
     from attnlimits.reporting import book_claims as r
 
     res = e.results(inputs.model, inputs.text, e.get_preset(preset), n_jobs=n_jobs, progress=progress)

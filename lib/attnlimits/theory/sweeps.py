@@ -26,9 +26,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlimits.core import validation
+from attnlimits.core import bounds, validation
 from attnlimits.core.rowstats import finite_difference_g, jacobian_spectral_norm
-from attnlimits.theory import synthetic
+from attnlimits.infra.profiling import one_thread
+from attnlimits.theory import checks, synthetic
 
 __all__ = [
     "max_weight_sweep",
@@ -110,8 +111,6 @@ def _exact_jacobian_norm(name: str, logits: torch.Tensor, alpha: torch.Tensor):
                 J = b[..., None] * A + u[..., :, None] * g[..., None, :]
                 norm[moving] = torch.linalg.eigvalsh(J.mT @ J)[..., -1].clamp_min(0).sqrt()
             else:  # power iteration on J^T J with O(L) matrix-vector products (A w = a * (w - a.w))
-                from attnlimits.infra.profiling import one_thread
-
                 w = torch.randn(a.shape, generator=torch.Generator().manual_seed(0), dtype=a.dtype)  # not ones: A 1 = 0
                 with one_thread():  # many tiny ops: threads cost more than they save
                     for _ in range(400):
@@ -175,8 +174,6 @@ def corollary1_tightness(lengths, rhos, *, T: float = 1.0) -> pd.DataFrame:
     1/(1 + (L-1) e^{-2 rho}) and the ratios. The sharp ratio is 1 (attained); the paper's ratio L / (e^{2 rho} + L - 1)
     tends to 1 only as L -> infinity.
     """
-    from attnlimits.core import bounds
-
     out = []
     for rho in rhos:
         for L in lengths:
@@ -205,8 +202,6 @@ def corollary1_tightness(lengths, rhos, *, T: float = 1.0) -> pd.DataFrame:
 def jacobian_sample(trials: int = 2000, seed: int = 0) -> pd.DataFrame:
     """The random softmax logits of the Corollary-3 checks (same sampler, same seed), one row per trial:
     L, T, max alpha, T ||J||_2 (exact) and T max_ij |J_ij|."""
-    from attnlimits.theory import checks
-
     s = checks.jacobian_norm_study(int(trials), int(seed))
     return pd.DataFrame(
         {
@@ -227,7 +222,6 @@ def swap_example(eps, *, T: float = 1.0, rest: float = -math.inf) -> pd.DataFram
     eps: the distance, ||alpha - alpha'||, the ratio ||alpha - alpha'|| / ||l - l'|| times T (compare 1/4 printed,
     1/2 sharp) and the change itself against min{sqrt(5) eps / (2T), sqrt(2)}.
     """
-    from attnlimits.core import bounds
     from attnlimits.core.normalizers import softmax
 
     eps = torch.as_tensor(eps, dtype=torch.float64).reshape(-1)
@@ -268,8 +262,6 @@ def g_synthetic(T_grid, eps_grid=(1e-3, 1e-1, 10.0), *, L: int = 64, seed: int =
     """Algorithm 5 on synthetic causal heads (Gaussian logits at four scales and one head with tied top two):
     g(T, eps) (max over heads), the head that attains it, the paper's dashed curve min{1/(4T), sqrt(2)} and the
     corrected ceiling min{1/(2T), sqrt(2)/eps}."""
-    from attnlimits.core import bounds
-
     logits, labels = _g_heads(L, seed)
     T_grid = torch.as_tensor(T_grid, dtype=torch.float64).reshape(-1)
     eps_grid = torch.as_tensor(eps_grid, dtype=torch.float64).reshape(-1)
@@ -359,8 +351,6 @@ def jacobian_autograd_errors(logits: torch.Tensor, F, *, T: float) -> tuple[floa
     the normaliser F(l) / sum F (:func:`attnlimits.core.bounds.general_jacobian`, F' by autograd). Returns
     ``(softmax error, general error)``; float64 rounding is all they should show.
     """
-    from attnlimits.core import bounds
-
     J = bounds.softmax_jacobian(logits, T=T)
     J_auto = torch.stack(
         [torch.autograd.functional.jacobian(lambda z: torch.softmax(z / T, -1), row) for row in logits]
@@ -375,8 +365,6 @@ def corollary3_counterexample(temperatures) -> pd.DataFrame:
     at L = 6 the same with four more logits 60 T below. One row per (T, case): the exact spectral norm of the
     softmax Jacobian, the sharp 1/(2T) it reaches, the printed min{1/(4T), sqrt 2} and measured / printed (about 2).
     """
-    from attnlimits.core import bounds
-
     rows = []
     for T in temperatures:
         cases = [("L = 2, logits (0, 0)", [0.0, 0.0]), ("L = 6, others 60 T below", [0, 0] + [-60 * T] * 4)]
@@ -403,8 +391,6 @@ def jacobian_readings(rows: int = 4000, L: int = 8, *, scale: float = 3.0, seed:
     random rows of L logits scale * N(0, 1) (every fourth row with its first two logits tied; seeded), beside its
     sharp bound and the printed 1/(4T). Only the largest entry stays within the printed constant.
     """
-    from attnlimits.core import bounds
-
     tied = torch.tensor([0.0, 0.0], dtype=torch.float64)
     gen = torch.Generator().manual_seed(seed)
     rand = scale * torch.randn(rows, L, generator=gen, dtype=torch.float64)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from attnlimits.experiments import runs
 from attnlimits.experiments.paper_claims.figure2 import (
     COUNTINGS,
     READING_RULES,
@@ -190,8 +191,6 @@ def on_a_second_text(model, text, res, figures=None) -> tuple[str, bool | None]:
     page's run of ``model`` on ``text``) beside ``model`` on ``text`` and on the King James Version at one grid
     (:func:`attnlimits.experiments.runs.on_two_texts`), for the claims of ``figures``; and whether the second text
     changes no verdict (None, with the reason in place of the table, where it cannot be read here)."""
-    from attnlimits.experiments import runs
-
     pair, why = runs.on_two_texts(model, text)
     if not pair:
         return why, None

@@ -5,6 +5,7 @@ does not import this module."""
 
 from __future__ import annotations
 
+from attnlimits.infra import provenance
 from attnlimits.infra.pipeline import Study, one_part, places, where
 from attnlimits.studies.presets import book_preset
 
@@ -18,7 +19,6 @@ def _presets() -> list[str]:
 
 
 def _alternatives(preset: str, *, inputs, n_jobs: int, progress) -> str:
-    from attnlimits.infra import provenance
     from attnlimits.studies.alternatives import study
 
     study.results(preset=preset, progress=progress)

@@ -41,7 +41,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from attnlimits.core import normalizers, rowstats, selection
+from attnlimits import models
+from attnlimits.core import normalizers, rowstats, selection, sinks
+from attnlimits.core.normalizers import NORMALIZERS
 from attnlimits.infra import cache, presets, provenance
 from attnlimits.infra.ks import KS_LEVEL, first_reaching, ks_test
 from attnlimits.infra.progress import progress_bar
@@ -319,9 +321,6 @@ def sink_table(windows, names=None) -> pd.DataFrame:
     """Per normaliser: the sink rate of Gu et al. (:func:`attnlimits.core.sinks.sink_rate`, token 0, eps 0.3, the
     first 64 rows) over every captured layer's heads of ``windows[0]``, each normaliser applied to the model's own
     masked logits."""
-    from attnlimits.core import sinks
-    from attnlimits.core.normalizers import NORMALIZERS
-
     w = windows[0]
     rows = sinks.SINK_ROWS
     logits = {layer: w.logits(layer, rows).double() for layer in w.layer_ids}
@@ -572,8 +571,6 @@ def model_tables(model, text, preset="reduced", *, progress=False) -> Alternativ
     scaling's sweep (:func:`gamma_table`) on each of the preset's ``model_windows`` windows of ``text``, spread over
     the whole text and captured from ``model`` (:func:`model_heads`): the model's own logits and value vectors,
     every normaliser swapped in on the same logits. Each table's ``window`` column says which window."""
-    from attnlimits import models
-    from attnlimits.core import sinks
     from attnlimits.models.windows import capture_windows
 
     p = get_preset(preset)

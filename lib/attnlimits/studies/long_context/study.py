@@ -33,13 +33,16 @@ import numpy as np
 import pandas as pd
 import torch
 
+from attnlimits import models
 from attnlimits.core import normalizers, rowstats
 from attnlimits.infra import cache, presets, provenance
 from attnlimits.infra.ks import KS_LEVEL, first_reaching, ks_test, reaches
 from attnlimits.infra.profiling import peak_memory
 from attnlimits.infra.progress import progress_bar
+from attnlimits.models import registry, texts
+from attnlimits.models.describing import model_record
 from attnlimits.models.kv_capture import capture_long, exactness
-from attnlimits.models.windows import check_windows
+from attnlimits.models.windows import check_windows, token_count, window_bos
 
 __all__ = [
     "BOOK_MODELS",
@@ -454,14 +457,10 @@ EXACTNESS_LENGTH = 1024
 
 def text_tokens(model, text) -> int:
     """How many tokens the text holds for this model's tokenizer (from its first chapter: what the windows cut)."""
-    from attnlimits.models.windows import token_count
-
     return token_count(model, text)
 
 
 def _context(model) -> int | None:
-    from attnlimits import models
-
     return models.facts(model).get("max_positions")
 
 
@@ -480,9 +479,6 @@ def run(
     its :func:`stats_table` (so one window's q, k, v are held at a time), then :func:`critical_table` on them all.
     ``lengths``, ``rows`` and ``windows`` override the preset's, and are checked before anything is captured:
     lengths up to the model's context, rows and windows integers >= 1, and a text that holds the windows."""
-    from attnlimits.models.describing import model_record
-    from attnlimits.models.windows import window_bos
-
     p = get_preset(preset)
     for name, value in (("rows", rows), ("windows", windows)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -536,8 +532,6 @@ def results(
 ) -> LongResults:
     """:func:`run` from the results cache when the same model, text, preset, seed and code produced it, else
     computed now and cached (``<root>/<model>/<text>/long-<preset>``)."""
-    from attnlimits.models.describing import model_record
-
     p = get_preset(preset)
     text_sha = _text_sha(text)
     key = cache.study_key(
@@ -559,8 +553,6 @@ def results(
 
 
 def _text_sha(text) -> str:
-    from attnlimits.models import texts
-
     return texts.sha256_of(text)
 
 
@@ -588,9 +580,6 @@ def book_results(preset: str | LongPreset = "reduced", *, progress=None) -> Book
     """:func:`results` of every model of :data:`BOOK_MODELS` that is present, on the book's text, and a sentence per
     absent model saying why it is not there (:class:`BookRuns`). A cached entry of this code, preset and text is
     read without loading the model (a chapter reads it in a second); a missing or stale one is computed."""
-    from attnlimits import models
-    from attnlimits.models import registry, texts
-
     p = get_preset(preset)
     text = texts.load()
     found, absent = [], []

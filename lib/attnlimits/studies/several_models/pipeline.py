@@ -4,6 +4,7 @@ reduced preset. Outside the study's results-cache key: the study does not import
 
 from __future__ import annotations
 
+from attnlimits.infra import provenance
 from attnlimits.infra.pipeline import Part, Study, places
 
 __all__ = ["STUDY"]
@@ -26,7 +27,6 @@ def _reduced() -> str:
 def _parts(preset: str) -> list[Part]:
     """One part per model of :data:`~attnlimits.studies.several_models.MODELS` (with its controls), none when the
     manifest of ``preset`` is current."""
-    from attnlimits.infra import provenance
     from attnlimits.studies.several_models import study
 
     try:

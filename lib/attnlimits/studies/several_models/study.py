@@ -30,10 +30,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnlimits import experiments
+from attnlimits import experiments, models
+from attnlimits.core import normalizers, rowstats, sinks
 from attnlimits.experiments.presets import PRESETS, get_preset  # the Experiments' presets, run on every model
 from attnlimits.infra import cache, provenance
-from attnlimits.models import registry
+from attnlimits.models import LoadedModel, registry, texts
 
 __all__ = [
     "CONTROLS",
@@ -81,8 +82,6 @@ def untrained(loaded, seed: int = 0):
     """An untrained control of ``loaded``: its configuration, freshly initialised weights (``torch.manual_seed(seed)``,
     the library's own initialisation), the same tokenizer; the provenance names it and hashes its weights."""
     from transformers import AutoModelForCausalLM
-
-    from attnlimits.models import LoadedModel
 
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed: must be an integer, got {seed!r}")
@@ -166,8 +165,6 @@ def entropy_matched(trained, text, preset="reduced", seed: int = 0):
     but that sharpness. The factors are installed as forward hooks on the network's query computation (a capture
     of the control sees the scaled logits); the provenance names the control and hashes its weights with them,
     and ``matched_entropy`` holds, per layer, each head's factor and the trained and matched entropies."""
-    from attnlimits.models import LoadedModel
-
     p = get_preset(preset)
     control = untrained(trained, seed)
     window = {"length": p.max_length, "count": 1, "total": p.windows}
@@ -219,8 +216,6 @@ def window_facts(model, text, preset="reduced", *, shuffle: int | None = None, s
       exceeds 0.3 (:func:`attnlimits.core.sinks.sink_rate`, Gu et al.'s metric over the first 64 tokens).
 
     ``shuffle``: as :func:`attnlimits.experiments.capture_windows`."""
-    from attnlimits.core import normalizers, rowstats, sinks
-
     p = get_preset(preset)
     L = p.alg4_L
     order = {} if shuffle is None else {"shuffle": shuffle}
@@ -270,7 +265,6 @@ def _save_manifest(manifest: dict, folder=None) -> Path:
 
 
 def _exactness(model, text) -> dict:
-    from attnlimits import models
     from attnlimits.models.windows import windows
 
     info = models.facts(model)
@@ -306,7 +300,6 @@ def compute(
     bad = [n for n in names if n not in MODELS]
     if bad:
         raise ValueError(f"names: unknown model(s) {bad}; choose from {list(MODELS)}")
-    from attnlimits.models import texts
 
     controls = _check_controls(controls)
     text = texts.load() if text is None else text
@@ -330,9 +323,6 @@ def model_entries(
     """The manifest entries of one model of :data:`MODELS` (its label ``name``): the model's own and one per
     control, each run through :func:`attnlimits.experiments.results` (cached); a single entry saying why when the
     model does not load. The options are those of :func:`compute`."""
-    from attnlimits import models
-    from attnlimits.models import texts
-
     if name not in MODELS:
         raise ValueError(f"name: unknown model {name!r}; choose from {list(MODELS)}")
     controls = _check_controls(controls)
@@ -378,8 +368,6 @@ def write_manifest(entries: list[dict], preset="reduced", *, seed: int = 0, text
     """Write the manifest of ``entries`` (those of :func:`model_entries`, in the order of :data:`MODELS`) to
     :func:`manifest_path` of ``preset`` under ``root``, whole or not at all; return it. ``seconds``: what the runs
     took; ``text`` and ``seed``: those the entries were run with (the default text when None)."""
-    from attnlimits.models import texts
-
     text = texts.load() if text is None else text
     manifest = {
         "preset": get_preset(preset).as_dict(),
@@ -395,8 +383,6 @@ def write_manifest(entries: list[dict], preset="reduced", *, seed: int = 0, text
 def _second_text():
     """:data:`SECOND_TEXT`, or the error that says why it cannot be read here (it has no fallback: the control
     would read the first text again)."""
-    from attnlimits.models import texts
-
     try:
         return texts.load(SECOND_TEXT, allow_fallback=False)
     except texts.TextUnavailableError as e:
@@ -417,8 +403,6 @@ def _run_entry(
     label, name, control, m, text, p, seconds, *, root, progress, n_jobs=1, shuffle=None, exactness=None
 ) -> dict:
     """Run the experiments on ``m`` (cached) and return its manifest entry."""
-    from attnlimits import models
-
     t0 = time.perf_counter()
     res = experiments.results(m, text, p, root=root, progress=progress, shuffle=shuffle, n_jobs=n_jobs)
     return {

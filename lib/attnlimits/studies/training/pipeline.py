@@ -4,6 +4,7 @@ sweep at the chapters' preset (:func:`attnlimits.studies.book_preset`). Outside 
 
 from __future__ import annotations
 
+from attnlimits.infra import provenance
 from attnlimits.infra.pipeline import Study, one_part, places, where
 from attnlimits.studies.presets import book_preset
 
@@ -17,7 +18,6 @@ def _presets() -> list[str]:
 
 
 def _training(preset: str, *, inputs, n_jobs: int, progress) -> str:
-    from attnlimits.infra import provenance
     from attnlimits.studies.training import study
 
     study.results(preset, progress=bool(progress), n_jobs=n_jobs)

@@ -10,8 +10,10 @@ from functools import lru_cache
 
 import torch
 
+from attnlimits.core import bounds, selection, validation
 from attnlimits.infra.profiling import one_thread
 from attnlimits.infra.verdicts import VIOLATED
+from attnlimits.theory import synthetic
 from attnlimits.theory.checks.registry import Verdict, register
 from attnlimits.theory.checks.search import RTOL, WIDE, Adam, conclude, generator, split, tightness_text
 
@@ -48,8 +50,6 @@ def _ratio_max(measured: torch.Tensor, bound: torch.Tensor) -> float:
 
 def _theorem1_constructions() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
     """Selected tokens all equal to u, the others on the ray -c u: the sharp bound is attained exactly."""
-    from attnlimits.theory import synthetic
-
     out = []
     u = torch.tensor([0.6, -0.8, 0.0], dtype=torch.float64)
     for L, N in ((2, 1), (5, 2), (16, 3), (64, 8)):
@@ -63,8 +63,6 @@ def _theorem1_constructions() -> list[tuple[torch.Tensor, torch.Tensor, int]]:
 
 def _theorem1_ascent(gen: torch.Generator, batch: int = 16, L: int = 8, N: int = 2, d: int = 3, steps: int = 40):
     """Adam ascent on d~ / d_max_sharp over logits and tokens; returns the final (alpha, x)."""
-    from attnlimits.core import bounds, selection
-
     logits = (2 * torch.randn(batch, L, generator=gen, dtype=torch.float64)).requires_grad_()
     x = torch.randn(batch, L, d, generator=gen, dtype=torch.float64).requires_grad_()
     opt = Adam([logits, x], lr=0.1)
@@ -80,8 +78,6 @@ def _theorem1_ascent(gen: torch.Generator, batch: int = 16, L: int = 8, N: int =
 @lru_cache(maxsize=4)
 def _theorem1_study(trials: int, seed: int) -> dict:
     """d~, the reconstructed and the sharp d_max on random trials, constructions and an ascent."""
-    from attnlimits.core import bounds, selection
-
     gen = generator(seed, 13, stride=WIDE)
     parts = {"random": [], "adversarial": []}
     for (L, N, d), count in zip(DISTANCE_GRID, split(trials, len(DISTANCE_GRID)), strict=True):
@@ -160,8 +156,6 @@ def check_theorem1_dmax_sharp(trials: int = 2000, seed: int = 0) -> Verdict:
 @lru_cache(maxsize=4)
 def _residual_study(trials: int, seed: int) -> dict:
     """Exact E (enumeration), main term and the residual bound on random trials and constructions."""
-    from attnlimits.core import bounds, selection
-
     gen = generator(seed, 17, stride=WIDE)
     groups = [(L, N) for L in RESIDUAL_LENGTHS for N in range(1, L)]
     E, main, rb = [], [], []
@@ -244,8 +238,6 @@ def expectation_bounds(alpha, x, n: int) -> tuple[torch.Tensor, torch.Tensor, to
     x_j|| and the weights sum to one): E <= middle <= top at every length l. Every position of the row is a token,
     so masked positions passed with weight 0 are counted (their x enter the maximum).
     """
-    from attnlimits.core import selection, validation
-
     E = selection.random_selection_exact(alpha, x, n)
     a, xt = validation.weights(alpha, x)
     norms = torch.linalg.vector_norm(xt, dim=-1)
@@ -311,8 +303,6 @@ def _expectation_study(trials: int, seed: int) -> dict:
 
 def _exact_in_chunks(alpha: torch.Tensor, x: torch.Tensor, n: int, chunk: int = 32) -> torch.Tensor:
     """E_{I_N}[d~] by enumeration, ``chunk`` rows at a time (bounds the (rows, subsets, l, d) intermediate)."""
-    from attnlimits.core import selection
-
     return torch.cat(
         [
             selection.random_selection_exact(alpha[i : i + chunk], x[i : i + chunk], n)

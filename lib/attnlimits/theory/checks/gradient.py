@@ -11,6 +11,7 @@ from functools import lru_cache
 
 import torch
 
+from attnlimits.core import bounds
 from attnlimits.infra.profiling import one_thread
 from attnlimits.infra.verdicts import VIOLATED
 from attnlimits.theory.checks.registry import Verdict, register
@@ -74,8 +75,6 @@ def jacobian_norm_study(trials: int, seed: int):
 
     Shared by the three Corollary-3 checks and :func:`attnlimits.theory.sweeps.jacobian_sample`.
     """
-    from attnlimits.core import bounds
-
     z, T, lengths = _softmax_jacobian_samples(trials, seed)
     norm = bounds.softmax_jacobian_norm(z, T=T)
     alpha = bounds.softmax_weights(z, T=T)
@@ -130,8 +129,6 @@ def check_corollary3_printed(trials: int = 2000, seed: int = 0) -> Verdict:
     The book claims this is violated: two tied top logits with all other weights 0 give exactly 1/(2T).
     Same trials as the corrected bounds (see :func:`_softmax_jacobian_samples`).
     """
-    from attnlimits.core import bounds
-
     s = jacobian_norm_study(trials, seed)
     v1, w1, _ = _ratio_summary(s["norm"], bounds.corollary3_printed(T=s["T"]))
     v2, w2, i = _ratio_summary(s["adv_norm"], bounds.corollary3_printed(T=s["adv_T"]))
@@ -179,8 +176,6 @@ def _sharp_softmax_check(name: str, statement: str, measured: str, bound_fn, T_k
 @register("cor3-spectral", "Corollary 3 corrected: spectral 1/(2T)")
 def check_softmax_spectral(trials: int = 2000, seed: int = 0) -> Verdict:
     """The book's correction: ||diag(alpha) - alpha alpha^T||_2 / T <= 1/(2T), sharp (two tied top logits)."""
-    from attnlimits.core import bounds
-
     return _sharp_softmax_check(
         "Corollary 3 corrected: spectral 1/(2T)",
         r"softmax: $\lVert \partial\alpha / \partial l \rVert_2 \le 1/(2T)$",
@@ -195,8 +190,6 @@ def check_softmax_spectral(trials: int = 2000, seed: int = 0) -> Verdict:
 @register("cor3-entry", "Corollary 3 corrected: entry 1/(4T)")
 def check_softmax_entry(trials: int = 2000, seed: int = 0) -> Verdict:
     """What 1/(4T) does bound: every entry |d alpha_i / d l_j| <= 1/(4T), sharp at alpha_i = 1/2."""
-    from attnlimits.core import bounds
-
     return _sharp_softmax_check(
         "Corollary 3 corrected: entry 1/(4T)",
         r"softmax: $\max_{ij} \lvert \partial\alpha_i / \partial l_j \rvert \le 1/(4T)$",
@@ -249,8 +242,6 @@ def check_lemma2(trials: int = 2000, seed: int = 0) -> Verdict:
     exact spectral norms by SVD. Adversarial: two tied top logits with the rest far below for exp(l/T) (the sharp
     case), and Adam ascent of u^T J w / (||u|| ||w|| bound) over (l, u, w) for every family at L = 4.
     """
-    from attnlimits.core import bounds
-
     gen = generator(seed, 4)
     families = list(_lemma2_families().items())
     lengths = [L for L in JACOBIAN_LENGTHS if L <= 32]

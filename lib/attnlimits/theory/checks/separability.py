@@ -14,7 +14,9 @@ import math
 
 import torch
 
+from attnlimits.core import bounds, selection
 from attnlimits.infra.verdicts import VIOLATED
+from attnlimits.theory import synthetic
 from attnlimits.theory.checks.registry import Verdict, register
 from attnlimits.theory.checks.search import WIDE, Z_MC, conclude, generator, split, tightness_text
 
@@ -40,8 +42,6 @@ FIXED_RADIUS_COUNTEREXAMPLE = (16, 8, 4096)
 def _separability_group(L, d, N, count, gen, M=None, alpha=None):
     """One Theorem 2 group: ``count`` draws, each with its own weights (softmax(beta g), beta ~ U[0, 6]) unless
     ``alpha`` is given, tokens uniform on the sphere of radius M."""
-    from attnlimits.theory import synthetic
-
     if alpha is None:
         beta = 6 * torch.rand(count, generator=gen, dtype=torch.float64)
         alpha = synthetic.concentrated_weights((count,), L, beta, gen=gen)
@@ -71,8 +71,6 @@ def check_theorem2_lower(trials: int = 2000, seed: int = 0) -> Verdict:
         x = u + eps * torch.randn(L, 3, generator=gen, dtype=torch.float64)
         x[N:] = -u + eps * torch.randn(L - N, 3, generator=gen, dtype=torch.float64)
         x = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-        from attnlimits.core import bounds, selection
-        from attnlimits.theory import synthetic
 
         dist, mask = selection.token_distances(alpha, x, N)
         r = torch.where(mask, torch.inf, dist).amin()
@@ -113,8 +111,6 @@ def _mc_exceeds(samples: torch.Tensor, bound: torch.Tensor | float) -> tuple[boo
 def _upper_configs(gen):
     """Theorem 2 upper-bound configurations: the random grid (one alpha per group) and two targeted ones (uniform
     weights on I_N, zero elsewhere, high dimension), where the reconstructed bound fails."""
-    from attnlimits.theory import synthetic
-
     configs = []
     for L, d, N in SEPARABILITY_GRID:
         beta = float(6 * torch.rand(1, generator=gen, dtype=torch.float64))
@@ -134,9 +130,6 @@ def fixed_radius_counterexample(deltas=(1.0, 0.5), samples: int = 200, seed: int
     delta in ``deltas`` is a valid Assumption 2 on every draw (checked: ``min_separation`` is the smallest realised
     separation over all draws). Returns the measured fractions per draw and, per delta, the bound.
     """
-    from attnlimits.core import bounds, selection
-    from attnlimits.theory import synthetic
-
     L, N, d = FIXED_RADIUS_COUNTEREXAMPLE
     alpha = synthetic.two_level_weights(L, N, eta=0.0)
     r = 0.5 * (math.sqrt(N - 1) / N + 1 / math.sqrt(N))
@@ -167,8 +160,6 @@ def check_theorem2_upper_reconstructed(trials: int = 2000, seed: int = 0) -> Ver
     The paper does not print this bound in full: a violation refutes the book's reconstruction, not necessarily the
     paper's own formula (whose curve the paper reports tracking the empirical maxima).
     """
-    from attnlimits.theory import synthetic
-
     gen = generator(seed, 23, stride=WIDE)
     configs = _upper_configs(gen)
     violations, worst, cases = 0, 0.0, []
@@ -241,16 +232,12 @@ UPPER_RADIUS_FACTORS = (0.5, 0.9)
 
 def upper_bound_radii(alpha: torch.Tensor, n: int, d: int, factor: float) -> float:
     """The fixed radius ``factor`` x min_i mu_i of the book's upper-bound check (at least 1e-3)."""
-    from attnlimits.core import bounds
-
     return max(factor * float(bounds.theorem2_mean_lower(alpha, n, M=1.0, d=d).amin()), 1e-3)
 
 
 @register("thm2-upper", "Theorem 2 upper bound (book, fixed r)")
 def check_theorem2_upper(trials: int = 2000, seed: int = 0) -> Verdict:
     """E[N_s(r)]/N <= (1/N) sum_i min(1, exp(-(mu_i - r)_+^2 / (2 M^2 S2_i))) at a fixed radius r (McDiarmid)."""
-    from attnlimits.theory import synthetic
-
     gen = generator(seed, 29, stride=WIDE)
     configs = _upper_configs(gen)
     violations, worst, n, mean_bounds = 0, 0.0, 0, []
@@ -288,9 +275,6 @@ def check_theorem2_upper(trials: int = 2000, seed: int = 0) -> Verdict:
 @register("multihead", "Multi-head coverage")
 def check_multihead(trials: int = 2000, seed: int = 0) -> Verdict:
     """H independent heads: mean coverage <= 1 - (1 - p)^H with p = E[N_s]/N (= when every p_i is equal)."""
-    from attnlimits.core import bounds
-    from attnlimits.theory import synthetic
-
     gen = generator(seed, 31, stride=WIDE)
     grid = ((16, 2, 4, 0.0), (32, 8, 8, 1.0), (32, 3, 4, 3.0), (64, 16, 8, 0.5))
     heads = (1, 2, 3, 5)

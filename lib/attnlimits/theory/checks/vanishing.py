@@ -10,6 +10,7 @@ import math
 
 import torch
 
+from attnlimits.core import bounds
 from attnlimits.infra.profiling import one_thread
 from attnlimits.theory.checks.registry import Verdict, register
 from attnlimits.theory.checks.search import RTOL, Adam, conclude, generator, log_uniform, split
@@ -78,8 +79,6 @@ def check_corollary1(trials: int = 2000, seed: int = 0) -> Verdict:
     length grid and Delta / T in {1e-4, 0.1, 1, 4}, plus Adam ascent of log(alpha_1 / upper) and
     log(lower / alpha_1) over q, k for L <= 16.
     """
-    from attnlimits.core import bounds
-
     gen = generator(seed, 0)
     worst, violations, n_random, per_length = 0.0, 0, 0, {}
     worst_case = None
@@ -198,8 +197,6 @@ def check_lemma1(trials: int = 2000, seed: int = 0) -> Verdict:
     Adversarial: the extremal logits (one at argmax F, the rest at argmin F, and the reverse) for every family,
     length and a in {0.1, 1, 5}: they attain the sharp band of :func:`attnlimits.core.bounds.lemma1_band_sharp`.
     """
-    from attnlimits.core import bounds
-
     gen = generator(seed, 1)
     families = list(_lemma1_families().items())
     worst, violations, n_random, worst_case = 0.0, 0, 0, None
