@@ -383,11 +383,7 @@ texts_table, same = paper_claims.on_a_second_text(model, text, res, ["2a", "2b"]
 Markdown(texts_table)
 
 # %% tags=["remove-cell"]
-if same is not None:
-    _ = sentences.assert_sentences(
-        {"the second text changes no verdict of Figures 2a and 2b": same},
-        described=sentences.describes(res),
-    )
+paper_claims.assert_second_text(res, same, "Figures 2a and 2b")
 
 # %% [markdown]
 # At one grid the second text changes no verdict of Figures 2a and 2b: what this chapter finds on the Python

@@ -219,11 +219,7 @@ texts_table, same = paper_claims.on_a_second_text(model, text, res, ["3"])
 Markdown(texts_table)
 
 # %% tags=["remove-cell"]
-if same is not None:
-    _ = sentences.assert_sentences(
-        {"the second text changes no verdict of Figure 3": same},
-        described=sentences.describes(res),
-    )
+paper_claims.assert_second_text(res, same, "Figure 3")
 
 # %% [markdown]
 # At one grid the second text changes no verdict of Figure 3: what this chapter finds on the Python

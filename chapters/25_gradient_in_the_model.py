@@ -222,11 +222,7 @@ texts_table, same = paper_claims.on_a_second_text(model, text, res, ["4"])
 Markdown(texts_table)
 
 # %% tags=["remove-cell"]
-if same is not None:
-    _ = sentences.assert_sentences(
-        {"the second text changes no verdict of Figure 4": same},
-        described=sentences.describes(res),
-    )
+paper_claims.assert_second_text(res, same, "Figure 4")
 
 # %% [markdown]
 # At one grid the second text changes no verdict of Figure 4: what this chapter finds on the Python

@@ -37,7 +37,6 @@ import pandas as pd
 from IPython.display import Markdown
 
 from attnlimits.experiments import paper_claims, runs
-from attnlimits.infra import sentences
 from attnlimits.reporting import book_claims
 from attnlimits.theory import checks
 
@@ -99,11 +98,7 @@ texts_table, same = paper_claims.on_a_second_text(model, text, res)
 Markdown(texts_table)
 
 # %% tags=["remove-cell"]
-if same is not None:
-    _ = sentences.assert_sentences(
-        {"the second text changes no verdict of the experiments": same},
-        described=sentences.describes(res),
-    )
+paper_claims.assert_second_text(res, same, "the experiments")
 
 # %% [markdown]
 # At one grid the second text changes no verdict: what the Experiments part finds on the Python documentation it

@@ -213,7 +213,7 @@ def test_jupytext_keeps_the_alt_text_and_the_tags_in_the_py():
     }
 
 
-SENTENCE_CHECKS = ("sentences.assert_sentences(", "sentences.expect(")
+SENTENCE_CHECKS = ("sentences.assert_sentences(", "sentences.expect(", "paper_claims.assert_second_text(")
 #: Tags that keep a code cell's source off the rendered page (the cell still runs under nbmake and in the build).
 HIDDEN = ("remove-cell", "remove-input")
 

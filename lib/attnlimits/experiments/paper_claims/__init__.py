@@ -65,6 +65,7 @@ from attnlimits.experiments.paper_claims.rules import (
     loglog_slope,
 )
 from attnlimits.experiments.paper_claims.sentences import rows_read
+from attnlimits.infra import sentences
 from attnlimits.infra.statistics import RESAMPLES, SEED
 from attnlimits.infra.verdicts import (
     DEPENDS_ON_READING,
@@ -109,6 +110,7 @@ __all__ = [
     "VIOLATED",
     "Claim",
     "across_runs",
+    "assert_second_text",
     "claims",
     "critical_sensitivity",
     "decide",
@@ -197,6 +199,16 @@ def on_a_second_text(model, text, res, figures=None) -> tuple[str, bool | None]:
     table = across_runs([res, *pair], figures)
     shown = table.assign(**{"same verdict": table["same verdict"].map({True: "yes", False: "no"})})
     return markdown(shown, columns=list(table.columns)), bool(table["same verdict"].all())
+
+
+def assert_second_text(res, same: bool | None, what: str) -> None:
+    """A page's sentence "the second text changes no verdict of ``what``", checked on ``same`` (from
+    :func:`on_a_second_text`) where ``res`` is the run the prose describes; nothing to check where the second text
+    could not be read here (``same`` None)."""
+    if same is not None:
+        sentences.assert_sentences(
+            {f"the second text changes no verdict of {what}": same}, described=sentences.describes(res)
+        )
 
 
 def _verdict_cell(row) -> str:
