@@ -45,6 +45,9 @@ Subcommands are registered in :func:`build_parser` through ``_add_<name>(subpars
 ``func`` to a handler ``(args) -> int``.
 ``main(argv)`` returns the exit code instead of exiting, so tests call it in-process; ``python -m attnlimits.cli``
 works too.
+
+One concept, one module (over 600 lines): the command line, its four subcommands' argument parsing and
+dispatch to the library, which does the computing.
 """
 
 from __future__ import annotations

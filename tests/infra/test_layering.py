@@ -265,3 +265,26 @@ def test_a_path_without_a_file_and_a_short_name_are_found(broken):
         "attnlimits.models.a:2 imports attnlimits.normalizers through attnlimits.normalizers",
         "attnlimits.models.a:3 reads attnlimits.texts, a short name",
     ]
+
+
+#: The most lines a library module may have without saying in its docstring why it is one concept.
+LONGEST = 600
+#: How a longer module's docstring says so.
+ONE_CONCEPT = "One concept, one module"
+
+
+def long_modules_without_a_reason(package: Path = PACKAGE) -> list[str]:
+    """Modules over :data:`LONGEST` lines whose docstring does not say why they are one concept."""
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text()
+        if source.count("\n") > LONGEST and ONE_CONCEPT not in (ast.get_docstring(ast.parse(source)) or ""):
+            out.append(f"{path.relative_to(package)} ({source.count(chr(10))} lines)")
+    return out
+
+
+def test_a_module_over_600_lines_says_why_it_is_one_concept(tmp_path):
+    assert long_modules_without_a_reason() == [], "split the module, or say in its docstring why it is one concept"
+    (tmp_path / "long.py").write_text('"""A module."""\n' + "x = 1\n" * LONGEST)
+    (tmp_path / "reasoned.py").write_text(f'"""A module. {ONE_CONCEPT}: why."""\n' + "x = 1\n" * LONGEST)
+    assert long_modules_without_a_reason(tmp_path) == [f"long.py ({LONGEST + 1} lines)"]

@@ -23,6 +23,9 @@ only ones its softmax sees; None is the plain causal mask.
 
 Algorithm 5's measurement :func:`finite_difference_g` (the sensitivity g(T, eps) of a normaliser on logits of any
 heads and rows) is the one kernel here that reads logits rather than weights.
+
+One concept, one module (over 600 lines): the per-row kernels, which share the blocked causal-triangle
+machinery above; split, each kernel would need it from another module.
 """
 
 from __future__ import annotations

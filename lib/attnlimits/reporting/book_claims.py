@@ -32,6 +32,9 @@ The table is markdown for the book: formulas are MyST math (``$\\tilde d$``), ne
 (:func:`markdown` with its default columns) puts the verdict second, says once above the table what the experiments
 ran on and how many claims were tested, and carries the class :data:`TABLE_CLASS` that ``_static/claims.css``
 styles so that long cells wrap inside the page.
+
+One concept, one module (over 600 lines): the claims table, one short rule per row of the paper's claims,
+read side by side.
 """
 
 from __future__ import annotations

@@ -25,6 +25,9 @@ the experiments' own kernels (:mod:`attnlimits.core.rowstats`, Algorithm 3's KS 
 - :func:`results`               every diagnostic of the chapter on the synthetic heads, or on a model's heads
                                 (:class:`AlternativesTables`), computed once and kept in the results cache (keyed
                                 by the code, the preset and the data's SHA-256: :mod:`attnlimits.infra.cache`).
+
+One concept, one module (over 600 lines): the diagnostics of chapter 33 on one set of heads, each a short
+function of the same (logits, values) input, and the study that runs them.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ The quantities (the ``quantity`` column of :attr:`LongResults.stats`; the experi
 - ``d_tilde`` and ``E`` (the book's reconstruction of Eq. (10)) at Algorithm 1's N and on a geometric grid of N
   (Algorithm 3's critical N is read on that grid), ``E_full`` (the inner factor N/(l-1) replaced by 1) at N;
 - ``ns_frac`` (Algorithm 4's N_s/N on the values) and ``g`` (Algorithm 5's g(T, eps) on the model's logits).
+
+One concept, one module (over 600 lines): the long-context study, from the row sample through every
+quantity to the stored result; each quantity is a few lines on the same sampled rows, and split they would each
+need the sample's state.
 """
 
 from __future__ import annotations

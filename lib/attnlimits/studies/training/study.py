@@ -19,6 +19,9 @@ the gradient norm of the attention parameters q and W_k) and one ``final`` row p
 steps to a target loss, the loss at the end and how much it still moved, gradient statistics, divergence).
 :func:`sweep` runs a preset's grid of groups (among them a learning-rate grid per temperature),
 :func:`results` keeps it in the results cache (:mod:`attnlimits.infra.cache`), keyed by the preset and the code.
+
+One concept, one module (over 600 lines): the training study, the task, the stacked model and its training
+loop, which share the run axis.
 """
 
 from __future__ import annotations
