@@ -41,6 +41,7 @@ from IPython.display import Markdown
 
 from attnlimits.experiments import figures, paper_claims, runs
 from attnlimits.infra import plotting, sentences
+from attnlimits.infra.ks import KS_LEVEL
 
 plotting.set_theme()
 # the model and the text (banner below) and their results at the paper preset
@@ -129,7 +130,7 @@ fig = figures.critical_readings_figure(res)
 plotting.finish(fig, "23_fig2c_readings")
 
 # %%
-by_reading = crit[crit.ks_level == 0.05].pivot(
+by_reading = crit[crit.ks_level == KS_LEVEL].pivot(
     index="L", columns="reading", values=["fraction", "fraction_lo", "fraction_hi"]
 )
 by_reading.round(3)
@@ -198,7 +199,7 @@ claims = paper_claims.claims(res, "2c")
 Markdown(paper_claims.markdown(claims))
 
 # %%
-fraction = primary[primary.ks_level == 0.05].fraction
+fraction = primary[primary.ks_level == KS_LEVEL].fraction
 by = ["L", "ks_level"]
 gap = (primary.set_index(by).fraction - crit_no_sink.set_index(by).fraction).abs()
 print(f"critical N / L between {fraction.min():.2f} and {fraction.max():.2f}; "

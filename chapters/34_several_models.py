@@ -57,6 +57,7 @@ from IPython.display import display
 
 from attnlimits.experiments import paper_claims
 from attnlimits.infra import plotting, profiling, sentences
+from attnlimits.infra.ks import KS_LEVEL
 from attnlimits.studies import several_models
 
 plotting.set_theme()
@@ -235,7 +236,7 @@ bounds = verdicts.loc["fig3-bounds"]
 excess = {label: float((r.alg4().query("N > 1").eval("ns_frac - upper")).max())
           for label, r in results.items()}
 other_text = kinds["second text"]
-crit = {label: r.critical.query("ks_level == 0.05 and reading == 'E'")
+crit = {label: r.critical.query(f"ks_level == {KS_LEVEL} and reading == 'E'")
         for label, r in results.items()}
 fraction = pd.concat([c.critical_N.astype(float) / c.L for c in crit.values()])
 unreached = {label for label, c in crit.items() if c.critical_N.isna().any()}
