@@ -82,8 +82,10 @@ class Steps:
         self._seconds[name] = self._seconds.get(name, 0.0) + float(seconds)
 
     def table(self) -> pd.DataFrame:
-        """One row per step: its name and its seconds (to 0.1 s), in the order first recorded."""
-        return pd.DataFrame({"step": list(self._seconds), "seconds": [round(s, 1) for s in self._seconds.values()]})
+        """One row per step, indexed by its name (what a page shows, with no row numbers), its seconds to 0.1 s,
+        in the order first recorded."""
+        seconds = [round(s, 1) for s in self._seconds.values()]
+        return pd.DataFrame({"seconds": seconds}, index=pd.Index(list(self._seconds), name="step"))
 
 
 @contextmanager

@@ -5,7 +5,7 @@ forward pass of a Hugging Face model per window, a list of :class:`attnlimits.mo
 start or spread evenly over the whole text, each starting with the tokenizer's BOS token when the tokenizer adds one
 by default (Gemma 3; not GPT-2 or SmolLM2). Every capture of windows reads this layout: :func:`capture_windows`,
 the TransformerLens capture (:func:`attnlimits.models.lens.capture_windows`) and the long-context capture
-(:func:`attnlimits.models.kv_capture.capture`). The texts themselves are :mod:`attnlimits.models.texts`.
+(:func:`attnlimits.models.kv_capture.capture_long`). The texts themselves are :mod:`attnlimits.models.texts`.
 """
 
 from __future__ import annotations
