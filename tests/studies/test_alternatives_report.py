@@ -241,3 +241,19 @@ def test_chapter_36_gamma_figure_marks_each_windows_critical_gamma():
         assert len(fig.axes[0].get_lines()) == 4 + 2  # a line per window, the threshold, the marks
     finally:
         plt.close(fig)
+
+
+def test_the_model_figure_draws_the_same_pixels_each_time():
+    """g's band (seaborn's bootstrap interval over the heads) is seeded: a page drawn twice shows the same figure."""
+    import io
+
+    tables = _tables()
+    g = pd.concat([tables.g.assign(g=tables.g.g * k) for k in (1.0, 2.0, 5.0)])  # three values per line: a band
+    drawn = []
+    for _ in range(2):
+        fig = show.model_figure(tables.weights, g, 1e-3)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png")
+        plt.close(fig)
+        drawn.append(buffer.getvalue())
+    assert drawn[0] == drawn[1]

@@ -110,7 +110,7 @@ def plot_g(ax, g: pd.DataFrame, eps: float) -> None:
     """Draw Algorithm 5's g(T, ``eps``) against T on ``ax``, one line per normaliser (``g`` from
     :func:`attnlimits.studies.alternatives.g_table`)."""
     data, palette = _labelled(g[g.eps == eps])
-    sns.lineplot(data=data, x="T", y="g", hue="normalizer", palette=palette, marker="o", ax=ax)
+    sns.lineplot(data=data, x="T", y="g", hue="normalizer", palette=palette, marker="o", seed=0, ax=ax)
     ax.set(xscale="log", yscale="log", title=f"g(T, ε = {eps:g}), max over heads")
     ax.legend(fontsize=7)
 
