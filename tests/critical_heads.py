@@ -24,22 +24,26 @@ def table(layers=3, per_layer=4, windows=4, lengths=(32, 64), n_grid=8, seed=0, 
                 d = base + noise
                 s = shift * L / (n * 40)
                 for i, reading in enumerate(readings):
-                    parts.append(
-                        pd.DataFrame(
-                            {
-                                "window": w,
-                                "layer": np.repeat(np.arange(layers), per_layer),
-                                "head": np.tile(np.arange(per_layer), layers),
-                                "L": L,
-                                "N": int(n),
-                                "reading": reading,
-                                "rows": float(L - int(n)),
-                                "d_tilde": d,
-                                "expected": d + (i + 1) * s,
-                            }
-                        )
-                    )
+                    parts.append(rows_of(w, layers, per_layer, L, int(n), reading, L - int(n), d, d + (i + 1) * s))
     return pd.concat(parts, ignore_index=True)
+
+
+def rows_of(window, layers, per_layer, L, n, reading, rows, d_tilde, expected) -> pd.DataFrame:
+    """The critical_heads rows of one window, L, N and reading: one per head (``layers`` x ``per_layer``, layer by
+    layer), with ``d_tilde`` and ``expected`` given per head."""
+    return pd.DataFrame(
+        {
+            "window": window,
+            "layer": np.repeat(np.arange(layers), per_layer),
+            "head": np.tile(np.arange(per_layer), layers),
+            "L": L,
+            "N": n,
+            "reading": reading,
+            "rows": float(rows),
+            "d_tilde": d_tilde,
+            "expected": expected,
+        }
+    )
 
 
 def search_critical(heads, L, reading, level):

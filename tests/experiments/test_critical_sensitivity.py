@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from critical_heads import rows_of
 
 from attnlimits.experiments import PRESETS, Results, paper_claims
 from attnlimits.experiments.critical import critical_from_heads, one_head_per_group
@@ -25,21 +26,8 @@ def _heads() -> pd.DataFrame:
         d = base + rng.normal(0, 0.3, size=base.shape)
         for n in range(1, TOP):
             for reading, shift in READINGS.items():
-                parts.append(
-                    pd.DataFrame(
-                        {
-                            "window": w,
-                            "layer": np.repeat(np.arange(LAYERS), N_HEADS),
-                            "head": np.tile(np.arange(N_HEADS), LAYERS),
-                            "L": TOP,
-                            "N": n,
-                            "reading": reading,
-                            "rows": float(TOP - n),
-                            "d_tilde": d,
-                            "expected": d + shift / n + rng.normal(0, 0.05, size=base.shape),
-                        }
-                    )
-                )
+                expected = d + shift / n + rng.normal(0, 0.05, size=base.shape)
+                parts.append(rows_of(w, LAYERS, N_HEADS, TOP, n, reading, TOP - n, d, expected))
     return pd.concat(parts, ignore_index=True)
 
 

@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from critical_heads import rows_of
 
 from attnlimits.experiments import PRESETS, Results
 from attnlimits.experiments import paper_claims as rp
@@ -101,21 +102,7 @@ def _critical_heads(exponent=1.0, spread=0.0, layers=4, per_layer=9, lengths=(32
                     ("E", d, L - n, d + 0.1 * L ** exponents[w] / n),
                     ("E_full", d_sample, 0.3 * (L - n), d_sample + 3.0 / n),
                 ):
-                    parts.append(
-                        pd.DataFrame(
-                            {
-                                "window": w,
-                                "layer": np.repeat(np.arange(layers), per_layer),
-                                "head": np.tile(np.arange(per_layer), layers),
-                                "L": L,
-                                "N": n,
-                                "reading": reading,
-                                "rows": float(rows),
-                                "d_tilde": d_reading,
-                                "expected": expected,
-                            }
-                        )
-                    )
+                    parts.append(rows_of(w, layers, per_layer, L, n, reading, rows, d_reading, expected))
     return pd.concat(parts, ignore_index=True)
 
 
