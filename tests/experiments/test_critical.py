@@ -16,7 +16,7 @@ import pytest
 
 from attnlimits import experiments
 from attnlimits.experiments import critical as alg3
-from attnlimits.experiments.critical import (
+from attnlimits.experiments.critical_reading import (
     critical_draws,
     critical_from_heads,
     critical_head_subsets,

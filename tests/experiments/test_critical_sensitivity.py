@@ -8,7 +8,7 @@ import pytest
 from critical_heads import rows_of
 
 from attnlimits.experiments import PRESETS, Results, paper_claims
-from attnlimits.experiments.critical import critical_from_heads, one_head_per_group
+from attnlimits.experiments.critical_reading import critical_from_heads, one_head_per_group
 from attnlimits.infra import statistics
 
 PRESET = PRESETS["quick"].as_dict()

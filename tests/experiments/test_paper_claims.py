@@ -14,7 +14,7 @@ from critical_heads import rows_of
 
 from attnlimits.experiments import PRESETS, Results
 from attnlimits.experiments import paper_claims as rp
-from attnlimits.experiments.critical import critical_from_heads
+from attnlimits.experiments.critical_reading import critical_from_heads
 
 PRESET = PRESETS["quick"].as_dict()  # alg1_N 2, alg1_L 16-64, alg2_L 64, alg2_N 1-10, alg4_N 1-8, alg5_T 1e-3..100
 WINDOWS = 4

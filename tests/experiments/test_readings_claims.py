@@ -12,7 +12,7 @@ import pytest
 from test_paper_claims import HEADS, PRESET, WINDOWS, _critical, _critical_heads, _distance, _results
 
 from attnlimits.experiments import paper_claims as rp
-from attnlimits.experiments.critical import critical_from_heads
+from attnlimits.experiments.critical_reading import critical_from_heads
 from attnlimits.infra import verdicts
 
 

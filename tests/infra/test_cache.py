@@ -92,6 +92,31 @@ def test_code_hash_changes_with_a_dependency_only(fake_package):
     assert cache.code_hash("fakepkg.study") != after
 
 
+def test_code_hash_reads_code_not_docstrings_comments_or_name_tables(fake_package):
+    """A docstring or comment edited, or a name added to a package's lazy name table, recomputes nothing; a
+    statement changed anywhere (a default, a name table outside a package's __init__) does."""
+    before = cache.code_hash("fakepkg.study")
+    leaf = fake_package / "sub" / "leaf.py"
+    leaf.write_text('"""The leaf."""\n\ndef f():  # the one function\n    """One."""\n    return 1\n')
+    (fake_package / "sub" / "__init__.py").write_text(
+        '"""Sub."""\nNAMES = {"f": "fakepkg.sub.leaf"}\n__all__ = ["f"]\n'
+    )
+    assert cache.code_hash("fakepkg.study") == before
+    assert (
+        cache.module_hashes("fakepkg.study")["fakepkg.sub.leaf"]
+        == cache.module_hashes("fakepkg.sub.leaf")["fakepkg.sub.leaf"]
+    )
+    leaf.write_text("def f():\n    return 2\n")
+    assert cache.code_hash("fakepkg.study") != before
+    leaf.write_text("def f():\n    return 1\n")
+    (fake_package / "sub" / "__init__.py").write_text("LIMIT = 3\n")  # a statement of the package, not a name table
+    assert cache.code_hash("fakepkg.study") != before
+    (fake_package / "sub" / "__init__.py").write_text("")
+    (fake_package / "util.py").write_text("NAMES = {'x': 1}\n")  # a module's own table is code
+    assert cache.code_hash("fakepkg.study") != before
+    assert cache.code_of(b"x = 1") != cache.code_of(b"x = '1'")
+
+
 def test_study_hashes_cover_the_code_they_run():
     runs = cache.dependencies("attnlimits.experiments.runs")
     for needed in (

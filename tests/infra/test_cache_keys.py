@@ -43,13 +43,13 @@ def test_the_alternative_normalizers_key_on_no_check_of_the_bounds():
 
 def _code_hash_of_a_copy(tmp_path: Path, edited: str | None) -> str:
     """The experiments' code hash (a Hugging Face model) computed in a fresh process on a copy of the package, in
-    which the file ``edited`` (relative to the package folder) has a comment appended. The real sources are never
+    which the file ``edited`` (relative to the package folder) has a statement appended. The real sources are never
     touched."""
     copy = tmp_path / (edited or "unedited").replace("/", "-") / "attnlimits"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     if edited:
         with open(copy / edited, "a", encoding="utf-8") as f:
-            f.write("\n# an edit that changes no behaviour\n")
+            f.write("\n_EDITED = True  # a statement: it changes the code, not what the code computes\n")
     script = (
         "import sys; from attnlimits.infra import cache; import attnlimits\n"
         f"assert attnlimits.__file__.startswith({str(copy)!r}), attnlimits.__file__\n"

@@ -19,9 +19,11 @@ critical N by a bracket-and-bisect search on the KS decision), :func:`separabili
 :func:`gradient_table` (Alg. 5) and :func:`sink_table`. :func:`run` does all five on a model (a Hugging Face model,
 or a TransformerLens ``HookedTransformer``), :func:`run_arrays` on attention given as arrays (weights, values and
 optionally logits), and :class:`Results` saves and loads them as CSVs plus ``provenance.json``. Modules:
-:mod:`.presets` (the grids), :mod:`.row_sample` (the rows an algorithm reads), :mod:`.algorithms` (Algorithms 1-2,
-4, 5 and the sink), :mod:`.critical` (Algorithm 3 and the intervals of its critical N), :mod:`.tables` (one run's
-tables from captured windows), :mod:`.runs` (runs on a model, on arrays, through the cache), :mod:`.figures` (the
+:mod:`.grid` (what a run computes: the :class:`Preset`), :mod:`.presets` (the named presets), :mod:`.row_sample`
+(the rows an algorithm reads), :mod:`.algorithms` (Algorithms 1-2, 4, 5 and the sink), :mod:`.critical` (Algorithm
+3's search), :mod:`.critical_reading` (its critical N recomputed on other windows or heads, and its intervals),
+:mod:`.tables` (one run's tables from captured windows), :mod:`.runs` (runs on a model, on arrays, through the cache,
+one window at a time), :mod:`.figures` (the
 paper's figures) and :mod:`.paper_claims` (each claim of the paper beside its measurement).
 """
 
@@ -38,6 +40,8 @@ NAMES = {
     "CRITICAL_READINGS": "attnlimits.experiments.critical",
     "critical_n": "attnlimits.experiments.critical",
     "critical_search": "attnlimits.experiments.critical",
+    "critical_from_heads": "attnlimits.experiments.critical_reading",
+    "critical_intervals": "attnlimits.experiments.critical_reading",
     "PRESET_VARIABLE": "attnlimits.experiments.presets",
     "PRESETS": "attnlimits.experiments.presets",
     "Preset": "attnlimits.experiments.presets",
@@ -50,12 +54,25 @@ NAMES = {
     "results_folder": "attnlimits.experiments.runs",
     "run": "attnlimits.experiments.runs",
     "run_arrays": "attnlimits.experiments.runs",
+    "window_folder": "attnlimits.experiments.runs",
+    "window_results": "attnlimits.experiments.runs",
     "TABLES": "attnlimits.experiments.tables",
     "Results": "attnlimits.experiments.tables",
     "merge": "attnlimits.experiments.tables",
     "ArrayCapture": "attnlimits.models.arrays",
     "fit_preset": "attnlimits.models.arrays",
 }
-MODULES = ("row_sample", "algorithms", "critical", "presets", "tables", "runs", "figures", "paper_claims")
+MODULES = (
+    "row_sample",
+    "algorithms",
+    "critical",
+    "critical_reading",
+    "grid",
+    "presets",
+    "tables",
+    "runs",
+    "figures",
+    "paper_claims",
+)
 __all__ = sorted(NAMES)
 __getattr__, __dir__ = attnlimits.lazy(__name__, MODULES, NAMES)

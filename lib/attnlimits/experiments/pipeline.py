@@ -9,7 +9,7 @@ import functools
 from attnlimits import experiments
 from attnlimits.infra.pipeline import Study, one_part, places, where
 
-__all__ = ["STUDY"]
+__all__ = ["STUDY", "compute_windows", "window_shard"]
 
 
 def _presets() -> list[str]:
@@ -33,6 +33,52 @@ def _experiments(preset: str, *, inputs, n_jobs: int, progress) -> str:
     res = experiments.results(m, t, p, **opts)
     experiments.results(m, t, p, exclude_sink=True, shared=res, **opts)
     return places(*(experiments.results_folder(m, t, p, exclude_sink=sink) for sink in (False, True)))
+
+
+def window_shard(preset, window: int, *, text: str | None = None, no_sink: bool = True, progress=None) -> list[str]:
+    """One window of the experiments' design, computed into the results cache (or read back when current): the
+    default model on ``text`` (a name of :func:`attnlimits.models.texts.load`; None: the default text), with the
+    attention sink and, with ``no_sink``, without it, from one capture of the window, the second run borrowing
+    Algorithm 5 and the sink weights from the first. Loads its own model and text, so it runs the same in a worker
+    process. Returns the entries' folders."""
+    from attnlimits import models
+    from attnlimits.models import texts
+
+    m, t = models.load(), texts.load(text)
+    p = experiments.get_preset(preset)
+    caps = functools.cache(
+        lambda: experiments.capture_windows(m, t, length=p.max_length, count=1, first_window=window, total=p.windows)
+    )
+    res = experiments.window_results(m, t, p, window, captures=caps, progress=progress)
+    folders = [experiments.window_folder(m, t, p, window)]
+    if no_sink:
+        experiments.window_results(m, t, p, window, exclude_sink=True, shared=res, captures=caps, progress=progress)
+        folders.append(experiments.window_folder(m, t, p, window, exclude_sink=True))
+    return [str(f) for f in folders]
+
+
+def compute_windows(preset, *, text: str | None = None, no_sink: bool = True, windows=None, n_jobs: int = -1):
+    """:func:`window_shard` for every window of ``preset`` (or the window numbers ``windows``), in ``n_jobs``
+    worker processes of one thread each (-1: one per core), the later windows first; returns their folders."""
+    import joblib
+
+    from attnlimits.infra.progress import check_jobs
+
+    p = experiments.get_preset(preset)
+    chosen = list(range(p.windows)) if windows is None else list(windows)
+    jobs = min(check_jobs(n_jobs), len(chosen))
+    task = joblib.delayed(_one_thread_shard)
+    done = joblib.Parallel(n_jobs=jobs, backend="loky", batch_size=1)(
+        task(p, w, text, no_sink) for w in reversed(chosen)
+    )
+    return [f for folders in done for f in folders]
+
+
+def _one_thread_shard(p, window: int, text, no_sink: bool) -> list[str]:
+    import torch
+
+    torch.set_num_threads(1)
+    return window_shard(p, window, text=text, no_sink=no_sink, progress=False)
 
 
 STUDY = Study(

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from attnlimits import models
 from attnlimits.core.normalizers import check_normalizer
+from attnlimits.experiments.critical_reading import with_intervals
 from attnlimits.experiments.presets import Preset, book_preset, get_preset, validate_grid
 from attnlimits.experiments.tables import Results, compute, provenance_of
 from attnlimits.infra import cache, provenance
@@ -29,6 +30,8 @@ __all__ = [
     "code",
     "results",
     "results_folder",
+    "window_folder",
+    "window_results",
     "on_two_texts",
     "run",
     "run_arrays",
@@ -168,7 +171,7 @@ def run(
     about = {"model": _model_provenance(model), "text": _text_provenance(text)}
     if shuffle is not None:
         about["shuffle"] = shuffle
-    return Results(**tables, provenance=provenance_of(caps, p, options, seconds, **about))
+    return _intervals(Results(**tables, provenance=provenance_of(caps, p, options, seconds, **about)))
 
 
 def run_arrays(
@@ -225,19 +228,38 @@ def run_arrays(
         )
     digest = arrays.arrays_sha256(caps)
     model = {"model_id": name, "sha256": digest, "source": "arrays (attnlimits.experiments.run_arrays)"}
-    return Results(
-        **tables,
-        provenance=provenance_of(
-            caps,
-            p,
-            options,
-            seconds,
-            model=model,
-            text={"name": text, "sha256": f"unrecorded (the tokens behind the arrays {digest[:12]})"},
-            absent=absent,
-            mask={str(layer): caps[0].window(layer, caps[0].seq_len) or "causal" for layer in caps[0].layer_ids},
-        ),
+    return _intervals(
+        Results(
+            **tables,
+            provenance=provenance_of(
+                caps,
+                p,
+                options,
+                seconds,
+                model=model,
+                text={"name": text, "sha256": f"unrecorded (the tokens behind the arrays {digest[:12]})"},
+                absent=absent,
+                mask={str(layer): caps[0].window(layer, caps[0].seq_len) or "causal" for layer in caps[0].layer_ids},
+            ),
+        )
     )
+
+
+def _intervals(res: Results) -> Results:
+    """``res`` with the bootstrap interval over windows beside each critical N (its ``critical`` table), as the
+    analysis reads it now (:func:`attnlimits.experiments.critical_reading.with_intervals`, seeded by the run's
+    seed). The results cache stores the tables without it: it is analysis, not computation, so a change to the
+    book's statistics recomputes no run."""
+    raw = res.critical.drop(columns=["critical_N_lo", "critical_N_hi", "units", "method"], errors="ignore")
+    res.critical = with_intervals(raw, res.critical_heads, res.preset.ks_levels, seed=res.provenance["seed"])
+    return res
+
+
+def _raw(res: Results) -> Results:
+    """``res`` as the results cache stores it: its ``critical`` table without the intervals :func:`_intervals`
+    adds."""
+    columns = ["critical_N_lo", "critical_N_hi", "units", "method"]
+    return Results(**{**vars(res), "critical": res.critical.drop(columns=columns, errors="ignore")})
 
 
 def _check_captures(captures, length: int, count: int, first_window: int, tokens: str, embedding: bool) -> list:
@@ -387,8 +409,70 @@ def results(
             shared=shared,
             **order,
         ),
-        save=lambda res, folder: res.save(folder),
-        load=Results.load,
+        save=lambda res, folder: _raw(res).save(folder),
+        load=lambda folder: _intervals(Results.load(folder)),
+    )
+
+
+def window_folder(
+    model, text, preset: str | Preset = "paper", window: int = 0, *, exclude_sink: bool = False, root=None
+) -> Path:
+    """Where :func:`window_results` caches one window of a run: ``<results_folder>-by-window/window-<i>-of-<W>``
+    (W: the preset's windows, whose layout places window i)."""
+    p = get_preset(preset)
+    folder = results_folder(model, text, p, exclude_sink=exclude_sink, root=root)
+    return folder.with_name(folder.name + "-by-window") / f"window-{window:02d}-of-{p.windows:02d}"
+
+
+def window_results(
+    model,
+    text,
+    preset: str | Preset = "paper",
+    window: int = 0,
+    *,
+    exclude_sink: bool = False,
+    seed: int = 0,
+    root=None,
+    progress: bool | str | None = None,
+    captures: Sequence[Capture] | Callable[[], Sequence[Capture]] | None = None,
+    shared: Results | None = None,
+) -> Results:
+    """One window of :func:`results`: window ``window`` of the preset's ``windows`` spread over the text, its
+    tables computed alone (Algorithm 3 searches that window's own critical N) and cached in
+    :func:`window_folder`, keyed as :func:`results` is, on that window alone. The windows of a preset are the
+    units the book's intervals resample: each is computed, shipped and audited on its own, and
+    :func:`attnlimits.experiments.merge` joins their per-head tables. ``captures`` (or a function returning them)
+    holds that one window; ``shared``: the same window's run in the other sink mode (as in :func:`run`)."""
+    p = get_preset(preset)
+    if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window < p.windows:
+        raise ValueError(f"window: must be an integer in 0..{p.windows - 1} (the preset's windows), got {window!r}")
+    options = {"exclude_sink": exclude_sink, "tokens": "value", "precision": "float32"}
+    key = cache.study_key(
+        code(model),
+        model_sha256=_model_provenance(model).get("sha256"),
+        text_sha256=texts.sha256_of(text),
+        preset=p.as_dict(),
+        options=options,
+        windows=[window],
+        seed=seed,
+    )
+    return cache.cached(
+        window_folder(model, text, p, window, exclude_sink=exclude_sink, root=root),
+        key,
+        compute=lambda: run(
+            model,
+            text,
+            p,
+            windows=1,
+            first_window=window,
+            exclude_sink=exclude_sink,
+            seed=seed,
+            progress=progress,
+            captures=captures() if callable(captures) else captures,
+            shared=shared,
+        ),
+        save=lambda res, folder: _raw(res).save(folder),
+        load=lambda folder: _intervals(Results.load(folder)),
     )
 
 

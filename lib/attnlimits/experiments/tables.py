@@ -26,17 +26,15 @@ from attnlimits.experiments.algorithms import (
     separability_table,
     sink_table,
 )
-from attnlimits.experiments.critical import CRITICAL_READINGS, critical_intervals, critical_n
-from attnlimits.experiments.presets import Preset
+from attnlimits.experiments.critical import CRITICAL_READINGS, critical_n
+from attnlimits.experiments.grid import Preset
 from attnlimits.experiments.row_sample import row_samples
-from attnlimits.infra import cache, statistics
+from attnlimits.infra import cache
 from attnlimits.models.capturing import Capture
 
-__all__ = ["RESAMPLES", "TABLES", "Results", "compute", "merge", "provenance_of"]
+__all__ = ["TABLES", "Results", "compute", "merge", "provenance_of"]
 
 TABLES = ("distance", "critical_scan", "critical", "critical_heads", "separability", "gradient", "sink")
-#: Bootstrap draws over windows behind every interval of a run (``critical_N_lo``, ``critical_N_hi``): the book's.
-RESAMPLES = statistics.RESAMPLES
 
 
 @dataclass
@@ -44,7 +42,8 @@ class Results:
     """The tables of one run (or of several merged runs) and their provenance.
 
     ``distance`` (Alg. 1-2, every reading of the expectation under both countings), ``critical_scan``,
-    ``critical`` (with its bootstrap interval over windows) and ``critical_heads`` (each window's per-head means at
+    ``critical`` (the critical N; :func:`attnlimits.experiments.run` and :func:`~attnlimits.experiments.results`
+    return it with its bootstrap interval over windows) and ``critical_heads`` (each window's per-head means at
     every evaluated N) (Alg. 3), ``separability`` (Alg. 4, on the values and the input embeddings), ``gradient``
     (Alg. 5), ``sink`` (attention-sink weight per head); ``provenance``: model, text, preset, seed, versions, wall
     time per algorithm.
@@ -166,7 +165,7 @@ class Results:
         if missing or not (folder / "provenance.json").is_file():
             raise FileNotFoundError(f"{folder} holds no complete results: missing {missing or ['provenance.json']}")
         tables = {name: pd.read_csv(folder / f"{name}.csv", dtype={"window": str}) for name in TABLES}
-        for column in ("critical_N", "critical_N_lo", "critical_N_hi"):
+        for column in {"critical_N", "critical_N_lo", "critical_N_hi"} & set(tables["critical"].columns):
             tables["critical"][column] = tables["critical"][column].astype("Int64")
         return cls(**tables, provenance=json.loads((folder / "provenance.json").read_text()))
 
@@ -271,7 +270,6 @@ def compute(
     scan, critical, heads = _timed(
         seconds, "alg3", critical_n, caps, p.alg1_L, p.ks_levels, readings=readings, **sampled, **opts
     )
-    critical = _with_intervals(critical, heads, p, seed)
     window_range = f"{caps[0].index}-{caps[-1].index}"
     scan["windows"] = window_range
     critical["windows"] = window_range
@@ -319,12 +317,6 @@ def _gradient_and_sink(caps, p: Preset, seconds: dict, *, seed: int, progress, n
     return gradient, _timed(seconds, "sink", sink_table, caps, p.max_length, **sink)
 
 
-def _with_intervals(critical: pd.DataFrame, heads: pd.DataFrame, p: Preset, seed: int) -> pd.DataFrame:
-    """The critical N with its bootstrap interval over windows, resampled from the per-window head means ``heads``."""
-    intervals = critical_intervals(heads, p.ks_levels, resamples=RESAMPLES, seed=seed)
-    return critical.merge(intervals, on=["L", "reading", "ks_level"], how="left", validate="one_to_one")
-
-
 def _separability(caps: Sequence[Capture], p: Preset, kinds: Sequence[str], opts: dict) -> pd.DataFrame:
     """Algorithm 4 on each kind of tokens, window by window (so runs over disjoint windows concatenate): on the
     preset's row sample (``row_stride``; every row when None), the input embeddings on a coarser one
@@ -360,7 +352,6 @@ def provenance_of(caps, p: Preset, options: dict, seconds: dict, *, model: dict,
         "precision": options["precision"],
         "normalizer": options.get("normalizer"),
         "bos": bool(caps[0].bos),
-        "resamples": RESAMPLES,
         "device": str(caps[0].device),
         "versions": _versions(),
         "code_sha256": cache.code_hash(__name__),

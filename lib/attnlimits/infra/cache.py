@@ -12,7 +12,8 @@ the key wanted now and every file still has its recorded hash. The key covers:
 - the grids and options: the preset's :meth:`~attnlimits.infra.presets.StudyPreset.as_dict`, the options, the seed;
 - the code: :func:`code_hash` of the module whose function computes the result, which covers that module and
   every attnlimits module it imports, transitively (a fix in ``normalizers.py`` recomputes every study that uses
-  it; an edit to ``report.py`` recomputes none);
+  it; an edit to ``report.py`` recomputes none), each read as its syntax tree without comments and docstrings
+  (:func:`code_of`: an edited docstring recomputes nothing);
 - the torch version.
 
 Not covered: other installed packages than torch, the machine, and code reached otherwise than by an import
@@ -45,7 +46,18 @@ from filelock import FileLock
 
 from attnlimits.infra.provenance import say, sha256_file
 
-__all__ = ["Entry", "StaleEntry", "cached", "code_hash", "dependencies", "load_current", "study_key", "write_text"]
+__all__ = [
+    "Entry",
+    "StaleEntry",
+    "cached",
+    "code_hash",
+    "code_of",
+    "dependencies",
+    "load_current",
+    "module_hashes",
+    "study_key",
+    "write_text",
+]
 
 KEY_FILE = "key.json"
 
@@ -151,12 +163,54 @@ def dependencies(*modules: str) -> list[str]:
 
 
 def code_hash(*modules: str) -> str:
-    """SHA-256 of the source of the named modules and of every module they import (:func:`dependencies`)."""
+    """SHA-256 of the code of the named modules and of every module they import (:func:`dependencies`), each
+    module's code as :func:`module_hashes` reads it."""
     digest = hashlib.sha256()
-    for name in dependencies(*modules):
-        root = name.split(".")[0]
-        digest.update(name.encode() + b"\0" + _source(_package_dir(root), name).read_bytes() + b"\0")
+    for name, sha in module_hashes(*modules).items():
+        digest.update(name.encode() + b"\0" + sha.encode() + b"\0")
     return digest.hexdigest()
+
+
+def module_hashes(*modules: str) -> dict[str, str]:
+    """``{module: SHA-256 of its code}`` for the named modules and every module they import (:func:`dependencies`).
+
+    A module's code is its syntax tree without comments and docstrings (:func:`code_of`): a docstring or comment
+    edited recomputes nothing, a changed statement recomputes what depends on it."""
+    out = {}
+    for name in dependencies(*modules):
+        path = _source(_package_dir(name.split(".")[0]), name)
+        out[name] = hashlib.sha256(code_of(path.read_bytes(), package=path.name == "__init__.py")).hexdigest()
+    return out
+
+
+#: The lazy name tables of a package's ``__init__`` (:func:`attnlimits.lazy`): they import nothing when the
+#: package is imported, so adding a name to them changes no computation.
+_NAME_TABLES = ("NAMES", "MODULES", "__all__")
+
+
+def code_of(source: bytes, *, package: bool = False) -> bytes:
+    """The code of a module's ``source``, as its hash reads it: the dump of its syntax tree without docstrings
+    (comments are not in the tree); in a package's ``__init__`` (``package``) also without the top-level
+    assignments of its lazy name tables (:data:`_NAME_TABLES`)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body:
+            first = body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                node.body = body[1:] or [ast.Pass()]
+    if package:
+        tree.body = [node for node in tree.body if not _name_table(node)]
+    return ast.dump(tree, include_attributes=False).encode()
+
+
+def _name_table(node: ast.stmt) -> bool:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+    return bool(targets) and all(isinstance(t, ast.Name) and t.id in _NAME_TABLES for t in targets)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -198,8 +198,9 @@ def bootstrap_units(
     the number on the units with multiplicities ``counts`` (a float array, ``counts[i]`` for unit i; ``np.ones(n)`` is
     the data); with ``batch=True`` it takes a 2-D array, one multiset per row, and returns one value per row (all draws
     at once, e.g. from :meth:`UnitSums.pooled`). Each draw takes n units with replacement; the draws are
-    :func:`draw_counts` for the same seed (Algorithm 3's :func:`attnlimits.experiments.critical.critical_draws` draws
-    them too), so the same call repeats exactly and intervals read per draw line up.
+    :func:`draw_counts` for the same seed (Algorithm 3's
+    :func:`attnlimits.experiments.critical_reading.critical_draws` draws them too), so the same call repeats exactly
+    and intervals read per draw line up.
     Without ``batch`` the statistic is evaluated once per distinct multiset.
 
     ``method``: "bca" (default) moves the percentiles of the draws by the bias z0 (the share of draws below the

@@ -9,7 +9,7 @@ from collections import OrderedDict
 import numpy as np
 import pandas as pd
 
-from attnlimits.experiments.critical import (
+from attnlimits.experiments.critical_reading import (
     critical_draws,
     critical_from_heads,
     critical_head_subsets,
@@ -294,7 +294,7 @@ def fig2c_critical(res) -> Claim:
     return _over_readings(res, "fig2c-critical")
 
 
-#: The critical N of every bootstrap draw (:func:`attnlimits.experiments.critical.critical_draws`) of the last
+#: The critical N of every bootstrap draw (:func:`attnlimits.experiments.critical_reading.critical_draws`) of the last
 #: :data:`_KEPT_DRAWS` ``critical_heads`` tables asked for, each kept with the table itself (so an id is never reused
 #: while it is kept): a chapter that compares many runs reads each run's claims several times.
 _DRAWS: OrderedDict[int, tuple[pd.DataFrame, pd.DataFrame]] = OrderedDict()
@@ -534,11 +534,12 @@ def critical_sensitivity(res, readings=("E", "E_full"), *, level: float = KS_LEV
     grid: one row per reading of the expectation.
 
     Columns: the run's critical N with every head; its median and 95 % range over seeded random subsets of ``size``
-    heads (the paper's GPT-2 has 144; :func:`attnlimits.experiments.critical.critical_head_subsets`); the critical N on
-    one query head per key/value group (heads of a group read the same values,
-    :func:`attnlimits.experiments.critical.one_head_per_group`); and the p-value of the paired Wilcoxon signed-rank test
-    of d~ against the reading at the run's critical N, with the number of heads it tested (NaN and 0 where no
-    N < L reaches ``level``). Why: the KS test's power grows with the number of heads, so a critical N is a
+    heads (the paper's GPT-2 has 144;
+    :func:`attnlimits.experiments.critical_reading.critical_head_subsets`); the critical N on one query head per
+    key/value group (heads of a group read the same values,
+    :func:`attnlimits.experiments.critical_reading.one_head_per_group`); and the p-value of the paired Wilcoxon
+    signed-rank test of d~ against the reading at the run's critical N, with the number of heads it tested (NaN and
+    0 where no N < L reaches ``level``). Why: the KS test's power grows with the number of heads, so a critical N is a
     statement about this model's head count as much as about its selection.
     """
     top = max(res.preset.alg1_L)
