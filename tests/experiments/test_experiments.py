@@ -614,7 +614,7 @@ def test_results_are_cached_in_the_checkout(tiny_dir, text, monkeypatch):
     monkeypatch.delenv("ATTNLIMITS_RESULTS", raising=False)
     folder = experiments.results_folder(models.load(str(tiny_dir)), text, TINY_PRESET, exclude_sink=True)
     checkout = Path(__file__).resolve().parents[2]
-    assert folder.parent.parent.parent == checkout / "results"
+    assert folder.parent.parent.parent == checkout / ".cache" / "results"
     assert folder.name == "tiny-no-sink"
 
 

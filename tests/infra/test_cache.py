@@ -315,7 +315,7 @@ def test_unset_or_empty_results_variable_means_the_default_root(monkeypatch, val
         monkeypatch.delenv("ATTNLIMITS_RESULTS", raising=False)
     else:
         monkeypatch.setenv("ATTNLIMITS_RESULTS", value)
-    default = Path(__file__).resolve().parents[2] / "results"
+    default = Path(__file__).resolve().parents[2] / ".cache" / "results"
     assert provenance.results_root() == default
     assert experiments.results_folder(object(), "some text", "quick").parents[2] == default
     monkeypatch.setenv("ATTNLIMITS_RESULTS", "/somewhere/else")

@@ -86,13 +86,14 @@ def book_checkout() -> Path | None:
 
 
 def results_root() -> Path:
-    """Where computed results are cached: ``$ATTNLIMITS_RESULTS``, else the ``results`` folder of the book's
-    checkout (git-ignored), else ``results`` under :func:`cache_dir`."""
+    """Where computed results are cached: ``$ATTNLIMITS_RESULTS``, else ``.cache/results`` in the book's checkout
+    (git-ignored: the per-head intermediates; what the book ships lies in its ``results`` folder), else ``results``
+    under :func:`cache_dir`."""
     env = os.environ.get("ATTNLIMITS_RESULTS")
     if env:
         return Path(env)
     checkout = book_checkout()
-    return checkout / "results" if checkout is not None else cache_dir() / "results"
+    return checkout / ".cache" / "results" if checkout is not None else cache_dir() / "results"
 
 
 def cache_dir() -> Path:
