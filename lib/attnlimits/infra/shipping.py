@@ -1,0 +1,522 @@
+"""The book's shipped results: what the chapters read, computed once by ``make results``, kept in git under
+``results/`` and checked on every commit.
+
+A study's results are made of **shards**, each computed on its own (one window of one run of the experiments):
+:class:`Shard` says which modules compute it, from which data and preset, and how to write its files.
+``results/manifest.json`` records, for every shard, the key that computed it (the hash of each module's code, the
+data's SHA-256, the preset, the options, the versions of the libraries that compute), the SHA-256 of each of its
+files, the seconds it took and, for a window, its fingerprint. Practice borrowed from showyourwork (rules keyed
+by the hashes of their code and inputs), DVC (``dvc.lock``, ``dvc status``) and QuantEcon's lectures (the
+expensive step computed once and reused):
+
+- :func:`ship` writes every shard whose recorded key differs from the key wanted now (``make results``); a shard
+  whose key is current is left alone, so a full recompute that changes nothing changes no byte;
+- :func:`check` (``attnlimits results --check``): 0 when every shard is current, 1 when some are stale (naming
+  the module, preset field or version that changed), 2 when a file is missing or its bytes differ from the
+  manifest's;
+- :func:`audit` (``attnlimits results --audit``): recomputes a seeded sample of shards end to end, capture
+  included, in an empty cache, and compares them with the shipped files under :data:`TOLERANCE`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from attnlimits.infra import cache, provenance
+
+__all__ = [
+    "MANIFEST",
+    "TOLERANCE",
+    "Report",
+    "Shard",
+    "audit",
+    "check",
+    "compare_tables",
+    "fingerprint_differences",
+    "load_manifest",
+    "read_table",
+    "shipped_root",
+    "ship",
+    "versions",
+    "write_table",
+]
+
+MANIFEST = "manifest.json"
+#: The manifest's format; a manifest of another format is refused (exit 2), naming both.
+FORMAT = 1
+
+
+def shipped_root() -> Path:
+    """Where the shipped results lie: ``$ATTNLIMITS_SHIPPED``, else the ``results`` folder of the book's checkout,
+    else ``shipped`` under attnlimits' cache (a library installed without the book ships nothing)."""
+    env = os.environ.get("ATTNLIMITS_SHIPPED")
+    if env:
+        return Path(env)
+    checkout = provenance.book_checkout()
+    return checkout / "results" if checkout is not None else provenance.cache_dir() / "shipped"
+
+
+def versions() -> dict[str, str]:
+    """The versions of the libraries whose arithmetic a shard's numbers depend on (a shard's key holds them)."""
+    import pyarrow
+    import scipy
+    import torch
+    import transformers
+
+    return {
+        "numpy": np.__version__,
+        "pandas": pd.__version__,
+        "pyarrow": pyarrow.__version__,
+        "python": platform.python_version(),
+        "scipy": scipy.__version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# shards and their files
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Shard:
+    """One independently computed unit of a study's shipped results.
+
+    ``name``: its folder under the shipped root (``experiments/pydoc-topics/paper/window-07-of-32``), first part
+    its study. ``modules``: the modules whose code (with every module of the library they import) computes its
+    files. ``key``: the rest of what it depends on, JSON-able (the data's SHA-256, the preset, the options, the
+    seed). ``write(folder)`` writes its files into ``folder`` from the results cache, computing what the cache
+    lacks; under an empty cache (:func:`audit`) it computes everything, capture included. ``fingerprint()``: a
+    cheap record of its input (a window's tokens and first layer), compared on every audit, or None.
+    ``seconds``: about what it takes from an empty cache before it was ever shipped (the manifest's record is used
+    once there is one)."""
+
+    name: str
+    modules: tuple[str, ...]
+    key: dict
+    write: Callable[[Path], None] = field(compare=False, repr=False)
+    fingerprint: Callable[[], dict] | None = field(default=None, compare=False, repr=False)
+    seconds: float = 60.0
+
+    @property
+    def study(self) -> str:
+        return self.name.split("/")[0]
+
+    def wanted(self) -> dict:
+        """The key this shard would be computed under now: its modules' code hashes, the versions and its key."""
+        return {"modules": cache.module_hashes(*self.modules), "versions": versions(), **_plain(self.key)}
+
+
+def _plain(value):
+    return json.loads(json.dumps(value, sort_keys=True, default=lambda v: v.as_dict()))
+
+
+def write_table(table: pd.DataFrame, path) -> Path:
+    """Write ``table`` as Parquet (zstd), byte for byte the same for the same table and library versions: no index,
+    no timestamps, one row group."""
+    path = Path(path)
+    table.reset_index(drop=True).to_parquet(
+        path, engine="pyarrow", compression="zstd", compression_level=19, index=False, row_group_size=len(table) + 1
+    )
+    return path
+
+
+def read_table(path) -> pd.DataFrame:
+    """A table written by :func:`write_table`."""
+    return pd.read_parquet(path, engine="pyarrow")
+
+
+def load_manifest(root=None) -> dict:
+    """The manifest of the shipped results under ``root`` (:func:`shipped_root` by default): ``{"format", "shards",
+    "recomputed"}``; an empty one where there is none. A manifest that cannot be read raises ValueError."""
+    path = Path(shipped_root() if root is None else root) / MANIFEST
+    if not path.is_file():
+        return {"format": FORMAT, "shards": {}, "recomputed": None}
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not a readable manifest ({err})") from None
+    if manifest.get("format") != FORMAT:
+        raise ValueError(f"{path}: manifest format {manifest.get('format')!r}, this library reads {FORMAT}")
+    return manifest
+
+
+def _save_manifest(root: Path, manifest: dict) -> None:
+    tmp = root / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    tmp.replace(root / MANIFEST)
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {
+        p.relative_to(folder).as_posix(): provenance.sha256_file(p) for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def _produce(shard: Shard, folder: Path) -> float:
+    """Write ``shard``'s files into the empty ``folder``; the seconds it took."""
+    folder.mkdir(parents=True)
+    t0 = time.perf_counter()
+    shard.write(folder)
+    return time.perf_counter() - t0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# make results: ship what is stale
+# ----------------------------------------------------------------------------------------------------------------
+def ship(shards: Sequence[Shard], root=None, *, say: Callable[[str], None] | None = None) -> list[str]:
+    """Write every shard of ``shards`` that is not current under ``root`` (:func:`shipped_root` by default) and
+    record it in the manifest; drop the manifest's shards that ``shards`` no longer holds (and their folders).
+    Returns the names of the shards written. A shard is current when its recorded key equals :meth:`Shard.wanted`
+    and its files are those recorded; a current shard is not touched (no byte changes)."""
+    root = Path(shipped_root() if root is None else root)
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = load_manifest(root)
+    recorded = manifest["shards"]
+    written = []
+    for shard in shards:
+        wanted = shard.wanted()
+        entry = recorded.get(shard.name)
+        if entry is not None and entry["key"] == wanted and not _damaged(root, shard.name, entry):
+            continue
+        tmp = root / f".{shard.name.replace('/', '--')}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        seconds = _produce(shard, tmp)
+        target = root / shard.name
+        shutil.rmtree(target, ignore_errors=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.replace(target)
+        recorded[shard.name] = {
+            "key": wanted,
+            "files": _files(target),
+            "seconds": round(seconds, 1),
+            "fingerprint": None if shard.fingerprint is None else shard.fingerprint(),
+        }
+        written.append(shard.name)
+        if say is not None:
+            say(f"[attnlimits] results: shipped {shard.name} in {seconds:.1f} s")
+        _save_manifest(root, manifest)  # after every shard: an interrupted run keeps what it finished
+    names = {s.name for s in shards}
+    for name in [n for n in recorded if n not in names]:
+        shutil.rmtree(root / name, ignore_errors=True)
+        del recorded[name]
+        written.append(name)
+    if written:
+        manifest["recomputed"] = _this_recompute()
+    _save_manifest(root, manifest)
+    return written
+
+
+def _this_recompute() -> dict:
+    """When, on which code and which machine the shipped results were last recomputed."""
+    return {
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "code": _git_commit(),
+        "machine": f"{platform.machine()}, {_cpu_name()}, {os.cpu_count()} cores",
+    }
+
+
+def _git_commit() -> str | None:
+    checkout = provenance.book_checkout()
+    if checkout is None:
+        return None
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# --check
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class Report:
+    """What :func:`check` found: ``status`` 0 (every shard current), 1 (some stale) or 2 (a file missing or
+    corrupt, or no readable manifest), and one line per problem."""
+
+    status: int = 0
+    lines: list[str] = field(default_factory=list)
+
+    def add(self, status: int, line: str) -> None:
+        self.status = max(self.status, status)
+        self.lines.append(line)
+
+
+def _damaged(root: Path, name: str, entry: dict) -> list[str]:
+    """What is wrong with a shipped shard's files: missing, changed, or not recorded."""
+    folder = root / name
+    problems = []
+    for file, digest in sorted(entry.get("files", {}).items()):
+        path = folder / file
+        if not path.is_file():
+            problems.append(f"{name}/{file} is missing")
+        elif provenance.sha256_file(path) != digest:
+            problems.append(f"{name}/{file} does not match the manifest (its SHA-256 differs)")
+    if folder.is_dir():
+        extra = sorted(set(_files(folder)) - set(entry.get("files", {})))
+        problems += [f"{name}/{file} is not in the manifest" for file in extra]
+    return problems
+
+
+def key_differences(recorded: dict, wanted: dict) -> list[str]:
+    """What changed between a shard's recorded key and the key wanted now, in words: each module whose code
+    changed (or that it now imports, or no longer does), each version, each other field (a preset's, by its own
+    field name)."""
+    out = []
+    old, new = recorded.get("modules", {}), wanted.get("modules", {})
+    out += [f"module {m} changed" for m in sorted(set(old) & set(new)) if old[m] != new[m]]
+    out += [f"module {m} is now imported" for m in sorted(set(new) - set(old))]
+    out += [f"module {m} is no longer imported" for m in sorted(set(old) - set(new))]
+    old, new = recorded.get("versions", {}), wanted.get("versions", {})
+    out += [
+        f"{lib} {old.get(lib)} -> {new.get(lib)}" for lib in sorted(set(old) | set(new)) if old.get(lib) != new.get(lib)
+    ]
+    rest = {k for k in set(recorded) | set(wanted) if k not in ("modules", "versions")}
+    for k in sorted(rest):
+        out += _field_differences(k, recorded.get(k), wanted.get(k))
+    return out
+
+
+def _field_differences(name: str, old, new) -> list[str]:
+    if old == new:
+        return []
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [
+            d for k in sorted(set(old) | set(new)) for d in _field_differences(f"{name}.{k}", old.get(k), new.get(k))
+        ]
+    return [f"{name} {json.dumps(old)} -> {json.dumps(new)}"]
+
+
+def check(shards: Sequence[Shard], root=None) -> Report:
+    """Whether the shipped results under ``root`` are current for the code and intact (what ``attnlimits results
+    --check`` prints): every shard of ``shards`` recorded under the key wanted now, every recorded file present with
+    its recorded SHA-256, no shard shipped that ``shards`` does not hold. Loads no model: the keys are hashes of
+    code and of files."""
+    root = Path(shipped_root() if root is None else root)
+    report = Report()
+    try:
+        manifest = load_manifest(root)
+    except ValueError as err:
+        report.add(2, str(err))
+        return report
+    if not (root / MANIFEST).is_file():
+        report.add(2, f"{root / MANIFEST} is missing: nothing is shipped (make results writes it)")
+        return report
+    recorded = manifest["shards"]
+    for shard in shards:
+        entry = recorded.get(shard.name)
+        if entry is None:
+            report.add(1, f"stale: {shard.name} is not shipped")
+            continue
+        for problem in _damaged(root, shard.name, entry):
+            report.add(2, f"corrupt: {problem}")
+        changes = key_differences(entry["key"], shard.wanted())
+        if changes:
+            report.add(1, f"stale: {shard.name}: {'; '.join(changes)}")
+    names = {s.name for s in shards}
+    for name in sorted(set(recorded) - names):
+        report.add(1, f"stale: {name} is shipped but no longer part of the book's design")
+    return report
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# --audit
+# ----------------------------------------------------------------------------------------------------------------
+#: How a recomputed table must agree with the shipped one. Integers, booleans and text (window numbers, critical N,
+#: decisions, verdict words) exactly. Floats within ``rtol`` relative (``atol`` near 0): measured between the AVX2
+#: and AVX-512 kernels of one machine on a whole window (Algorithms 1-3 run in float32), the largest relative
+#: difference of a shipped float is given in the README; ``rtol`` sits above it and below 1e-6, so a shipped value
+#: moved by 1e-6 of itself fails.
+TOLERANCE = {"rtol": 2e-7, "atol": 1e-12}
+
+
+def compare_tables(shipped: pd.DataFrame, fresh: pd.DataFrame, *, rtol: float, atol: float) -> tuple[dict, list]:
+    """``({column: largest difference}, failures)`` between a shipped table and its recomputation: the same
+    columns, rows and types; floats within ``atol + rtol * |shipped|`` (a NaN only where the other is NaN), other
+    columns exactly. Each failure names the column and the row (its index and, where the table has them, its key
+    columns' values)."""
+    failures = []
+    if list(shipped.columns) != list(fresh.columns):
+        return {}, [f"columns differ: shipped {list(shipped.columns)}, recomputed {list(fresh.columns)}"]
+    if len(shipped) != len(fresh):
+        return {}, [f"rows differ: shipped {len(shipped)}, recomputed {len(fresh)}"]
+    largest = {}
+    keys = [c for c in shipped.columns if not pd.api.types.is_float_dtype(shipped[c])]
+    for column in shipped.columns:
+        a, b = shipped[column], fresh[column]
+        if pd.api.types.is_float_dtype(a) and pd.api.types.is_float_dtype(b):
+            x, y = a.to_numpy(float), b.to_numpy(float)
+            both_nan = np.isnan(x) & np.isnan(y)
+            diff = np.where(both_nan, 0.0, np.abs(x - y))
+            diff = np.where(np.isnan(diff), np.inf, diff)
+            largest[column] = float(diff.max()) if len(diff) else 0.0
+            bad = np.flatnonzero(diff > atol + rtol * np.abs(np.nan_to_num(x)))
+        else:
+            same = (a.astype(object).to_numpy() == b.astype(object).to_numpy()) | (a.isna() & b.isna()).to_numpy()
+            largest[column] = 0.0 if same.all() else math.inf
+            bad = np.flatnonzero(~same)
+        for i in bad[:3]:
+            where = ", ".join(f"{k}={shipped[k].iloc[i]}" for k in keys if k != column)
+            failures.append(f"column {column}, row {i} ({where}): shipped {a.iloc[i]!r}, recomputed {b.iloc[i]!r}")
+    return largest, failures
+
+
+def fingerprint_differences(recorded: dict | None, now: dict | None, rtol: float = 1e-4) -> list[str]:
+    """How a window's fingerprint now differs from the recorded one: its tokens' hash exactly, its first layer's
+    q.k within ``rtol`` (the fingerprint's numbers are rounded, and read in float32)."""
+    if recorded is None or now is None:
+        return [] if recorded == now else ["fingerprint recorded but not computed now, or the other way"]
+    out = []
+    for name in sorted(set(recorded) | set(now)):
+        a, b = recorded.get(name), now.get(name)
+        if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            x, y = np.array(a, float), np.array(b, float)
+            if not np.allclose(x, y, rtol=rtol, atol=rtol):
+                out.append(f"{name} moved by up to {float(np.max(np.abs(x - y))):.3g}")
+        elif a != b:
+            out.append(f"{name} differs ({a!r} recorded, {b!r} now)")
+    return out
+
+
+def _default_seed() -> int:
+    """The checked-out commit as a number (a re-run audits the same shards, the next commit others); 0 outside a
+    git checkout."""
+    commit = _git_commit()
+    return int(commit[:12], 16) if commit else 0
+
+
+def choose(shards: Sequence[Shard], manifest: dict, budget: float, seed: int, always: Sequence[str] = ()) -> list:
+    """The shards an audit recomputes: those named in ``always``, then one of every study, then more, in a seeded
+    random order, while the manifest's recorded seconds fit in ``budget`` (a study's first shard is taken even past
+    it: every study is audited)."""
+    rng = random.Random(seed)
+    order = list(shards)
+    rng.shuffle(order)
+    by_name = {s.name: s for s in shards}
+    chosen = [by_name[n] for n in always if n in by_name]
+
+    def cost(shard):
+        return float(manifest["shards"].get(shard.name, {}).get("seconds", shard.seconds))
+
+    spent = sum(cost(s) for s in chosen)
+    for study in sorted({s.study for s in shards}):
+        if not any(s.study == study for s in chosen):
+            first = next(s for s in order if s.study == study)
+            chosen.append(first)
+            spent += cost(first)
+    for shard in order:
+        if shard not in chosen and spent + cost(shard) <= budget:
+            chosen.append(shard)
+            spent += cost(shard)
+    return chosen
+
+
+def audit(
+    shards: Sequence[Shard],
+    root=None,
+    *,
+    budget: float = 360.0,
+    seed: int | None = None,
+    always: Sequence[str] = (),
+    every: bool = False,
+    report=None,
+    say: Callable[[str], None] | None = None,
+) -> dict:
+    """Recompute a sample of the shipped shards end to end and compare them with the shipped files.
+
+    The sample (:func:`choose`): the shards named in ``always`` (the window with the largest leave-one-window-out
+    influence on a verdict, say), one of every study, and more drawn with ``seed`` (default: the checked-out commit)
+    while the manifest's recorded seconds fit in ``budget``; ``every``: all of them. Each is recomputed into a
+    temporary folder under an empty results cache (capture included), and each of its tables compared with the
+    shipped one under :data:`TOLERANCE` (:func:`compare_tables`); every shard's fingerprint is recomputed and
+    compared too (cheap: a window's tokens and first layer). Writes the record to ``report`` (a path; None: no
+    file): seed, shards, the largest difference per file and column, failures, seconds. Returns it; its ``"ok"``
+    says whether everything agreed."""
+    root = Path(shipped_root() if root is None else root)
+    manifest = load_manifest(root)
+    seed = _default_seed() if seed is None else int(seed)
+    chosen = list(shards) if every else choose(shards, manifest, budget, seed, always)
+    started = time.perf_counter()
+    record = {"seed": seed, "budget": budget, "tolerance": TOLERANCE, "shards": {}, "fingerprints": {}, "ok": True}
+    for shard in shards:
+        if shard.fingerprint is None:
+            continue
+        recorded = manifest["shards"].get(shard.name, {}).get("fingerprint")
+        problems = fingerprint_differences(recorded, shard.fingerprint())
+        record["fingerprints"][shard.name] = problems or "same"
+        record["ok"] &= not problems
+    with tempfile.TemporaryDirectory(prefix="attnlimits-audit-") as scratch:
+        previous = os.environ.get("ATTNLIMITS_RESULTS")
+        os.environ["ATTNLIMITS_RESULTS"] = str(Path(scratch) / "cache")  # an empty cache: everything recomputed
+        try:
+            for shard in chosen:
+                record["shards"][shard.name] = _audit_one(shard, root, manifest, Path(scratch) / "shards", say)
+                record["ok"] &= not record["shards"][shard.name]["failures"]
+        finally:
+            if previous is None:
+                os.environ.pop("ATTNLIMITS_RESULTS", None)
+            else:
+                os.environ["ATTNLIMITS_RESULTS"] = previous
+    record["seconds"] = round(time.perf_counter() - started, 1)
+    if report is not None:
+        Path(report).write_text(json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
+    return record
+
+
+def _audit_one(shard: Shard, root: Path, manifest: dict, scratch: Path, say) -> dict:
+    entry = manifest["shards"].get(shard.name)
+    out = {"largest": {}, "failures": [], "seconds": None}
+    if entry is None:
+        out["failures"].append("not shipped")
+        return out
+    out["failures"] += _damaged(root, shard.name, entry)
+    folder = scratch / shard.name
+    out["seconds"] = round(_produce(shard, folder), 1)
+    fresh_files = _files(folder)
+    for file in sorted(set(entry["files"]) | set(fresh_files)):
+        if file not in fresh_files or file not in entry["files"]:
+            out["failures"].append(
+                f"{shard.name}/{file}: {'not recomputed' if file not in fresh_files else 'not shipped'}"
+            )
+            continue
+        if not file.endswith(".parquet"):
+            if (root / shard.name / file).read_bytes() != (folder / file).read_bytes():
+                out["failures"].append(f"{shard.name}/{file}: its bytes differ")
+            continue
+        largest, failures = compare_tables(read_table(root / shard.name / file), read_table(folder / file), **TOLERANCE)
+        out["largest"][file] = largest
+        out["failures"] += [f"{shard.name}/{file}: {f}" for f in failures]
+    if say is not None:
+        verdict = "agrees" if not out["failures"] else f"DIFFERS ({len(out['failures'])} problems)"
+        say(f"[attnlimits] audit: {shard.name} recomputed in {out['seconds']:.1f} s: {verdict}")
+    return out
+
+
+def digest(data: bytes) -> str:
+    """SHA-256 of ``data`` (a fingerprint's token ids)."""
+    return hashlib.sha256(data).hexdigest()
