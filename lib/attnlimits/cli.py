@@ -32,6 +32,8 @@ capture; it writes ``long_stats.csv``, ``long_critical.csv``, ``long_claims.csv`
 full``) runs it at the preset's lengths. Lengths beyond the model's context or the text are refused with status 2.
 
     attnlimits results [--study NAME[,NAME...]] [--preset NAME] [--jobs J] [--progress | --quiet]
+    attnlimits results --check
+    attnlimits results --audit [--budget SECONDS] [--seed S] [--all] [--report PATH]
 
 computes the book's results cache (what ``make results`` runs): every study of the pipeline
 (:mod:`attnlimits.reporting.book_results`: ``experiments``, ``training``, ``alternatives``, ``models``,
@@ -40,6 +42,10 @@ back, not recomputed. Each study uses its own default preset (the one the book r
 preset named, which every chosen study must have. ``--jobs J`` runs the experiments' windows in J workers. One line
 per study (its preset, wall time and where its results lie) goes to stdout, progress to stderr (none with
 ``--quiet``). An unknown study, or a preset a chosen study lacks, exits with status 2 before anything is loaded.
+At the book's own presets it then ships what the chapters read (:mod:`attnlimits.infra.shipping`): the shards that
+are not current are written under ``results/`` and recorded in its manifest. ``--check`` computes nothing and says
+whether the shipped results are current (0), stale (1) or corrupt (2); ``--audit`` recomputes a seeded sample of
+them in an empty cache and compares (0 when they agree, 1 when not).
 
 Subcommands are registered in :func:`build_parser` through ``_add_<name>(subparsers)`` helpers, each setting
 ``func`` to a handler ``(args) -> int``.
@@ -563,6 +569,10 @@ def _studies(text: str) -> list[str]:
 def _run_results(args) -> int:
     from attnlimits.reporting import book_results
 
+    if args.check:
+        return _check_results()
+    if args.audit:
+        return _audit_results(args)
     studies = book_results.select([n for names in args.study for n in names] if args.study else None)
     presets, problems = [], []
     for study in studies:
@@ -589,7 +599,55 @@ def _run_results(args) -> int:
     for study, preset, where, seconds in done:
         _print(f"{study.name:<13} {preset:<8} {seconds:8.1f} s  {where}")
     _print(f"{len(studies)} studies current in {time.perf_counter() - started:.1f} s")
+    book = [(s, p) for s, p in chosen if p == s.preset()]  # only the book's own presets ship
+    if book:
+        from attnlimits.infra import shipping
+
+        t0 = time.perf_counter()
+        written = shipping.ship(book_results.shards(book), say=say if progress else None)
+        _print(f"{len(written)} shards shipped under {shipping.shipped_root()} in {time.perf_counter() - t0:.1f} s")
     return 0
+
+
+def _check_results() -> int:
+    """``attnlimits results --check``: whether the shipped results are current and intact (0, 1 stale, 2 corrupt)."""
+    from attnlimits.infra import shipping
+    from attnlimits.reporting import book_results
+
+    shards = book_results.shards()
+    report = shipping.check(shards)
+    for line in report.lines:
+        _print(line)
+    words = {0: "current", 1: "STALE: run make results and commit results/ with the code", 2: "CORRUPT or missing"}
+    _print(f"{len(shards)} shipped shards under {shipping.shipped_root()}: {words[report.status]}")
+    return report.status
+
+
+def _audit_results(args) -> int:
+    """``attnlimits results --audit``: recompute a seeded sample of the shipped shards and compare (0 agree, 1 not)."""
+    from attnlimits.infra import shipping
+    from attnlimits.reporting import book_results
+
+    say = functools.partial(print, file=sys.stderr, flush=True)
+    shards = book_results.shards()
+    always = book_results.most_influential()
+    record = shipping.audit(
+        shards, budget=args.budget, seed=args.seed, always=always, every=args.all, report=args.report, say=say
+    )
+    bad = [name for name, r in record["shards"].items() if r["failures"]]
+    moved = [name for name, r in record["fingerprints"].items() if r != "same"]
+    for name in bad:
+        for failure in record["shards"][name]["failures"][:5]:
+            _print(f"differs: {failure}")
+    for name in moved:
+        _print(f"fingerprint: {name}: {'; '.join(record['fingerprints'][name])}")
+    _print(
+        f"audit (seed {record['seed']}): {len(record['shards'])} of {len(shards)} shards recomputed, "
+        f"{len(record['shards']) - len(bad)} agree; {len(record['fingerprints']) - len(moved)} of "
+        f"{len(record['fingerprints'])} fingerprints the same; {record['seconds']:.0f} s"
+        + ("" if args.report is None else f"; {args.report}")
+    )
+    return 0 if record["ok"] else 1
 
 
 def _add_results(subparsers) -> None:
@@ -627,6 +685,34 @@ def _add_results(subparsers) -> None:
         "processes, longest first, -1 for one per core (default 1: one after the other here); a single part runs its "
         "windows in J threads instead. The results are identical for any J",
     )
+    action = p.add_mutually_exclusive_group()
+    action.add_argument(
+        "--check",
+        action="store_true",
+        help="compute nothing: say whether the shipped results (results/) are current for the code and intact; exit "
+        "0 when they are, 1 when some shards are stale (naming what changed: a module, a preset field, a version), "
+        "2 when a file is missing or does not match the manifest",
+    )
+    action.add_argument(
+        "--audit",
+        action="store_true",
+        help="recompute a seeded sample of the shipped shards end to end in an empty cache (at least one of every "
+        "study, and the window with the largest influence on a verdict) and compare them with the shipped files; "
+        "every window's fingerprint too. Exit 0 when all agree, 1 otherwise",
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=360.0,
+        metavar="SECONDS",
+        help="with --audit: about how long the recomputation may take, from the manifest's recorded times (default "
+        "360)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=None, help="with --audit: the sample's seed (default: the checked-out commit)"
+    )
+    p.add_argument("--all", action="store_true", help="with --audit: recompute every shard (hours)")
+    p.add_argument("--report", default=None, metavar="PATH", help="with --audit: write the record as JSON to PATH")
     shown = p.add_mutually_exclusive_group()
     shown.add_argument(
         "--progress", dest="progress", action="store_true", default=True, help="report progress on stderr (default)"

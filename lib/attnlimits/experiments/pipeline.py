@@ -41,19 +41,21 @@ def window_shard(preset, window: int, *, text: str | None = None, no_sink: bool 
     attention sink and, with ``no_sink``, without it, from one capture of the window, the second run borrowing
     Algorithm 5 and the sink weights from the first. Loads its own model and text, so it runs the same in a worker
     process. Returns the entries' folders."""
-    from attnlimits import models
-    from attnlimits.models import texts
+    from attnlimits.experiments import shipped
 
-    m, t = models.load(), texts.load(text)
+    m, t = shipped.model(), shipped.text(text or shipped.DEFAULT_TEXT)
     p = experiments.get_preset(preset)
     caps = functools.cache(
-        lambda: experiments.capture_windows(m, t, length=p.max_length, count=1, first_window=window, total=p.windows)
+        lambda: experiments.capture_windows(
+            m, t, length=p.max_length, count=1, first_window=window, total=p.windows, forward=shipped.PRECISION
+        )
     )
-    res = experiments.window_results(m, t, p, window, captures=caps, progress=progress)
-    folders = [experiments.window_folder(m, t, p, window)]
+    opts = {"captures": caps, "progress": progress, "precision": shipped.PRECISION}
+    res = experiments.window_results(m, t, p, window, **opts)
+    folders = [experiments.window_folder(m, t, p, window, precision=shipped.PRECISION)]
     if no_sink:
-        experiments.window_results(m, t, p, window, exclude_sink=True, shared=res, captures=caps, progress=progress)
-        folders.append(experiments.window_folder(m, t, p, window, exclude_sink=True))
+        experiments.window_results(m, t, p, window, exclude_sink=True, shared=res, **opts)
+        folders.append(experiments.window_folder(m, t, p, window, exclude_sink=True, precision=shipped.PRECISION))
     return [str(f) for f in folders]
 
 

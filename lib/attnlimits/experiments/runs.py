@@ -115,7 +115,10 @@ def run(
     captures, and the tests check it). Algorithms 4 and 5 always run in float64: N_s/N counts tokens on either
     side of a radius, and float32 moves a token across it now and then (a head's mean by up to about 1e-4
     relative, measured by the benchmark: above the 1e-5 of Algorithms 1-3, for a saving of only about 1.4x);
-    Algorithm 5's smallest eps needs the precision. The grid is validated before anything is captured.
+    Algorithm 5's smallest eps needs the precision. ``"float64"`` also runs the model's forward pass in float64
+    (a Hugging Face model; :func:`attnlimits.models.windows.capture_windows`), so that no number depends on the
+    CPU's float32 kernels: in float32, AVX2 and AVX-512 moved a head's d~ by 1e-5 and its g at T = 0.001 by 20 %
+    of itself (the book's shipped results use it). The grid is validated before anything is captured.
     Everything runs on the model's device. ``progress``: as :func:`attnlimits.infra.progress.progress_bar`
     (None: a bar on a terminal only; True: a bar; ``"lines"``: a bar on a terminal, else a line per step).
 
@@ -158,6 +161,7 @@ def run(
             tokens=tokens,
             progress=progress,
             **({} if shuffle is None else {"shuffle": shuffle}),
+            **({"forward": precision} if precision == "float64" and not lens.is_hooked(model) else {}),
         )
         capture_seconds = time.perf_counter() - started
     else:
@@ -415,12 +419,19 @@ def results(
 
 
 def window_folder(
-    model, text, preset: str | Preset = "paper", window: int = 0, *, exclude_sink: bool = False, root=None
+    model,
+    text,
+    preset: str | Preset = "paper",
+    window: int = 0,
+    *,
+    exclude_sink: bool = False,
+    precision: str = "float32",
+    root=None,
 ) -> Path:
     """Where :func:`window_results` caches one window of a run: ``<results_folder>-by-window/window-<i>-of-<W>``
     (W: the preset's windows, whose layout places window i)."""
     p = get_preset(preset)
-    folder = results_folder(model, text, p, exclude_sink=exclude_sink, root=root)
+    folder = results_folder(model, text, p, exclude_sink=exclude_sink, precision=precision, root=root)
     return folder.with_name(folder.name + "-by-window") / f"window-{window:02d}-of-{p.windows:02d}"
 
 
@@ -431,6 +442,7 @@ def window_results(
     window: int = 0,
     *,
     exclude_sink: bool = False,
+    precision: str = "float32",
     seed: int = 0,
     root=None,
     progress: bool | str | None = None,
@@ -442,11 +454,12 @@ def window_results(
     :func:`window_folder`, keyed as :func:`results` is, on that window alone. The windows of a preset are the
     units the book's intervals resample: each is computed, shipped and audited on its own, and
     :func:`attnlimits.experiments.merge` joins their per-head tables. ``captures`` (or a function returning them)
-    holds that one window; ``shared``: the same window's run in the other sink mode (as in :func:`run`)."""
+    holds that one window; ``shared``: the same window's run in the other sink mode (as in :func:`run`);
+    ``precision``: as in :func:`run` (the book ships ``"float64"``)."""
     p = get_preset(preset)
     if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window < p.windows:
         raise ValueError(f"window: must be an integer in 0..{p.windows - 1} (the preset's windows), got {window!r}")
-    options = {"exclude_sink": exclude_sink, "tokens": "value", "precision": "float32"}
+    options = {"exclude_sink": exclude_sink, "tokens": "value", "precision": precision}
     key = cache.study_key(
         code(model),
         model_sha256=_model_provenance(model).get("sha256"),
@@ -457,7 +470,7 @@ def window_results(
         seed=seed,
     )
     return cache.cached(
-        window_folder(model, text, p, window, exclude_sink=exclude_sink, root=root),
+        window_folder(model, text, p, window, exclude_sink=exclude_sink, precision=precision, root=root),
         key,
         compute=lambda: run(
             model,
@@ -466,6 +479,7 @@ def window_results(
             windows=1,
             first_window=window,
             exclude_sink=exclude_sink,
+            precision=precision,
             seed=seed,
             progress=progress,
             captures=captures() if callable(captures) else captures,

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from attnlimits.infra.shipping import Shard
+
 __all__ = ["Part", "Study", "one_part", "places", "where"]
 
 
@@ -39,7 +41,9 @@ class Study:
     """One study of the pipeline. ``presets()``: the names it accepts; ``default()``: the preset the book's build
     computes (a ValueError naming the environment variable when that names no preset); ``parts(preset)``: its
     :class:`Part` s; ``collect(preset, values, inputs, n_jobs, progress)``: from the parts' values (in the order of
-    ``parts``), what is left to compute, and where the study's results lie."""
+    ``parts``), what is left to compute, and where the study's results lie. ``shards(preset)``: what the book
+    ships of it (:class:`attnlimits.infra.shipping.Shard` s, written from the results cache after the collect
+    step); None for a study that ships nothing yet (its chapters read the results cache)."""
 
     name: str
     description: str
@@ -47,6 +51,7 @@ class Study:
     default: Callable[[], str]
     parts: Callable[[str], Sequence[Part]]
     collect: Callable[[str, list, Any, int, bool | str], str]
+    shards: Callable[[str], Sequence[Shard]] | None = None
 
     def preset(self, name: str | None = None) -> str:
         """``name`` when the study has that preset, the study's default when ``name`` is None; ValueError else."""

@@ -180,7 +180,8 @@ def _produce(shard: Shard, folder: Path) -> float:
 # ----------------------------------------------------------------------------------------------------------------
 def ship(shards: Sequence[Shard], root=None, *, say: Callable[[str], None] | None = None) -> list[str]:
     """Write every shard of ``shards`` that is not current under ``root`` (:func:`shipped_root` by default) and
-    record it in the manifest; drop the manifest's shards that ``shards`` no longer holds (and their folders).
+    record it in the manifest; drop the manifest's shards of the same studies that ``shards`` no longer holds (and
+    their folders).
     Returns the names of the shards written. A shard is current when its recorded key equals :meth:`Shard.wanted`
     and its files are those recorded; a current shard is not touched (no byte changes)."""
     root = Path(shipped_root() if root is None else root)
@@ -210,8 +211,8 @@ def ship(shards: Sequence[Shard], root=None, *, say: Callable[[str], None] | Non
         if say is not None:
             say(f"[attnlimits] results: shipped {shard.name} in {seconds:.1f} s")
         _save_manifest(root, manifest)  # after every shard: an interrupted run keeps what it finished
-    names = {s.name for s in shards}
-    for name in [n for n in recorded if n not in names]:
+    names, studies = {s.name for s in shards}, {s.study for s in shards}
+    for name in [n for n in recorded if n not in names and n.split("/")[0] in studies]:
         shutil.rmtree(root / name, ignore_errors=True)
         del recorded[name]
         written.append(name)

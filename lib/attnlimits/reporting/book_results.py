@@ -35,7 +35,7 @@ from attnlimits.studies.long_context import pipeline as long_context_pipeline
 from attnlimits.studies.several_models import pipeline as several_models_pipeline
 from attnlimits.studies.training import pipeline as training_pipeline
 
-__all__ = ["STUDIES", "Inputs", "run", "select"]
+__all__ = ["STUDIES", "Inputs", "run", "select", "shards"]
 
 #: The pipeline, in the order its studies are reported (and their collect steps run): each study's own declaration.
 STUDIES = {
@@ -145,6 +145,13 @@ def _timed_part(part: Part, preset: str, inputs: Inputs, n_jobs: int, progress) 
 def _said(say, progress, part: Part, preset: str, seconds: float) -> None:
     if say is not None and progress:
         say(f"[attnlimits] results: {part.label} ({preset}) done in {seconds:.1f} s")
+
+
+def shards(chosen: Sequence[tuple[Study, str]] | None = None) -> list:
+    """The shards the book ships of the studies of ``chosen`` (``(study, preset)`` pairs; None: every study at its
+    default preset), in the pipeline's order (:attr:`attnlimits.infra.pipeline.Study.shards`)."""
+    chosen = [(s, s.preset()) for s in STUDIES.values()] if chosen is None else chosen
+    return [shard for study, preset in chosen if study.shards is not None for shard in study.shards(preset)]
 
 
 def select(names: Sequence[str] | None = None) -> list[Study]:

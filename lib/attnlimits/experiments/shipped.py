@@ -1,0 +1,186 @@
+"""What the book ships of the experiments (chapters 21-25 and 31), and reading it back.
+
+The design: the offline model (SmolLM2-135M-Instruct) at the book's preset on every window of the default offline
+text, with and without token 0 (the attention sink), and with it on the second text (the King James Version).
+Each window of each run is a shard (:class:`attnlimits.infra.shipping.Shard`): its per-head tables computed alone
+(:func:`attnlimits.experiments.window_results`, in the results cache) and summarised over its heads
+(:mod:`attnlimits.experiments.summaries`) into ``results/experiments/<text>/<run>/window-<i>-of-<W>/``; the
+sink-free run ships Algorithms 1-4 only (Algorithm 5 and the sink weights do not depend on the sink mode).
+:func:`load` reads a run's shards back as one :class:`~attnlimits.experiments.summaries.Summaries`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attnlimits.experiments import summaries
+from attnlimits.experiments.presets import Preset, get_preset
+from attnlimits.experiments.runs import window_results
+from attnlimits.infra import provenance, shipping
+from attnlimits.infra.shipping import Shard
+from attnlimits.models import texts
+from attnlimits.models import windows as hf_windows
+
+__all__ = [
+    "DEFAULT_TEXT",
+    "MODEL",
+    "MODULES",
+    "PRECISION",
+    "RUNS",
+    "TEXTS",
+    "load",
+    "model",
+    "run_name",
+    "shard_name",
+    "shards",
+    "text",
+    "window_record",
+]
+
+#: The registry name of the model the book ships (:data:`attnlimits.models.registry.MODELS`).
+MODEL = "fallback"
+#: The text of the book's default run (the offline fallback: War and Peace cannot be downloaded here).
+DEFAULT_TEXT = texts.FALLBACK_NAME
+#: The texts the book ships, and the runs on each: (exclude_sink) values.
+TEXTS = {texts.FALLBACK_NAME: (False, True), texts.KJV: (False,)}
+RUNS = [(text, sink) for text, modes in TEXTS.items() for sink in modes]
+#: The code a shard's files depend on: the tables (with what they import), the capture of a Hugging Face model,
+#: and the summaries over heads.
+MODULES = ("attnlimits.experiments.tables", "attnlimits.models.windows", "attnlimits.experiments.summaries")
+#: The arithmetic of the shipped windows, the model's forward pass included: float64, so that no number (and no
+#: decision drawn from one) depends on the CPU's float32 kernels (:func:`attnlimits.experiments.run`).
+PRECISION = "float64"
+#: What a window's fingerprint reads of its first layer: the q.k of the last row with these keys (fractions of L).
+_KEYS = (0.0, 0.5, 1.0)
+
+
+def run_name(preset: Preset, exclude_sink: bool) -> str:
+    """A run's folder name: the preset's, ``-no-sink`` without token 0."""
+    return preset.name + ("-no-sink" if exclude_sink else "")
+
+
+def shard_name(text: str, preset: Preset, exclude_sink: bool, window: int) -> str:
+    """``experiments/<text>/<run>/window-<i>-of-<W>``."""
+    return f"experiments/{text}/{run_name(preset, exclude_sink)}/window-{window:02d}-of-{preset.windows:02d}"
+
+
+@functools.cache
+def model():
+    """The model the book ships, loaded once per process."""
+    from attnlimits import models
+
+    return models.load(MODEL)
+
+
+@functools.cache
+def text(name: str):
+    """A text the book ships, loaded once per process."""
+    return texts.load(name, allow_fallback=False)
+
+
+@functools.cache
+def _model_sha256() -> str:
+    """The shipped model's SHA-256 without loading it: its GGUF file's."""
+    from attnlimits.models import gguf
+
+    return provenance.sha256_file(gguf.fallback_dir() / gguf.FALLBACK["gguf_file"])
+
+
+def shards(preset: str | Preset) -> list[Shard]:
+    """Every shard of the experiments' design at ``preset`` (the book's: ``paper``): each window of each run of
+    :data:`RUNS`. A text that cannot be read here (the King James Version without Debian's bible-kjv) keeps its
+    shards, keyed on the text's hash as shipped: :func:`attnlimits.infra.shipping.check` cannot tell them stale by
+    their text then, only by their code."""
+    p = get_preset(preset)
+    out = []
+    for text, exclude_sink in RUNS:
+        data = {"model": {"name": MODEL, "sha256": _model_sha256()}, "text": _text_key(text)}
+        for window in range(p.windows):
+            key = {
+                **data,
+                "preset": p.as_dict(),
+                "options": {"exclude_sink": exclude_sink, "seed": 0, "window": window},
+            }
+            out.append(
+                Shard(
+                    shard_name(text, p, exclude_sink, window),
+                    MODULES,
+                    key,
+                    functools.partial(_write, text, p, exclude_sink, window),
+                    None if exclude_sink else functools.partial(fingerprint, text, p, window),
+                    seconds=30.0 if exclude_sink else 60.0,
+                )
+            )
+    return out
+
+
+@functools.cache
+def _text_key(name: str) -> dict:
+    try:
+        return {"name": name, "sha256": texts.sha256_of(text(name))}
+    except texts.TextUnavailableError:
+        return {"name": name, "sha256": "unreadable here"}
+
+
+def _write(name: str, p: Preset, exclude_sink: bool, window: int, folder: Path) -> None:
+    """A shard's files: the window's run from the results cache (computed where missing), summarised over heads."""
+    res = window_results(model(), text(name), p, window, exclude_sink=exclude_sink, precision=PRECISION, progress=False)
+    tables = ("distance", "separability") if exclude_sink else tuple(summaries.SUMMARIZED)
+    for name, table in summaries.summarize(res, tables).items():
+        shipping.write_table(table, folder / f"{name}.parquet")
+    (folder / "window.json").write_text(json.dumps(window_record(res), indent=1, sort_keys=True) + "\n")
+
+
+def window_record(res) -> dict:
+    """What a shard says of its window: the model, the text, the preset, the options and where the window lies in
+    the text; nothing that depends on the machine or the time (those are in the results cache's provenance)."""
+    prov = res.provenance
+    model_keys = ("model_id", "sha256", "architecture", "n_layers", "n_heads", "n_kv_heads", "head_dim", "source")
+    text_keys = ("name", "title", "sha256", "n_chars", "source")
+    return {
+        "model": {k: prov["model"].get(k) for k in model_keys},
+        "text": {k: prov["text"].get(k) for k in text_keys},
+        "preset": prov["preset"],
+        "window": int(prov["windows"][0]),
+        "window_start": prov["window_starts"][0],
+        **{k: prov.get(k) for k in ("exclude_sink", "tokens", "precision", "seed", "bos", "normalizer")},
+    }
+
+
+def fingerprint(name: str, p: Preset, window: int) -> dict:
+    """A window's fingerprint, cheap enough to take for every window on every audit: the SHA-256 of its token ids
+    and its first layer's q.k (the model's scaled logits, forward pass in float64) of the last row with the first,
+    middle and last key, per head, to 6 significant digits. A different text, tokenizer or model changes it."""
+    loaded, L = model(), p.max_length
+    ids = hf_windows.windows(loaded.tokenizer, text(name), L, 1, first=window, total=p.windows)
+    cap = hf_windows.capture_windows(
+        loaded, text(name), length=L, count=1, first_window=window, total=p.windows, layers=[0], forward=PRECISION
+    )[0]
+    logits = cap.logits(0, L, rows=torch.tensor([L - 1]))[:, 0, :]
+    keys = [min(L - 1, int(f * (L - 1))) for f in _KEYS]
+    picked = logits[:, keys].double().numpy().reshape(-1)
+    return {
+        "tokens_sha256": shipping.digest(np.ascontiguousarray(ids.numpy(), dtype=np.int64).tobytes()),
+        "qk": [float(f"{v:.6g}") for v in picked],
+    }
+
+
+def load(text: str = texts.FALLBACK_NAME, preset: str | Preset = "paper", *, exclude_sink: bool = False, root=None):
+    """A shipped run as :class:`~attnlimits.experiments.summaries.Summaries` (every window of ``preset`` on ``text``,
+    with or without token 0), read from the shipped results (:func:`attnlimits.infra.shipping.shipped_root`); None
+    where they are not shipped there. The files are those the manifest records (``attnlimits results --check``
+    checks their bytes)."""
+    p = get_preset(preset)
+    root = Path(shipping.shipped_root() if root is None else root)
+    folders = [root / shard_name(text, p, exclude_sink, w) for w in range(p.windows)]
+    if not all((f / "window.json").is_file() for f in folders):
+        return None
+    shared = None
+    if exclude_sink:
+        shared = [root / shard_name(text, p, False, w) for w in range(p.windows)]
+    return summaries.Summaries.read(folders, shared=shared)
