@@ -65,6 +65,7 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -623,12 +624,29 @@ def _check_results() -> int:
     return report.status
 
 
+def _pin_kernels(manifest: dict) -> int | None:
+    """Run the audit again in a process pinned to the kernel path the shipped results were computed on (torch's
+    ``ATEN_CPU_CAPABILITY``, read when torch starts), so that its numbers repeat; its exit status, or None when
+    this process already runs it (or was pinned already: a CPU without that path audits on its own)."""
+    wanted = (manifest.get("recomputed") or {}).get("cpu_capability")
+    from attnlimits.infra import shipping
+
+    if wanted is None or wanted == shipping.cpu_capability() or os.environ.get("ATTNLIMITS_AUDIT_PINNED"):
+        return None
+    env = dict(os.environ, ATEN_CPU_CAPABILITY=wanted.lower(), ATTNLIMITS_AUDIT_PINNED="1")
+    print(f"[attnlimits] audit: pinned to the {wanted} kernels the shipped results were computed on", file=sys.stderr)
+    return subprocess.run([sys.executable, "-m", "attnlimits.cli", *sys.argv[1:]], env=env).returncode
+
+
 def _audit_results(args) -> int:
     """``attnlimits results --audit``: recompute a seeded sample of the shipped shards and compare (0 agree, 1 not)."""
     from attnlimits.infra import shipping
     from attnlimits.reporting import book_results
 
     say = functools.partial(print, file=sys.stderr, flush=True)
+    pinned = _pin_kernels(shipping.load_manifest())
+    if pinned is not None:
+        return pinned
     shards = book_results.shards()
     always = book_results.most_influential()
     record = shipping.audit(

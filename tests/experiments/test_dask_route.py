@@ -110,3 +110,44 @@ def test_the_readme_dask_route_gives_the_tables_of_one_process(cluster, model, t
         pd.testing.assert_frame_equal(getattr(on_cluster, name), getattr(one, name), check_exact=True, obj=name)
     assert _without_wall_times(on_cluster.provenance) == _without_wall_times(one.provenance)
     assert on_cluster.provenance["seconds"].keys() == one.provenance["seconds"].keys()
+
+
+@pytest.mark.timeout(4 * TIMEOUT)
+def test_shards_shipped_through_the_cluster_are_the_files_of_one_process(cluster, model, text, tmp_path):
+    """``attnlimits.infra.shipping.ship`` under joblib's Dask backend computes the shards on the cluster's workers
+    (each from an empty results cache of its own) and ships the same files, byte for byte, as one process."""
+    import functools
+
+    import joblib
+
+    from attnlimits.experiments import shipped
+    from attnlimits.infra import shipping
+
+    local, watcher = cluster
+
+    def shards(cache):
+        return [
+            shipping.Shard(
+                f"experiments/tiny/window-{w}",
+                shipped.MODULES,
+                {"window": w},
+                functools.partial(shipped.window_files, model, text, TINY_PRESET, w, root=str(cache)),
+            )
+            for w in range(TINY_PRESET.windows)
+        ]
+
+    alone, together = tmp_path / "one-process", tmp_path / "cluster"
+    assert len(shipping.ship(shards(tmp_path / "cache-one"), alone)) == TINY_PRESET.windows
+    client = distributed.Client(local.scheduler_address, timeout=TIMEOUT)
+    try:
+        with distributed.get_task_stream(watcher) as tasks, joblib.parallel_config(backend="dask"):
+            shipping.ship(shards(tmp_path / "cache-cluster"), together, n_jobs=2)
+    finally:
+        client.close(timeout=TIMEOUT)
+    assert {task["worker"] for task in tasks.data}, "no shard was written on the cluster"
+    files = sorted(p.relative_to(alone) for p in alone.rglob("*.parquet"))
+    assert files and files == sorted(p.relative_to(together) for p in together.rglob("*.parquet"))
+    for f in [*files, *sorted(p.relative_to(alone) for p in alone.rglob("window.json"))]:
+        assert (alone / f).read_bytes() == (together / f).read_bytes(), f
+    one, other = (shipping.load_manifest(r)["shards"] for r in (alone, together))
+    assert {k: v["files"] for k, v in one.items()} == {k: v["files"] for k, v in other.items()}

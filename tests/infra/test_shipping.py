@@ -170,6 +170,23 @@ def test_the_audit_recomputes_and_fails_on_a_value_moved_by_one_millionth(fake, 
     assert not record["shards"]["toy/window-0"]["failures"]
 
 
+def test_on_another_kernel_path_the_audit_holds_each_table_to_its_measured_tolerance(fake, tmp_path, monkeypatch):
+    root = tmp_path / "results"
+    shards = _shards()
+    shipping.ship(shards, root)
+    recorded = json.loads((root / "manifest.json").read_text())["recomputed"]["cpu_capability"]
+    assert recorded == shipping.cpu_capability()
+    _move_one_value(root, "toy/window-1/rows.parquet", "value", 3, 1e-6)
+    assert shipping.tolerance("rows.parquet", same_kernels=False) == shipping.TOLERANCE  # no measured tolerance
+    assert shipping.tolerance("distance.parquet", same_kernels=False)["rtol"] == shipping.ACROSS_KERNELS["distance"]
+    monkeypatch.setattr(shipping, "cpu_capability", lambda: "ANOTHER")
+    record = shipping.audit(shards, root, every=True)
+    assert record["kernels"] == {"shipped": recorded, "here": "ANOTHER", "same": False}
+    assert not record["ok"]  # rows.parquet has no looser tolerance: the 1e-6 still fails
+    monkeypatch.setitem(shipping.ACROSS_KERNELS, "rows", 1e-5)
+    assert shipping.audit(shards, root, every=True)["ok"]  # within the table's tolerance across kernels
+
+
 def test_the_audit_sample_is_seeded_holds_every_study_and_the_named_shards_and_fits_the_budget(fake, tmp_path):
     shards = _shards(windows=range(10))
     manifest = {"shards": {s.name: {"seconds": 10.0} for s in shards}}

@@ -1,5 +1,6 @@
 """The experiments' place in the book's results pipeline (:mod:`attnlimits.reporting.book_results`): Algorithms 1-5
-on the default model and text, with and without the attention sink, at :func:`~attnlimits.experiments.book_preset`.
+on the shipped model, window by window, on the default text with and without the attention sink and on the second
+text, at :func:`~attnlimits.experiments.book_preset`; what ships of them (:mod:`attnlimits.experiments.shipped`).
 Outside the experiments' results-cache key: nothing the experiments compute with imports this module."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import functools
 
 from attnlimits import experiments
-from attnlimits.infra.pipeline import Study, one_part, places, where
+from attnlimits.infra.pipeline import Part, Study, places
 
 __all__ = ["STUDY", "compute_windows", "window_shard"]
 
@@ -24,15 +25,35 @@ def _default() -> str:
     return book_preset().name
 
 
-def _experiments(preset: str, *, inputs, n_jobs: int, progress) -> str:
-    """Algorithms 1-5 with and without the attention sink, from one capture of the windows (taken only when an
-    entry is missing), the second run borrowing Algorithm 5 and the sink weights from the first."""
-    m, t, p = inputs.model, inputs.text, experiments.get_preset(preset)
-    caps = functools.cache(lambda: experiments.capture_windows(m, t, length=p.max_length, count=p.windows))
-    opts = dict(captures=caps, n_jobs=n_jobs, progress=progress)
-    res = experiments.results(m, t, p, **opts)
-    experiments.results(m, t, p, exclude_sink=True, shared=res, **opts)
-    return places(*(experiments.results_folder(m, t, p, exclude_sink=sink) for sink in (False, True)))
+def _parts(preset: str) -> list[Part]:
+    """One part per window of the design (:data:`attnlimits.experiments.shipped.RUNS`): on the default text with
+    and without token 0 from one capture; on the second text where it can be read here."""
+    from attnlimits.experiments import shipped
+
+    p = experiments.get_preset(preset)
+    out = [Part(f"window {w} of {p.windows}", 90.0, _window_part, (w, None)) for w in range(p.windows)]
+    if shipped.readable(shipped.SECOND_TEXT):
+        out += [
+            Part(f"window {w} of {p.windows}, {shipped.SECOND_TEXT}", 60.0, _window_part, (w, shipped.SECOND_TEXT))
+            for w in range(p.windows)
+        ]
+    return out
+
+
+def _window_part(preset: str, window: int, text: str | None, *, inputs, n_jobs: int, progress) -> str:
+    folders = window_shard(preset, window, text=text, no_sink=text is None, progress=False)
+    return places(*folders)
+
+
+def _collect(preset: str, values: list, inputs, n_jobs: int, progress) -> str:
+    """Where the windows' entries lie: how many, and the first's folders."""
+    return f"{len(values)} windows computed, the first in {values[0]}"
+
+
+def _shards(preset: str):
+    from attnlimits.experiments import shipped
+
+    return shipped.shards(preset)
 
 
 def window_shard(preset, window: int, *, text: str | None = None, no_sink: bool = True, progress=None) -> list[str]:
@@ -46,9 +67,7 @@ def window_shard(preset, window: int, *, text: str | None = None, no_sink: bool 
     m, t = shipped.model(), shipped.text(text or shipped.DEFAULT_TEXT)
     p = experiments.get_preset(preset)
     caps = functools.cache(
-        lambda: experiments.capture_windows(
-            m, t, length=p.max_length, count=1, first_window=window, total=p.windows, forward=shipped.PRECISION
-        )
+        lambda: experiments.capture_windows(m, t, length=p.max_length, count=1, first_window=window, total=p.windows)
     )
     opts = {"captures": caps, "progress": progress, "precision": shipped.PRECISION}
     res = experiments.window_results(m, t, p, window, **opts)
@@ -88,6 +107,7 @@ STUDY = Study(
     "Algorithms 1-5 on the default model and text, with and without the attention sink (chapters 21-25)",
     _presets,
     _default,
-    one_part("experiments", 1000.0, _experiments),
-    where,
+    _parts,
+    _collect,
+    _shards,
 )

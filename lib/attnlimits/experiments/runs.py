@@ -1,6 +1,6 @@
 """Runs of Algorithms 1-5: on a model and a text (:func:`run`, captured here), on attention given as arrays
-(:func:`run_arrays`), through the results cache (:func:`results`), and the book's own run that every Experiments
-chapter reads (:func:`book_run`)."""
+(:func:`run_arrays`), through the results cache (:func:`results`), and one window at a time (:func:`window_results`:
+the book's shipped design, :mod:`attnlimits.experiments.shipped`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 from attnlimits import models
 from attnlimits.core.normalizers import check_normalizer
@@ -20,12 +19,9 @@ from attnlimits.infra.progress import check_jobs
 from attnlimits.models import arrays, describing, lens, texts
 from attnlimits.models import windows as hf_windows
 from attnlimits.models.capturing import TOKENS, Capture, dtype_of
-from attnlimits.models.loading import load
 
 __all__ = [
     "CODE",
-    "BookRun",
-    "book_run",
     "capture_windows",
     "code",
     "results",
@@ -115,10 +111,7 @@ def run(
     captures, and the tests check it). Algorithms 4 and 5 always run in float64: N_s/N counts tokens on either
     side of a radius, and float32 moves a token across it now and then (a head's mean by up to about 1e-4
     relative, measured by the benchmark: above the 1e-5 of Algorithms 1-3, for a saving of only about 1.4x);
-    Algorithm 5's smallest eps needs the precision. ``"float64"`` also runs the model's forward pass in float64
-    (a Hugging Face model; :func:`attnlimits.models.windows.capture_windows`), so that no number depends on the
-    CPU's float32 kernels: in float32, AVX2 and AVX-512 moved a head's d~ by 1e-5 and its g at T = 0.001 by 20 %
-    of itself (the book's shipped results use it). The grid is validated before anything is captured.
+    Algorithm 5's smallest eps needs the precision. The grid is validated before anything is captured.
     Everything runs on the model's device. ``progress``: as :func:`attnlimits.infra.progress.progress_bar`
     (None: a bar on a terminal only; True: a bar; ``"lines"``: a bar on a terminal, else a line per step).
 
@@ -161,7 +154,6 @@ def run(
             tokens=tokens,
             progress=progress,
             **({} if shuffle is None else {"shuffle": shuffle}),
-            **({"forward": precision} if precision == "float64" and not lens.is_hooked(model) else {}),
         )
         capture_seconds = time.perf_counter() - started
     else:
@@ -455,7 +447,7 @@ def window_results(
     units the book's intervals resample: each is computed, shipped and audited on its own, and
     :func:`attnlimits.experiments.merge` joins their per-head tables. ``captures`` (or a function returning them)
     holds that one window; ``shared``: the same window's run in the other sink mode (as in :func:`run`);
-    ``precision``: as in :func:`run` (the book ships ``"float64"``)."""
+    ``precision``: as in :func:`run`."""
     p = get_preset(preset)
     if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window < p.windows:
         raise ValueError(f"window: must be an integer in 0..{p.windows - 1} (the preset's windows), got {window!r}")
@@ -519,29 +511,3 @@ def second_text_preset() -> Preset:
     reads ``paper``, else the book's own preset (``quick``: a smoke run in seconds)."""
     book = book_preset()
     return get_preset("reduced") if book.name == "paper" else book
-
-
-class BookRun(NamedTuple):
-    """What an Experiments chapter reads (:func:`book_run`): the model, the text, their results at the book's preset
-    and, where the chapter compares, the same with token 0 (the attention sink) left out (else None)."""
-
-    model: object
-    text: object
-    res: Results
-    no_sink: Results | None
-
-
-def book_run(*, no_sink: bool = True) -> BookRun:
-    """The opening of every Experiments chapter in one call: load the model and the text
-    (:func:`attnlimits.models.load` and :func:`attnlimits.models.texts.load` without arguments: ``$ATTNLIMITS_MODEL``
-    and ``$ATTNLIMITS_TEXT``, else the paper's, else the offline fallbacks), print their banner, read their
-    :func:`results` at :func:`book_preset` (``paper``, or ``$ATTNLIMITS_EXPERIMENTS_PRESET``: from the cache that
-    ``make results`` fills, computed here when it is missing) and print its summary; with ``no_sink``, read the
-    same with ``exclude_sink=True`` too."""
-    model = load()
-    text = texts.load()
-    describing.banner(model, text)
-    preset = book_preset()
-    res = results(model, text, preset)
-    print(res.summary())
-    return BookRun(model, text, res, results(model, text, preset, exclude_sink=True) if no_sink else None)

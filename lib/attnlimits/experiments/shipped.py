@@ -14,12 +14,13 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from attnlimits.experiments import summaries
-from attnlimits.experiments.presets import Preset, get_preset
+from attnlimits.experiments.presets import PRESETS, Preset, get_preset
 from attnlimits.experiments.runs import window_results
 from attnlimits.infra import provenance, shipping
 from attnlimits.infra.shipping import Shard
@@ -27,18 +28,27 @@ from attnlimits.models import texts
 from attnlimits.models import windows as hf_windows
 
 __all__ = [
+    "BookRun",
     "DEFAULT_TEXT",
     "MODEL",
     "MODULES",
     "PRECISION",
     "RUNS",
+    "SECOND_TEXT",
     "TEXTS",
+    "book_run",
+    "is_shipped",
     "load",
     "model",
+    "most_influential",
+    "readable",
     "run_name",
+    "second_text",
     "shard_name",
     "shards",
+    "summaries_of",
     "text",
+    "window_files",
     "window_record",
 ]
 
@@ -46,15 +56,19 @@ __all__ = [
 MODEL = "fallback"
 #: The text of the book's default run (the offline fallback: War and Peace cannot be downloaded here).
 DEFAULT_TEXT = texts.FALLBACK_NAME
+#: The second text, on which the book ships the run with token 0.
+SECOND_TEXT = texts.KJV
 #: The texts the book ships, and the runs on each: (exclude_sink) values.
-TEXTS = {texts.FALLBACK_NAME: (False, True), texts.KJV: (False,)}
+TEXTS = {DEFAULT_TEXT: (False, True), SECOND_TEXT: (False,)}
 RUNS = [(text, sink) for text, modes in TEXTS.items() for sink in modes]
 #: The code a shard's files depend on: the tables (with what they import), the capture of a Hugging Face model,
 #: and the summaries over heads.
 MODULES = ("attnlimits.experiments.tables", "attnlimits.models.windows", "attnlimits.experiments.summaries")
-#: The arithmetic of the shipped windows, the model's forward pass included: float64, so that no number (and no
-#: decision drawn from one) depends on the CPU's float32 kernels (:func:`attnlimits.experiments.run`).
-PRECISION = "float64"
+#: The arithmetic of Algorithms 1-3 in the shipped windows (:func:`attnlimits.experiments.run`; 4 and 5 run in
+#: float64). float64 throughout, the model's forward pass included, took 1.6x as long and left the differences
+#: between the CPU's kernel paths (AVX2, AVX-512) where they were: they come from near-ties in the top-N selection
+#: and from Algorithm 5 at low T, not from float32 (:data:`attnlimits.infra.shipping.ACROSS_KERNELS`).
+PRECISION = "float32"
 #: What a window's fingerprint reads of its first layer: the q.k of the last row with these keys (fractions of L).
 _KEYS = (0.0, 0.5, 1.0)
 
@@ -119,17 +133,42 @@ def shards(preset: str | Preset) -> list[Shard]:
     return out
 
 
+def readable(name: str) -> bool:
+    """Whether the text ``name`` can be read on this machine (the King James Version needs Debian's bible-kjv)."""
+    try:
+        text(name)
+    except texts.TextUnavailableError:
+        return False
+    return True
+
+
 @functools.cache
 def _text_key(name: str) -> dict:
-    try:
+    """A text's part of a shard's key: its name and SHA-256; where it cannot be read here, the SHA-256 the shipped
+    shards record (their text cannot be checked here, their code can)."""
+    if readable(name):
         return {"name": name, "sha256": texts.sha256_of(text(name))}
-    except texts.TextUnavailableError:
-        return {"name": name, "sha256": "unreadable here"}
+    recorded = [
+        entry["key"]["text"]
+        for shard, entry in shipping.load_manifest()["shards"].items()
+        if shard.startswith(f"experiments/{name}/")
+    ]
+    return recorded[0] if recorded else {"name": name, "sha256": "unreadable here"}
 
 
 def _write(name: str, p: Preset, exclude_sink: bool, window: int, folder: Path) -> None:
-    """A shard's files: the window's run from the results cache (computed where missing), summarised over heads."""
-    res = window_results(model(), text(name), p, window, exclude_sink=exclude_sink, precision=PRECISION, progress=False)
+    """A shard of the book's design: :func:`window_files` of the shipped model on the text ``name``."""
+    window_files(model(), text(name), p, window, folder, exclude_sink=exclude_sink)
+
+
+def window_files(
+    loaded, text_read, preset: Preset, window: int, folder: Path, *, exclude_sink: bool = False, root=None
+) -> None:
+    """One window's shipped files in ``folder``: its run from the results cache (``root``: the default cache when
+    None; computed where missing, :func:`attnlimits.experiments.window_results`), summarised over its heads, one
+    Parquet file per table, and ``window.json`` (:func:`window_record`). A run without token 0 writes Algorithms
+    1-4 only."""
+    res = window_results(loaded, text_read, preset, window, exclude_sink=exclude_sink, precision=PRECISION, root=root)
     tables = ("distance", "separability") if exclude_sink else tuple(summaries.SUMMARIZED)
     for name, table in summaries.summarize(res, tables).items():
         shipping.write_table(table, folder / f"{name}.parquet")
@@ -154,12 +193,12 @@ def window_record(res) -> dict:
 
 def fingerprint(name: str, p: Preset, window: int) -> dict:
     """A window's fingerprint, cheap enough to take for every window on every audit: the SHA-256 of its token ids
-    and its first layer's q.k (the model's scaled logits, forward pass in float64) of the last row with the first,
+    and its first layer's q.k (the model's scaled logits) of the last row with the first,
     middle and last key, per head, to 6 significant digits. A different text, tokenizer or model changes it."""
     loaded, L = model(), p.max_length
     ids = hf_windows.windows(loaded.tokenizer, text(name), L, 1, first=window, total=p.windows)
     cap = hf_windows.capture_windows(
-        loaded, text(name), length=L, count=1, first_window=window, total=p.windows, layers=[0], forward=PRECISION
+        loaded, text(name), length=L, count=1, first_window=window, total=p.windows, layers=[0]
     )[0]
     logits = cap.logits(0, L, rows=torch.tensor([L - 1]))[:, 0, :]
     keys = [min(L - 1, int(f * (L - 1))) for f in _KEYS]
@@ -184,3 +223,103 @@ def load(text: str = texts.FALLBACK_NAME, preset: str | Preset = "paper", *, exc
     if exclude_sink:
         shared = [root / shard_name(text, p, False, w) for w in range(p.windows)]
     return summaries.Summaries.read(folders, shared=shared)
+
+
+def is_shipped(loaded, text_read, preset: Preset) -> bool:
+    """Whether the book ships the run of ``loaded`` on ``text_read`` at ``preset``: the shipped model and one of
+    the shipped texts (by their SHA-256) at the book's preset of that name, unchanged."""
+    from attnlimits.experiments.runs import _model_provenance
+
+    name = getattr(getattr(text_read, "provenance", None), "name", None)
+    return (
+        name in TEXTS
+        and texts.sha256_of(text_read) == _text_key(name)["sha256"]
+        and _model_provenance(loaded).get("sha256") == _model_sha256()
+        and preset.name in PRESETS
+        and preset.as_dict() == get_preset(preset.name).as_dict()
+    )
+
+
+def summaries_of(loaded, text_read, preset: str | Preset, *, exclude_sink: bool = False, progress=None):
+    """The run of ``loaded`` on ``text_read`` at ``preset`` as the chapters read it
+    (:class:`~attnlimits.experiments.summaries.Summaries`): the shipped one where the book ships it
+    (:func:`is_shipped`), else computed window by window into the results cache (each window's own search, as
+    shipped; the sink-free run borrowing Algorithm 5 and the sink weights from the run with token 0) and
+    summarised."""
+    from attnlimits.experiments.tables import merge
+
+    p = get_preset(preset)
+    if is_shipped(loaded, text_read, p):
+        found = load(text_read.provenance.name, p, exclude_sink=exclude_sink)
+        if found is not None:
+            return found
+    parts = []
+    for window in range(p.windows):
+        opts = {"precision": PRECISION, "progress": progress}
+        shared = window_results(loaded, text_read, p, window, **opts) if exclude_sink else None
+        parts.append(window_results(loaded, text_read, p, window, exclude_sink=exclude_sink, shared=shared, **opts))
+    return summaries.Summaries.of(merge(parts))
+
+
+class BookRun(NamedTuple):
+    """What an Experiments chapter reads (:func:`book_run`): the model, the text, their run at the book's preset
+    and, where the chapter compares, the same with token 0 (the attention sink) left out (else None)."""
+
+    model: object
+    text: object
+    res: summaries.Summaries
+    no_sink: summaries.Summaries | None
+
+
+def book_run(*, no_sink: bool = True) -> BookRun:
+    """The opening of every Experiments chapter in one call: load the model and the text
+    (:func:`attnlimits.models.load` and :func:`attnlimits.models.texts.load` without arguments: ``$ATTNLIMITS_MODEL``
+    and ``$ATTNLIMITS_TEXT``, else the paper's, else the offline fallbacks), print their banner, read their run at
+    :func:`~attnlimits.experiments.book_preset` (``paper``, or ``$ATTNLIMITS_EXPERIMENTS_PRESET``): shipped under
+    ``results/`` where the book ships it, else computed (:func:`summaries_of`), and print what it is; with
+    ``no_sink``, the same with ``exclude_sink=True`` too."""
+    from attnlimits import models
+    from attnlimits.experiments.presets import book_preset
+    from attnlimits.models import describing
+
+    loaded, text_read = models.load(), texts.load()
+    describing.banner(loaded, text_read)
+    preset = book_preset()
+    res = summaries_of(loaded, text_read, preset)
+    print(res.summary())
+    other = summaries_of(loaded, text_read, preset, exclude_sink=True) if no_sink else None
+    return BookRun(loaded, text_read, res, other)
+
+
+def second_text(preset: str | Preset, *, exclude_sink: bool = False):
+    """The run on the book's second text, the King James Version (:data:`attnlimits.models.texts.KJV`), at
+    ``preset``: ``(summaries, "")``, or ``(None, why)`` where the text cannot be read here and the run is not
+    shipped. Never another text in its place: the comparison would read the first text twice."""
+    p = get_preset(preset)
+    if not readable(texts.KJV):
+        found = load(texts.KJV, p, exclude_sink=exclude_sink)
+        why = f"the second text ({texts.KJV_TITLE}) is not read here, and its run at {p.name} is not shipped"
+        return (found, "") if found is not None else (None, why)
+    return summaries_of(model(), text(texts.KJV), p, exclude_sink=exclude_sink), ""
+
+
+def most_influential(preset: str | Preset | None = None) -> list[str]:
+    """The shard of the window whose leaving out moves an experimental claim's value the most, in units of that
+    claim's interval width (the audit always recomputes it): ``[shard name]``, or ``[]`` where the run is not
+    shipped. Reads the shipped run on the default text, with token 0."""
+    from attnlimits.experiments import paper_claims
+    from attnlimits.experiments.presets import book_preset
+
+    p = book_preset() if preset is None else get_preset(preset)
+    res = load(DEFAULT_TEXT, p)
+    if res is None or len(res.windows) < 3:
+        return []
+    base = paper_claims.claims(res).set_index("key")
+    width = (base.value_hi - base.value_lo).abs().where(lambda w: w > 0)
+    influence = {}
+    for window in res.windows:
+        left = paper_claims.claims(res.without(window)).set_index("key")
+        moved = ((left.value - base.value).abs() / width).dropna()
+        influence[window] = float(moved.max()) if len(moved) else 0.0
+    window = max(influence, key=influence.get)
+    return [shard_name(DEFAULT_TEXT, p, False, window)]

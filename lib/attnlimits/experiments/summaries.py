@@ -275,6 +275,31 @@ class Summaries:
         """How many heads each window summarises (the sink table's count)."""
         return int(self.sink.loc[self.sink.quantity == "sink_weight", "heads"].max())
 
+    def without(self, window: int) -> Summaries:
+        """The same run without one window (a leave-one-window-out check)."""
+        if window not in self.windows:
+            raise ValueError(f"window: {window!r} is not one of the run's windows {self.windows}")
+        tables = {name: t[t["window"] != window] for name in self.TABLES if len(t := getattr(self, name))}
+        kept = [(w, s) for w, s in zip(self.provenance["windows"], self.provenance["window_starts"], strict=True)
+                if int(w) != window]  # fmt: skip
+        prov = {**self.provenance, "windows": [w for w, _ in kept], "window_starts": [s for _, s in kept]}
+        return Summaries(tables, prov)
+
+    def summary(self) -> str:
+        """Two lines naming the model, text, preset, windows and heads, and where the numbers come from."""
+        p = self.provenance
+        where = (
+            "shipped with the book (results/, checked by `attnlimits results --check`)"
+            if p.get("shipped")
+            else "computed here into the results cache"
+        )
+        sink = "token 0 left out" if p.get("exclude_sink") else "every token"
+        return (
+            f"model {p['model'].get('model_id')}, text {p['text'].get('name')}, preset {p['preset']['name']}: "
+            f"{len(self.windows)} windows of {self.heads()} heads, {sink}\n"
+            f"each window summarised over its heads; {where}"
+        )
+
 
 def _label(heads: pd.DataFrame, window: int):
     """Window ``window`` as ``heads`` labels it (a number or its text)."""

@@ -10,7 +10,6 @@ the TransformerLens capture (:func:`attnlimits.models.lens.capture_windows`) and
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 
@@ -194,7 +193,6 @@ def capture_windows(
     progress: bool | str | None = None,
     bos: bool | None = None,
     shuffle: int | None = None,
-    forward: str = "float32",
 ) -> list[Capture]:
     """Capture ``count`` windows of ``length`` tokens, windows ``first_window..first_window + count - 1`` of
     ``total`` windows spread evenly over the whole text (None: ``first_window + count``), one pass each;
@@ -212,14 +210,8 @@ def capture_windows(
     floats per layer). ``tokens="value"`` and ``"embedding"`` capture the same. A TransformerLens
     ``HookedTransformer`` is captured by :func:`attnlimits.models.lens.capture_windows`
     (:func:`attnlimits.experiments.capture_windows` takes either). ``shuffle``: an integer reads each window's
-    tokens in a random order seeded by it (:func:`windows`), None in the text's order. ``forward="float64"`` runs
-    each window's forward pass in float64 (the model cast for the pass and back afterwards, exactly: its float32
-    weights are float64 numbers), so that q, k and v do not depend on the CPU's float32 kernels (AVX2 and AVX-512
-    give float32 sums in other orders, which moved a head's Algorithm 5 g at T = 0.001 by 20 %); ``"float32"``
-    runs the model as it is.
+    tokens in a random order seeded by it (:func:`windows`), None in the text's order.
     """
-    if forward not in ("float32", "float64"):
-        raise ValueError(f"forward: must be 'float32' or 'float64', got {forward!r}")
     if tokens not in TOKENS:
         raise ValueError(f"tokens: must be one of {TOKENS}, got {tokens!r}")
     if isinstance(first_window, bool) or not isinstance(first_window, int) or first_window < 0:
@@ -240,8 +232,7 @@ def capture_windows(
     out = []
     for i, row in enumerate(progress_bar(ids, "capture", progress)):
         started = time.perf_counter()
-        with _forward_in(model, forward):
-            cap = models.capture(model, row, layers=layers, index=first_window + i)
+        cap = models.capture(model, row, layers=layers, index=first_window + i)
         kept = [dataclasses.replace(lc, weights=lc.weights.new_empty(0)) for lc in cap]  # recomputed: free them
         residual = _residual_stream(model, row, cap.layer_ids) if tokens == "residual" else None
         embedding = _input_embedding(model, row)
@@ -252,22 +243,6 @@ def capture_windows(
         one.start = starts[i]  # the window's first text token (the run's provenance lists them as window_starts)
         out.append(one)
     return out
-
-
-@contextlib.contextmanager
-def _forward_in(model, forward: str):
-    """The model cast to ``forward``'s dtype for the block, and back to its own dtype afterwards."""
-    hf = getattr(model, "model", model)
-    own = next(hf.parameters()).dtype
-    wanted = torch.float64 if forward == "float64" else own
-    if wanted == own:
-        yield
-        return
-    hf.to(wanted)
-    try:
-        yield
-    finally:
-        hf.to(own)
 
 
 def _input_embedding(model, ids) -> torch.Tensor:

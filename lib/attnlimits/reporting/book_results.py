@@ -35,7 +35,7 @@ from attnlimits.studies.long_context import pipeline as long_context_pipeline
 from attnlimits.studies.several_models import pipeline as several_models_pipeline
 from attnlimits.studies.training import pipeline as training_pipeline
 
-__all__ = ["STUDIES", "Inputs", "run", "select", "shards"]
+__all__ = ["STUDIES", "Inputs", "most_influential", "run", "select", "shards"]
 
 #: The pipeline, in the order its studies are reported (and their collect steps run): each study's own declaration.
 STUDIES = {
@@ -152,6 +152,14 @@ def shards(chosen: Sequence[tuple[Study, str]] | None = None) -> list:
     default preset), in the pipeline's order (:attr:`attnlimits.infra.pipeline.Study.shards`)."""
     chosen = [(s, s.preset()) for s in STUDIES.values()] if chosen is None else chosen
     return [shard for study, preset in chosen if study.shards is not None for shard in study.shards(preset)]
+
+
+def most_influential() -> list[str]:
+    """The shards every audit recomputes beside its random draw: the window with the largest leave-one-window-out
+    influence on an experimental verdict (:func:`attnlimits.experiments.shipped.most_influential`)."""
+    from attnlimits.experiments import shipped
+
+    return shipped.most_influential()
 
 
 def select(names: Sequence[str] | None = None) -> list[Study]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from attnlimits import experiments as e
 from attnlimits.experiments import pipeline as experiments
+from attnlimits.experiments import shipped
 from attnlimits.infra.pipeline import Study, one_part, places
 
 __all__ = ["STUDY"]
@@ -20,11 +21,11 @@ def _checks(preset: str, *, inputs, n_jobs: int, progress) -> None:
 
 
 def _claims(preset: str, values: list, inputs, n_jobs: int, progress) -> str:
-    """The introduction's claims table from every check's verdict and the experiments' results of ``preset``
-    (computed first when missing: ``n_jobs`` and ``progress`` change only how)."""
+    """The introduction's claims table from every check's verdict and the experiments' run at ``preset``: the
+    shipped one where the book ships it, else computed window by window first."""
     from attnlimits.reporting import book_claims as r
 
-    res = e.results(inputs.model, inputs.text, e.get_preset(preset), n_jobs=n_jobs, progress=progress)
+    res = shipped.summaries_of(inputs.model, inputs.text, e.get_preset(preset))
     return places(r.write_include(r.claims(r.check_verdicts(), res)))
 
 
