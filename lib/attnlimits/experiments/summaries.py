@@ -97,7 +97,9 @@ def over_heads(table: pd.DataFrame, by: Sequence[str], quantities: Sequence[str]
         parts.append(stats.reset_index().assign(quantity=name))
     out = pd.concat(parts, ignore_index=True)
     out["heads"] = out["heads"].astype("int64")
-    return out[[*keys, "quantity", *STATS]]
+    order = {q: i for i, q in enumerate(quantities)}  # windows first, then the grid, then the quantities' order
+    out = out.sort_values([*keys, "quantity"], key=lambda c: c.map(order) if c.name == "quantity" else c)
+    return out[[*keys, "quantity", *STATS]].reset_index(drop=True)
 
 
 def summarize(res, tables: Sequence[str] = tuple(SUMMARIZED)) -> dict[str, pd.DataFrame]:
@@ -111,16 +113,28 @@ def summarize(res, tables: Sequence[str] = tuple(SUMMARIZED)) -> dict[str, pd.Da
         table = getattr(res, name).assign(window=lambda t: t["window"].astype(int))
         out[name] = over_heads(table, by, quantities)
     windows = [int(w) for w in res.provenance["windows"]]
-    columns = ["critical_N_lo", "critical_N_hi", "units", "method"]
-    critical = res.critical.drop(columns=columns + ["windows", "window"], errors="ignore")
-    scan = res.critical_scan.drop(columns=["windows", "window"], errors="ignore")
-    if len(windows) == 1:  # a window's own search
-        critical, scan = critical.assign(window=windows[0]), scan.assign(window=windows[0])
-    out["critical"] = critical[["window", *[c for c in critical.columns if c != "window"]]]
-    out["critical_scan"] = scan[["window", *[c for c in scan.columns if c != "window"]]]
+    for name in ("critical", "critical_scan"):
+        own = _own_search(getattr(res, name), windows)
+        if own is not None:
+            out[name] = own[["window", *[c for c in own.columns if c != "window"]]]
     if len(windows) == 1:
         out["sensitivity"] = sensitivity(res).assign(window=windows[0])
     return out
+
+
+def _own_search(table: pd.DataFrame, windows: list[int]) -> pd.DataFrame | None:
+    """Algorithm 3's ``table`` (``critical`` or ``critical_scan``) with each row's window, where each window was
+    searched on its own: a run of one window, or runs of one window merged (their ``windows`` column reads
+    ``"i-i"``); None for a search over several windows at once."""
+    drop = ["critical_N_lo", "critical_N_hi", "units", "method", "windows", "window"]
+    ranges = table["windows"].astype(str).str.split("-", expand=True) if "windows" in table.columns else None
+    if len(windows) == 1:
+        labels = pd.Series(windows[0], index=table.index)
+    elif ranges is not None and ranges.shape[1] == 2 and (ranges[0] == ranges[1]).all():
+        labels = ranges[0].astype(int)
+    else:
+        return None
+    return table.drop(columns=drop, errors="ignore").assign(window=labels.to_numpy())
 
 
 def sensitivity(res, *, level: float = KS_LEVEL, size: int = SUBSET) -> pd.DataFrame:
@@ -209,8 +223,8 @@ class Summaries:
         prov = dict(res.provenance)
         windows = [int(w) for w in prov["windows"]]
         crit = res.critical
-        if "window" in crit.columns and set(crit["window"].astype(str)) <= {str(w) for w in windows}:
-            critical = crit.assign(window=crit["window"].astype(int))
+        if "critical" in tables:
+            critical = tables["critical"]
             prov["critical"] = "each window's own search"
         else:
             heads = res.critical_heads
