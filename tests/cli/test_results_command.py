@@ -15,6 +15,7 @@ import torch
 
 import attnlimits as al
 from attnlimits import cli
+from attnlimits.experiments import shipped
 from attnlimits.infra import cache
 from attnlimits.reporting import book_results
 
@@ -77,6 +78,7 @@ def two_runs(tmp_path_factory):
     model = _tiny_model(tmp_path_factory.mktemp("tiny-gpt2"))
     runs, threads = [], torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: one thread is fastest, most of all on a shared machine
+    _forget_loaded()
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("ATTNLIMITS_RESULTS", str(root))
@@ -89,13 +91,26 @@ def two_runs(tmp_path_factory):
                 runs.append((*_main([*QUICK, *extra]), computed, _files(root)))
     finally:
         torch.set_num_threads(threads)
+        _forget_loaded()
     return root, model, runs
+
+
+def _forget_loaded():
+    """Drop the shipped design's model and texts that this process loaded (the pipeline's parts load them once per
+    process; here they are the tiny model and text, which no other test may see)."""
+    for loaded in (shipped.model, shipped.text, shipped._text_key):
+        loaded.cache_clear()
 
 
 def test_the_quick_pipeline_writes_every_entry_of_the_chosen_studies(two_runs):
     root, model, [(code, out, err, computed, _), _] = two_runs
     assert code == 0, err
-    folders = [al.experiments.results_folder(model, TEXT, "quick", exclude_sink=s, root=root) for s in (False, True)]
+    windows = al.experiments.get_preset("quick").windows
+    folders = [
+        al.experiments.window_folder(model, TEXT, "quick", w, exclude_sink=s, root=root)
+        for w in range(windows)
+        for s in (False, True)
+    ]  # one window at a time, each in its own entry (the second text is this same text here: read back)
     for folder in folders:
         for table in al.experiments.TABLES:
             assert (folder / f"{table}.csv").is_file(), (folder, table)

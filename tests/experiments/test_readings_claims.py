@@ -3,25 +3,28 @@ readings_claims, reading_predictions), Figure 2c's constant decided per length, 
 sanity check never counts as a reproduction, every claim says how many windows it rests on, and Figure 3's
 saturation fails on a series that is still falling.
 
-The synthetic runs are test_paper_claims's (quick preset: alg1_L 16, 32, 64; 4 windows; 12 heads)."""
+The synthetic runs are test_paper_claims's (quick preset: alg1_L 16, 32, 64; 4 windows; 12 heads), read per window:
+each number is a statistic over a window's heads (or the window's own critical N), averaged over the windows."""
 
 from __future__ import annotations
 
+import critical_heads
+import numpy as np
 import pandas as pd
 import pytest
 from test_paper_claims import HEADS, PRESET, WINDOWS, _critical, _critical_heads, _distance, _results
 
 from attnlimits.experiments import paper_claims as rp
 from attnlimits.experiments.critical_reading import critical_from_heads
-from attnlimits.infra import verdicts
+from attnlimits.infra import statistics, verdicts
 
 
 def _critical_of(found: dict, reading: str = "E") -> pd.DataFrame:
-    """A critical table of one reading at KS level 0.05: ``found`` maps L to (critical N, lo, hi)."""
-    rows = [(L, reading, 0.05, n, lo, hi, "all", "0-3") for L, (n, lo, hi) in found.items()]
-    columns = ["L", "reading", "ks_level", "critical_N", "critical_N_lo", "critical_N_hi", "window", "windows"]
-    t = pd.DataFrame(rows, columns=columns)
-    return t.astype({"critical_N": "Int64", "critical_N_lo": "Int64", "critical_N_hi": "Int64"})
+    """A critical table of one reading at KS level 0.05 of runs of one window merged (each window's own search):
+    ``found`` maps L to the critical N of each window."""
+    rows = [(w, f"{w}-{w}", L, reading, 0.05, n) for L, ns in found.items() for w, n in enumerate(ns)]
+    t = pd.DataFrame(rows, columns=["window", "windows", "L", "reading", "ks_level", "critical_N"])
+    return t.astype({"critical_N": "Int64"})
 
 
 def _row(res, key: str, reading: str = "E") -> pd.Series:
@@ -33,35 +36,41 @@ def _row(res, key: str, reading: str = "E") -> pd.Series:
 
 
 def test_the_constant_fraction_is_decided_per_length_never_on_a_median_over_lengths():
-    # N / L = 1/16, 2/32, 1/64: the median over L (1/16) lies in [0.03, 0.12], but at L = 64 the interval [1, 1] / 64
-    # lies wholly below it
-    crit = _critical_of({16: (1, 1, 1), 32: (2, 2, 3), 64: (1, 1, 1)})
-    assert 0.03 <= (crit.critical_N.astype(float) / crit.L).median() <= 0.12
-    res = _results(critical=crit)
+    # N / L = 1/16, 2.5/32, 1/64 in every window: the median over L (2.5/32) lies in [0.03, 0.12], but at L = 64
+    # the interval [1, 1] / 64 lies wholly below it
+    found = {16: [1] * 4, 32: [2, 2, 3, 3], 64: [1] * 4}
+    assert 0.03 <= np.median([np.mean(n) / L for L, n in found.items()]) <= 0.12
+    res = _results(critical=_critical_of(found))
     row = _row(res, "fig2c-critical")
     assert row.verdict == rp.NOT and (row.value, row.lo, row.hi) == pytest.approx((1 / 64, 1 / 64, 1 / 64))
     assert "wholly outside [0.03, 0.12] at $L$ = 64" in row.measured
+    assert "32: 0.078 [0.049, 0.107]" in row.measured  # each L's mean over windows with its t interval
     claim = rp.fig2c_critical(res)  # only E was searched: its verdict is the claim's
     assert claim.verdict == rp.NOT and "E_mc: not measured" in claim.measured
     # no length outside, one straddling the band's edge: the windows do not decide
-    straddles = _results(critical=_critical_of({16: (1, 1, 1), 32: (2, 2, 3), 64: (2, 1, 4)}))
+    straddles = _results(critical=_critical_of({**found, 64: [1, 2, 3, 4]}))
     assert _row(straddles, "fig2c-critical").verdict == rp.INCONCLUSIVE
-    inside = _results(critical=_critical_of({16: (1, 1, 1), 32: (2, 2, 3), 64: (4, 3, 5)}))
-    assert _row(inside, "fig2c-critical").verdict == rp.REPRODUCED
+    inside = _results(critical=_critical_of({**found, 64: [4, 4, 5, 5]}))
+    row = _row(inside, "fig2c-critical")
+    iv = statistics.t_interval(np.array([4, 4, 5, 5]) / 64)
+    assert row.verdict == rp.REPRODUCED and (row.value, row.lo, row.hi) == pytest.approx((iv.value, iv.lo, iv.hi))
 
 
-def test_proportionality_reads_each_readings_own_draws():
-    """E's critical N grows as L, E_full's is flat in L (test_paper_claims._critical_heads): the readings disagree."""
+def test_proportionality_reads_each_readings_own_critical_n():
+    """E's critical N grows as L, E_full's is flat in L (test_paper_claims._critical_heads): the readings disagree.
+    The run searched every window at once; each window's own critical N is read from its per-head means."""
     heads = _critical_heads()
     lengths = sorted(set(heads.L))
-    parts = [
-        _critical_of({L: (critical_from_heads(heads, L, r, 0.05), pd.NA, pd.NA) for L in lengths}, r)
-        for r in ("E", "E_full")
-    ]
-    res = _results(critical=pd.concat(parts, ignore_index=True), heads=heads)
+    joint = pd.DataFrame(
+        [(L, r, 0.05, pd.NA, "all", "0-3") for r in ("E", "E_full") for L in lengths],
+        columns=["L", "reading", "ks_level", "critical_N", "window", "windows"],
+    ).astype({"critical_N": "Int64"})
+    res = _results(critical=joint, heads=heads)
     e, full = _row(res, "fig2c-proportional"), _row(res, "fig2c-proportional", "E_full")
     assert e.verdict == rp.REPRODUCED and full.verdict == rp.NOT, (e.measured, full.measured)
     assert e.units == full.units == WINDOWS
+    own = [[critical_from_heads(heads, L, "E_full", 0.05, windows=[w]) for L in lengths] for w in range(WINDOWS)]
+    assert full.value == pytest.approx(rp.loglog_slope(lengths, np.mean(own, axis=0)), rel=1e-12)
     claim = rp.fig2c_proportional(res)
     assert claim.verdict == rp.DEPENDS_ON_READING
     assert "E: reproduced (" in claim.measured and "E_full: not reproduced (" in claim.measured
@@ -101,7 +110,24 @@ def test_reading_predictions_tell_the_readings_apart():
     # along N at alg2_L: E falls from 2 d~ to 1.05 d~ while d~ stays; E_full (2 d~) does not move
     assert t.loc["E", "change_in_N"] == pytest.approx(1.05 / 2) and t.loc["E_full", "change_in_N"] == pytest.approx(1)
     assert t.loc["E_mc", "critical_growth"] != t.loc["E_mc", "critical_growth"]  # NaN: Algorithm 3 never searches it
+    assert t.loc["E", "critical_growth"] == pytest.approx(1.0)  # 1, 2, 4 at L = 16, 32, 64 in every window
     assert t.shows.str.contains("grows as").all()
+
+
+def test_reading_predictions_average_each_windows_median_over_heads():
+    """Heads scaled differently in each window: d~ and E at the largest L are the mean over windows of each
+    window's median over heads, with the t interval over the windows (a mean of per-window values)."""
+    scales = np.random.default_rng(5).lognormal(0, 1, size=(WINDOWS, len(HEADS)))
+    distance = _distance(scales=scales)
+    t = rp.reading_predictions(_results(distance=distance)).set_index("reading")
+    top = distance[(distance.counting == "visible") & (distance.N == PRESET["alg1_N"]) & (distance.L == 64)]
+    for column, value in (("d_tilde", "d_tilde"), ("E", "expected")):
+        medians = top.groupby("window")[column].median().to_numpy()
+        iv = statistics.t_interval(medians)
+        got = tuple(t.loc["E", [value, f"{value}_lo", f"{value}_hi"]])
+        assert got == pytest.approx((iv.value, iv.lo, iv.hi), rel=1e-12)
+        pooled = top.groupby(["layer", "head"])[column].mean().median()  # each head over windows: not this
+        assert t.loc["E", value] != pytest.approx(pooled, rel=1e-3)
 
 
 # --- kinds and units ------------------------------------------------------------------------------------------------
@@ -119,12 +145,19 @@ def test_a_sanity_check_is_never_counted_as_a_reproduction():
 
 
 def _one_window(res):
-    """The run cut down to its first window."""
-    first = {name: getattr(res, name) for name in ("distance", "separability", "gradient", "critical_heads")}
-    kept = {name: t[t.window.astype(str) == "0"] for name, t in first.items()}
-    heads = kept.pop("critical_heads")
-    one = _results(critical=res.critical, heads=heads, **kept)
-    one.provenance["windows"] = [0]
+    """The run cut down to its first window, as a run of that window alone: its own search (critical_heads of
+    one window, its critical N read from them) and the model's heads (4 per layer, 2 key/value heads)."""
+    kept = {name: getattr(res, name) for name in ("distance", "separability", "gradient", "sink")}
+    kept = {name: t[t.window.astype(str) == "0"] for name, t in kept.items()}
+    heads = critical_heads.table(windows=1, lengths=PRESET["alg1_L"], readings=("E",))
+    found = [
+        (0, L, "E", level, critical_from_heads(heads, L, "E", level))
+        for L in PRESET["alg1_L"]
+        for level in (0.05, 0.01)
+    ]
+    critical = pd.DataFrame(found, columns=["window", "L", "reading", "ks_level", "critical_N"])
+    one = _results(critical=critical.astype({"critical_N": "Int64"}), heads=heads, **kept)
+    one.provenance.update(windows=[0], model={"n_heads": 4, "n_kv_heads": 2})
     return one
 
 
@@ -154,9 +187,9 @@ def _series(values: dict) -> pd.DataFrame:
         for i, (layer, head) in enumerate(HEADS):
             for n, v in values.items():
                 v = v + 0.001 * (i - len(HEADS) // 2)
-                rows.append((w, layer, head, 1024, n, 1024 - n, v, v - 0.3, min(1.0, v + 0.05), 0.5))
+                rows.append((w, layer, head, 1024, n, 1024 - n, v, v - 0.3, min(1.0, v + 0.05), 0.5, "value"))
     return pd.DataFrame(
-        rows, columns=["window", "layer", "head", "L", "N", "rows", "ns_frac", "lower", "upper", "delta"]
+        rows, columns=["window", "layer", "head", "L", "N", "rows", "ns_frac", "lower", "upper", "delta", "tokens"]
     )
 
 

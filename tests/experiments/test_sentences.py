@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlimits.experiments import paper_claims
+from attnlimits.experiments import PRESETS, paper_claims
+from attnlimits.experiments.summaries import Summaries
 from attnlimits.infra import sentences
 from attnlimits.infra.verdicts import NOT_REPRODUCED, REPRODUCED
 from attnlimits.studies import several_models
@@ -105,3 +106,8 @@ def test_rows_read_names_each_sample_of_the_run():
 
     run = SimpleNamespace(preset=SimpleNamespace(row_stride=32))
     assert paper_claims.rows_read(run) == {**row_samples(32), "from": SAMPLE_FROM}
+    # a shipped run (its windows' summaries) reads its preset from its provenance
+    paper = PRESETS["paper"]
+    shipped = Summaries({}, {"preset": paper.as_dict(), "windows": [0, 1]})
+    assert paper_claims.rows_read(shipped) == {**row_samples(paper.row_stride), "from": SAMPLE_FROM}
+    assert paper.row_stride is not None and row_samples(paper.row_stride) != row_samples(None)

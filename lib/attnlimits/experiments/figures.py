@@ -1,11 +1,13 @@
-"""The Experiments part's figures, in the paper's layout, drawn from a :class:`attnlimits.experiments.Results`.
+"""The Experiments part's figures, in the paper's layout, drawn from a run's per-window summaries
+(:class:`attnlimits.experiments.summaries.Summaries`; a per-head :class:`attnlimits.experiments.Results` is
+summarised first).
 
-Each function returns a matplotlib figure and never computes anything but summaries of the tables: medians and
-spreads across heads and windows (every head of every window is one sample), maxima over heads where the paper
-takes them. Two kinds of uncertainty are drawn apart: the spread across heads (a 10-90 % band) says how heads
-differ; the 95 % interval over windows (:func:`window_interval`, the jackknife t; error bars, or a band where a
-figure shows no spread across heads) says how far a median would move on other text. :func:`save_all` writes
-them all as PNG and SVG (what ``attnlimits analyze`` does).
+Each function returns a matplotlib figure and never computes anything but the summaries' averages: per window, a
+statistic over its heads (a median, a 10-90 % range, a maximum where the paper takes one); then the mean over
+windows. Two kinds of uncertainty are drawn apart: the spread across heads (a band: 10-90 % of a window's heads,
+averaged over windows) says how heads differ; the 95 % interval over windows (:func:`window_interval`, the jackknife
+t; error bars, or a band where a figure shows no spread across heads) says how far the curve would move on other
+text. :func:`save_all` writes them all as PNG and SVG (what ``attnlimits analyze`` does).
 """
 
 from __future__ import annotations
@@ -20,14 +22,13 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
 from attnlimits.experiments.paper_claims import FRACTION, G_QUANTILE, g_quantile
-from attnlimits.experiments.paper_claims.rules import METHOD
-from attnlimits.infra import statistics
+from attnlimits.experiments.paper_claims.rules import PerWindow, as_summaries, interval_over_windows
 from attnlimits.infra.ks import KS_LEVEL
-from attnlimits.infra.statistics import RESAMPLES, SEED
 
 __all__ = [
     "FIGURES",
     "critical_figure",
+    "critical_over_windows",
     "critical_readings_figure",
     "distance_vs_length",
     "distance_vs_n",
@@ -56,45 +57,47 @@ _READINGS = {
     "E_perm": ("$E_{perm}$: permutation null", "C5"),
 }
 
-_HEADS_LABEL = "heads 10-90 % (band)"
+_HEADS_LABEL = "10-90 % of a window's heads, averaged over windows (band)"
 _WINDOWS_LABEL = "median, 95 % over windows (bars)"
 
 
-def spread(table: pd.DataFrame, by: str, column: str, lo: float = 0.1, hi: float = 0.9) -> pd.DataFrame:
-    """Median and the ``lo``-``hi`` quantile band of ``column`` across heads and windows, per value of ``by``."""
-    g = table.groupby(by)[column]
-    return pd.DataFrame({"median": g.median(), "lo": g.quantile(lo), "hi": g.quantile(hi), "mean": g.mean()})
+def spread(table: pd.DataFrame, by: str, quantity: str, lo: str = "q10", hi: str = "q90") -> pd.DataFrame:
+    """Per value of ``by``: the mean over windows of each window's median (``median``), ``lo`` and ``hi``
+    quantiles (columns of :data:`attnlimits.experiments.summaries.STATS`) and mean over its heads of ``quantity``,
+    from a table of summaries over heads (one row per window and value of ``by``)."""
+    t = _quantity_rows(table, quantity)
+    stats = {"median": "q50", "lo": lo, "hi": hi, "mean": "mean"}
+    columns = {name: PerWindow(t, by, stat).means(None, quantity) for name, stat in stats.items()}
+    return pd.DataFrame(columns, index=pd.Index(PerWindow(t, by).levels, name=by))
 
 
-def window_interval(table: pd.DataFrame, by: str, column: str) -> pd.DataFrame:
-    """Per value of ``by``: the median of ``column`` over every head of every window, and its 95 % interval over
-    windows: the jackknife t (:func:`attnlimits.infra.statistics.bootstrap_units` with the claims' method,
-    :data:`attnlimits.experiments.paper_claims.rules.METHOD`), which covers at the book's window counts where the
-    bootstrap's BCa falls short. Columns value, lo, hi.
+def window_interval(table: pd.DataFrame, by: str, quantity: str) -> pd.DataFrame:
+    """Per value of ``by``: the mean over windows of each window's median over its heads of ``quantity``, and its
+    95 % interval over windows: the jackknife t of the claims
+    (:func:`attnlimits.experiments.paper_claims.rules.interval_over_windows`), which covers at the book's window
+    counts. Columns value, lo, hi.
 
     The interval says how far the curve would move on other text (other windows); the band of :func:`spread` is
-    the spread across heads, a different thing. With one window (or identical windows) lo = value = hi. There is
-    no such interval for a maximum over heads: its draws never exceed it, so it sits at the end of its own.
+    the spread across a window's heads, a different thing. With one window (or identical windows) lo = value = hi.
     """
-    if column not in table.columns:
-        raise ValueError(f"column: {column!r} is not a column of the table; it has {list(table.columns)}")
+    pw = PerWindow(_quantity_rows(table, quantity), by)
     rows = {}
-    for key, part in table[["window", by, column]].dropna(subset=[column]).groupby(by):
-        windows, labels = pd.factorize(part["window"], sort=True)
-        values = part[column].to_numpy(float)
-
-        def median_on(counts: np.ndarray, windows=windows, values=values) -> float:
-            """The median over the rows of the windows drawn, each window as often as ``counts`` says."""
-            return float(np.median(np.repeat(values, np.asarray(counts)[windows].astype(int))))
-
-        iv = statistics.bootstrap_units(list(labels), median_on, method=METHOD, resamples=RESAMPLES, seed=SEED)
-        rows[key] = (iv.value, iv.lo, iv.hi)
+    for i, level in enumerate(pw.levels):
+        iv = pw.interval(lambda counts, i=i: pw.means(counts, quantity)[..., i])
+        rows[level] = (iv.value, iv.lo, iv.hi)
     return pd.DataFrame.from_dict(rows, orient="index", columns=["value", "lo", "hi"]).rename_axis(by)
 
 
+def _quantity_rows(table: pd.DataFrame, quantity: str) -> pd.DataFrame:
+    """The rows of ``quantity`` in a table of summaries, checking it is there."""
+    held = sorted(set(table["quantity"]))
+    if quantity not in held:
+        raise ValueError(f"quantity: {quantity!r} is not summarised in the table; it has {held}")
+    return table[table["quantity"] == quantity]
+
+
 def _window_bars(ax, s: pd.DataFrame, color, x=None, label=None):
-    """Error bars from ``s``'s lo to hi (centred on their midpoint, so they show exactly [lo, hi] even where an
-    interval of percentiles leaves out the value)."""
+    """Error bars from ``s``'s lo to hi (centred on their midpoint, so they show exactly [lo, hi])."""
     keep = s[["lo", "hi"]].notna().all(axis=1)
     s = s[keep]
     x = s.index if x is None else np.asarray(x)[keep.to_numpy()]
@@ -102,13 +105,13 @@ def _window_bars(ax, s: pd.DataFrame, color, x=None, label=None):
     return ax.errorbar(x, mid, yerr=half, fmt="none", ecolor=color, elinewidth=2, capsize=4, label=label)
 
 
-def _band(ax, table, by, column, label, color):
-    """The median across heads x windows (line), its 10-90 % band (shaded) and the median's 95 % interval over
-    windows (error bars)."""
-    s = spread(table, by, column)
+def _band(ax, table, by, quantity, label, color):
+    """The median over a window's heads averaged over windows (line), the 10-90 % of a window's heads averaged
+    over windows (shaded) and the line's 95 % interval over windows (error bars)."""
+    s = spread(table, by, quantity)
     ax.plot(s.index, s["median"], "o-", color=color, label=label)
     ax.fill_between(s.index, s["lo"], s["hi"], color=color, alpha=0.2, lw=0)
-    _window_bars(ax, window_interval(table, by, column), color)
+    _window_bars(ax, window_interval(table, by, quantity), color)
 
 
 def _shade_key(label: str) -> tuple:
@@ -128,15 +131,16 @@ def _legend(ax, *keys: tuple, **legend) -> None:
 
 
 def _series(table: pd.DataFrame, series: dict) -> dict:
-    """The entries of ``series`` that ``table`` has a measured value of (d_max: only the visible counting)."""
-    return {c: v for c, v in series.items() if c in table.columns and table[c].notna().any()}
+    """The entries of ``series`` that ``table`` has a measured median of (d_max: only the visible counting)."""
+    held = set(table.loc[table["q50"].notna(), "quantity"])
+    return {q: v for q, v in series.items() if q in held}
 
 
 def _distance_figure(table, by: str, ticks, xlabel: str, title: str, ax):
     fig, ax = _axes(ax)
-    for col, (label, color) in _series(table, _SERIES).items():
-        _band(ax, table, by, col, label, color)
-    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="distance", title=title)
+    for quantity, (label, color) in _series(table, _SERIES).items():
+        _band(ax, table, by, quantity, label, color)
+    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="distance (median over a window's heads)", title=title)
     _log_ticks(ax, ticks)
     _legend(ax, _shade_key(_HEADS_LABEL), _bars_key(_WINDOWS_LABEL), fontsize="small")
     return fig
@@ -145,10 +149,11 @@ def _distance_figure(table, by: str, ticks, xlabel: str, title: str, ax):
 def distance_vs_length(res, ax=None, counting: str = "visible"):
     """Figure 2a: d~, E and d_max against L at the preset's fixed N.
 
-    Line: the median over heads x windows; band: its 10-90 % spread across heads x windows ("heads 10-90 %");
-    error bars: the 95 % interval over windows (jackknife t) of that median ("median, 95 % over windows").
+    Line: the median over a window's heads, averaged over windows; band: 10-90 % of a window's heads, averaged over
+    windows (the spread across heads); error bars: the line's 95 % interval over windows (jackknife t).
     ``counting``: the distance table's counting of a row's tokens ("visible" or "row"; d_max only for visible).
     """
+    res = as_summaries(res)
     p = res.preset
     return _distance_figure(
         res.alg1(counting), "L", p.alg1_L, "sequence length $L$", f"Distance vs length (N = {p.alg1_N})", ax
@@ -158,6 +163,7 @@ def distance_vs_length(res, ax=None, counting: str = "visible"):
 def distance_vs_n(res, ax=None, counting: str = "visible"):
     """Figure 2b: d~, E and d_max against N at the preset's fixed L (line, band and error bars as
     :func:`distance_vs_length`)."""
+    res = as_summaries(res)
     p = res.preset
     return _distance_figure(
         res.alg2(counting), "N", p.alg2_N, "selected tokens $N$", f"Distance vs N (L = {p.alg2_L})", ax
@@ -166,13 +172,13 @@ def distance_vs_n(res, ax=None, counting: str = "visible"):
 
 def _readings_figure(table, by: str, ticks, xlabel: str, title: str, ax):
     fig, ax = _axes(ax)
-    for col, (label, color) in _series(table, _READINGS).items():
-        s = window_interval(table, by, col)
+    for quantity, (label, color) in _series(table, _READINGS).items():
+        s = window_interval(table, by, quantity)
         ax.plot(s.index, s["value"], "o-", ms=4, color=color, label=label)
         ax.fill_between(s.index, s["lo"], s["hi"], color=color, alpha=0.25, lw=0)
-    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="distance (median over heads)", title=title)
+    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="distance (median over a window's heads)", title=title)
     _log_ticks(ax, ticks)
-    _legend(ax, _shade_key("median, 95 % over windows (band)"), fontsize="small")
+    _legend(ax, _shade_key("averaged over windows, 95 % over windows (band)"), fontsize="small")
     return fig
 
 
@@ -181,9 +187,10 @@ def readings_vs_length(res, counting: str = "visible", ax=None):
     exact expectation over random N-subsets, Monte Carlo), E_full (Eq. 10 with its inner factor 1) and E_perm (the
     permutation null) against L at the preset's fixed N, under ``counting``.
 
-    Line: the median over heads x windows; band: its 95 % interval over windows (jackknife t; not the spread across
-    heads). Readings the run did not measure are left out.
+    Line: the median over a window's heads, averaged over windows; band: its 95 % interval over windows (jackknife
+    t; not the spread across heads). Readings the run did not measure are left out.
     """
+    res = as_summaries(res)
     p = res.preset
     title = f"Readings of the expectation vs length (N = {p.alg1_N}, {counting} counting)"
     return _readings_figure(res.alg1(counting), "L", p.alg1_L, "sequence length $L$", title, ax)
@@ -192,6 +199,7 @@ def readings_vs_length(res, counting: str = "visible", ax=None):
 def readings_vs_n(res, counting: str = "visible", ax=None):
     """Figure 2b beside every reading of the expectation: as :func:`readings_vs_length`, against N at the preset's
     fixed L."""
+    res = as_summaries(res)
     p = res.preset
     title = f"Readings of the expectation vs N (L = {p.alg2_L}, {counting} counting)"
     return _readings_figure(res.alg2(counting), "N", p.alg2_N, "selected tokens $N$", title, ax)
@@ -213,26 +221,47 @@ def _critical_rows(res, reading: str | None = None, level: float | None = None) 
     return crit
 
 
-def _interval_of(t: pd.DataFrame, scale=1.0) -> pd.DataFrame:
-    """``t``'s critical_N_lo and critical_N_hi (divided by ``scale``) as float columns lo, hi indexed like t."""
-    return pd.DataFrame(
-        {"lo": t.critical_N_lo.astype(float) / scale, "hi": t.critical_N_hi.astype(float) / scale}, index=t.index
-    )
+def critical_over_windows(crit: pd.DataFrame) -> pd.DataFrame:
+    """Per L of ``crit`` (each window's own critical N for one reading at one KS level, a row per window): the mean
+    over windows of the critical N, a window where no evaluated N reached the level counting as N = L (``value``),
+    its 95 % interval over windows (jackknife t; ``lo``, ``hi``), and how many windows reached the level
+    (``reached``) of how many (``windows``). Lengths where no window reached it are left out."""
+    rows = {}
+    for L, t in crit.sort_values("window").groupby("L"):
+        found = t["critical_N"].astype("Float64")
+        if found.isna().all():
+            continue
+        n = found.fillna(L).to_numpy(float)
+        iv = interval_over_windows(list(t["window"]), lambda counts, n=n: (counts @ n) / counts.sum(axis=-1))
+        rows[L] = (iv.value, iv.lo, iv.hi, int(found.notna().sum()), len(t))
+    columns = ["value", "lo", "hi", "reached", "windows"]
+    return pd.DataFrame.from_dict(rows, orient="index", columns=columns).rename_axis("L")
+
+
+def _unreached(s: pd.DataFrame) -> str:
+    """A legend's note where some windows found no critical N at some length (:func:`critical_over_windows`)."""
+    if (s["reached"] == s["windows"]).all():
+        return ""
+    fewest, windows = int(s["reached"].min()), int(s["windows"].max())
+    return f" (some L: {fewest} of {windows} windows; the rest count as N = L)"
 
 
 def critical_figure(res, reading: str = "E", ax=None):
     """Figure 2c: the critical N against L at each KS level for one ``reading`` of the expectation ("E": the book's
-    reconstruction), with its 95 % bootstrap interval over windows as error bars, the paper's 0.06 L and N = L - 1.
-    """
+    reconstruction): each window's own critical N (Algorithm 3 on that window's heads), averaged over windows (a
+    window where no evaluated N reached the level counts as N = L; a length where none did is not drawn), with its
+    95 % interval over windows (jackknife t) as error bars; the paper's 0.06 L and N = L - 1."""
+    res = as_summaries(res)
     fig, ax = _axes(ax)
     rows = _critical_rows(res, reading)
-    crit = rows.dropna(subset=["critical_N"])
-    for i, ((level, windows), t) in enumerate(crit.groupby(["ks_level", "windows"])):
-        t = t.sort_values("L")
-        color = f"C{i}"
-        label = f"critical N, KS level {level:g} (windows {windows})"
-        ax.plot(t.L, t.critical_N.astype(float), "o-", color=color, label=label)
-        _window_bars(ax, _interval_of(t), color, x=t.L.to_numpy(float))
+    for i, (level, t) in enumerate(rows.groupby("ks_level")):
+        s = critical_over_windows(t)
+        if s.empty:
+            continue
+        label = f"critical N, KS level {level:g}: a window's own, averaged over {t.window.nunique()} windows"
+        label += _unreached(s)
+        ax.plot(s.index, s["value"], "o-", color=f"C{i}", label=label)
+        _window_bars(ax, s, f"C{i}")
     lengths = np.array(sorted(res.critical.L.unique()), dtype=float)
     ax.plot(lengths, 0.06 * lengths, "k--", label="paper: 0.06 L")
     ax.plot(lengths, lengths - 1, ":", color="gray", label="N = L - 1 (largest possible)")
@@ -244,87 +273,92 @@ def _critical_axes(ax, lengths, ylabel: str, title: str) -> None:
     """The log-log axes of a critical-N figure against L, with its legend (the window bars' key included)."""
     ax.set(xscale="log", yscale="log", xlabel="sequence length $L$", ylabel=ylabel, title=title)
     _log_ticks(ax, lengths, lambda v: str(int(v)))
-    _legend(ax, _bars_key("95 % over windows (bars)"), fontsize="small")
+    key = _bars_key("95 % over windows (bars)")
+    _legend(ax, key, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)  # below the lines
 
 
 def critical_readings_figure(res, level: float = KS_LEVEL, ax=None):
-    """Figure 2c for every reading: critical N / L against L at KS ``level``, each reading with its 95 % bootstrap
-    interval over windows as error bars; dashed: the paper's 0.06, shaded: the band [0.03, 0.12] the book's verdict
-    on Figure 2c accepts as a constant fraction like the paper's."""
+    """Figure 2c for every reading: critical N / L against L at KS ``level``, each window's own critical N averaged
+    over windows (as :func:`critical_figure`), each reading with its 95 % interval over windows as error bars;
+    dashed: the paper's 0.06, shaded: the band [0.03, 0.12] the book's verdict on Figure 2c accepts as a constant
+    fraction like the paper's."""
+    res = as_summaries(res)
     fig, ax = _axes(ax)
     crit = _critical_rows(res, level=level)
     ax.axhspan(*FRACTION, color="gray", alpha=0.15, label=f"verdict band [{FRACTION[0]:g}, {FRACTION[1]:g}]")
     ax.axhline(0.06, color="k", ls="--", label="paper: 0.06")
     for reading, t in crit.groupby("reading", sort=False):
-        color = _READINGS.get(reading, (None, None))[1]
-        t = t.dropna(subset=["critical_N"]).sort_values("L")
-        if t.empty:
+        found = critical_over_windows(t)
+        if found.empty:
             continue
-        line = ax.plot(t.L, t.critical_N.astype(float) / t.L, "o-", color=color, label=reading)[0]
-        _window_bars(ax, _interval_of(t, t.L.to_numpy(float)), line.get_color(), x=t.L.to_numpy(float))
+        s = found[["value", "lo", "hi"]].div(found.index.to_numpy(float), axis=0)
+        color = _READINGS.get(reading, (None, None))[1]
+        line = ax.plot(s.index, s["value"], "o-", color=color, label=reading + _unreached(found))[0]
+        _window_bars(ax, s, line.get_color())
     lengths = np.array(sorted(crit.L.unique()), dtype=float)
-    _critical_axes(ax, lengths, "critical $N / L$", f"Critical N per reading of the expectation (KS level {level:g})")
+    title = f"Critical N per reading of the expectation (KS level {level:g}; a window's own, averaged)"
+    _critical_axes(ax, lengths, "critical $N / L$", title)
     return fig
 
 
 def separability_figure(res, ax=None, tokens: str = "value"):
-    """Figure 3: box plots of N_s/N per N over heads x windows, with Theorem 2's bounds (median over heads) and the
-    95 % interval over windows (jackknife t) of the median N_s/N (error bars beside each box).
+    """Figure 3: per N, box plots of N_s/N over a window's heads averaged over windows (box: the quartiles, line:
+    the median, whiskers: the 5th and 95th percentiles, each the mean over windows of that window's), Theorem 2's
+    bounds (the median over a window's heads, averaged over windows) and the 95 % interval over windows (jackknife
+    t) of the averaged median N_s/N (error bars beside each box).
 
-    ``tokens``: which tokens the table measured, where it has a ``tokens`` column (default the value vectors, the
-    paper's reading); a table without that column is drawn whole.
+    ``tokens``: which tokens Algorithm 4 measured on (default the value vectors, the paper's reading; or
+    "embedding").
     """
+    res = as_summaries(res)
     fig, ax = _axes(ax)
-    t = res.separability
-    if "tokens" in t.columns:
-        kinds = sorted(pd.unique(t["tokens"]))
-        if tokens not in kinds:
-            raise ValueError(f"tokens: must be one of the table's tokens {kinds}, got {tokens!r}")
-        t = t[t["tokens"] == tokens]
-    ns = sorted(t.N.unique())
+    t = res.alg4(tokens)
+    stats = {s: PerWindow(t, "N", s).means(None, "ns_frac") for s in ("q05", "q25", "q50", "q75", "q95")}
+    medians = PerWindow(t, "N")
+    ns = medians.levels
     x = np.arange(len(ns))
-    ax.boxplot([t[t.N == n].ns_frac for n in ns], positions=x, widths=0.5, showfliers=False)
-    med = t.groupby("N")[["lower", "upper"]].median()
-    ax.plot(x, med.loc[ns, "upper"], "v--", color="C3", label="upper bound (as reconstructed), median")
-    ax.plot(
-        x,
-        med.loc[ns, "lower"].clip(lower=0),
-        "^--",
-        color="C2",
-        label="lower bound (Theorem 2, clipped at 0), median",
-    )
-    interval = window_interval(t, "N", "ns_frac").loc[ns]
+    boxes = [
+        {"label": str(n), "whislo": stats["q05"][i], "q1": stats["q25"][i], "med": stats["q50"][i],
+         "q3": stats["q75"][i], "whishi": stats["q95"][i]}
+        for i, n in enumerate(ns)
+    ]  # fmt: skip
+    ax.bxp(boxes, positions=x, widths=0.5, showfliers=False)
+    ax.plot(x, medians.means(None, "upper"), "v--", color="C3", label="upper bound (as reconstructed), median")
+    lower = np.clip(medians.means(None, "lower"), 0, None)
+    ax.plot(x, lower, "^--", color="C2", label="lower bound (Theorem 2, clipped at 0), median")
+    interval = window_interval(t, "N", "ns_frac")
     _window_bars(ax, interval, "C0", x=x + 0.34, label="median $N_s/N$, 95 % over windows")
     ax.axhspan(0.70, 0.85, color="gray", alpha=0.15, label="paper: plateau 0.70-0.85")
     ax.set_xticks(x, [str(n) for n in ns])
     ax.set(
         xlabel="selected tokens $N$",
-        ylabel="$N_s / N$",
+        ylabel="$N_s / N$ (a window's heads, averaged over windows)",
         ylim=(-0.02, 1.02),
         title=f"Distinguishable fraction (L = {int(t.L.iloc[0])})",
     )
-    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)  # below: boxes stay clear
+    box = Patch(facecolor="none", edgecolor="black"), "a window's heads: quartiles (box), 5-95 % (whiskers)"
+    _legend(ax, box, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)  # below the boxes
     return fig
 
 
 def gradient_figure(res, scaling: str = "model", ax=None):
-    """Figure 4: g(T, eps) against T as the paper computes it, per eps: the largest over heads of each head's g
-    pooled over its rows in every window (:meth:`attnlimits.experiments.Results.g_max`; a maximum has no valid
-    interval, so none is drawn). At the smallest eps, the quantile over heads Figure 4's rules are decided on
-    (:func:`attnlimits.experiments.paper_claims.g_quantile`, the 95th percentile) with its 95 % interval over
-    windows (jackknife t, shaded). The printed min{1/(4T), sqrt 2} dashed, the book's sharp 1/(2T)
-    solid grey."""
+    """Figure 4: g(T, eps) against T, per eps: the paper's g (the largest head's) read per window, each window's
+    maximum over its heads averaged over windows. At the smallest eps, the quantile over a window's heads Figure
+    4's rules are decided on (:func:`attnlimits.experiments.paper_claims.g_quantile`, the 95th percentile, averaged
+    over windows) with its 95 % interval over windows (jackknife t, shaded). The printed min{1/(4T), sqrt 2}
+    dashed, the book's sharp 1/(2T) solid grey."""
+    res = as_summaries(res)
     fig, ax = _axes(ax)
     res.g(scaling=scaling)  # checks the scaling
     t = res.gradient[res.gradient.logit_scaling == scaling]
     temps = np.array(sorted(t["T"].unique()))
     for i, eps in enumerate(sorted(t.eps.unique())):
-        top = res.g_max(eps, scaling)
-        label = f"paper's g: max over heads, eps = {eps:g} (no valid interval)"
-        ax.plot(top.index, top.values, "o-", ms=3, color=f"C{i}", label=label)
+        top = g_quantile(res, eps, scaling, q=None)
+        label = f"paper's g: max over a window's heads, eps = {eps:g}"
+        ax.plot(top.index, top["value"], "o-", ms=3, color=f"C{i}", label=label)
         if i == 0:
             q = g_quantile(res, eps, scaling)
-            label = f"{100 * G_QUANTILE:g}th percentile over heads, eps = {eps:g}"
+            label = f"{100 * G_QUANTILE:g}th percentile over a window's heads, eps = {eps:g}"
             ax.plot(q.index, q["value"], "s-", ms=2, lw=1, color=f"C{i}", alpha=0.8, label=label)
             label = f"its 95 % interval ({q.attrs['stated']})"
             ax.fill_between(q.index, q["lo"], q["hi"], color=f"C{i}", alpha=0.25, lw=0, label=label)
@@ -335,7 +369,7 @@ def gradient_figure(res, scaling: str = "model", ax=None):
         xscale="log",
         yscale="log",
         xlabel="temperature $T$",
-        ylabel="$g(T, \\varepsilon)$",
+        ylabel="$g(T, \\varepsilon)$, averaged over windows",
         title=f"Sensitivity vs temperature (logits: {'model-scaled' if scaling == 'model' else 'raw q.k'})",
     )
     ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)  # below the curves
@@ -355,20 +389,20 @@ FIGURES = {
 
 
 def drawable(res) -> list[str]:
-    """The names of :data:`FIGURES` the run has the tables for (Figure 4 needs Algorithm 5's, which a run on
-    attention weights without their logits lacks)."""
+    """The names of :data:`FIGURES` the run (summaries or per-head) has the tables for (Figure 4 needs Algorithm
+    5's, which a run on attention weights without their logits lacks)."""
     return [name for name in FIGURES if name != "fig4_gradient" or not res.gradient.empty]
 
 
 def save_all(res, folder) -> list[Path]:
     """Draw every figure of :data:`FIGURES` the run has the tables for (:func:`drawable`) and save each as PNG and
-    SVG in ``folder``; returns the paths."""
+    SVG in ``folder``; returns the paths. A per-head run is summarised once, for all of them."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    res = as_summaries(res)
     paths = []
     for name in drawable(res):
-        draw = FIGURES[name]
-        fig = draw(res)
+        fig = FIGURES[name](res)
         for ext in ("png", "svg"):
             path = folder / f"{name}.{ext}"
             fig.savefig(path, bbox_inches="tight", dpi=150)

@@ -228,13 +228,13 @@ def load(text: str = texts.FALLBACK_NAME, preset: str | Preset = "paper", *, exc
 def is_shipped(loaded, text_read, preset: Preset) -> bool:
     """Whether the book ships the run of ``loaded`` on ``text_read`` at ``preset``: the shipped model and one of
     the shipped texts (by their SHA-256) at the book's preset of that name, unchanged."""
-    from attnlimits.experiments.runs import _model_provenance
+    from attnlimits.models.describing import model_record
 
     name = getattr(getattr(text_read, "provenance", None), "name", None)
     return (
         name in TEXTS
         and texts.sha256_of(text_read) == _text_key(name)["sha256"]
-        and _model_provenance(loaded).get("sha256") == _model_sha256()
+        and model_record(loaded).get("sha256") == _model_sha256()
         and preset.name in PRESETS
         and preset.as_dict() == get_preset(preset.name).as_dict()
     )

@@ -95,6 +95,8 @@ def over_heads(table: pd.DataFrame, by: Sequence[str], quantities: Sequence[str]
             }
         )
         parts.append(stats.reset_index().assign(quantity=name))
+    if not parts:  # no quantity with a value (a run without Algorithm 5's logits)
+        return pd.DataFrame(columns=[*keys, "quantity", *STATS])
     out = pd.concat(parts, ignore_index=True)
     out["heads"] = out["heads"].astype("int64")
     order = {q: i for i, q in enumerate(quantities)}  # windows first, then the grid, then the quantities' order

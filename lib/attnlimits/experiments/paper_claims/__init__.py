@@ -1,13 +1,15 @@
 """The paper's experimental claims, each set beside what a run of :mod:`attnlimits.experiments` measures.
 
-One function per claim turns a :class:`attnlimits.experiments.Results` into a :class:`Claim`: what the paper
-reports, what we measure (a sentence with the numbers), and a verdict decided by a fixed rule stated in the
-claim's ``rule``. A rule reads one number (``value``) and its 95 % interval over the run's windows (``lo``, ``hi``)
-and compares the interval with a band (:func:`attnlimits.infra.verdicts.decide`), so a verdict never claims more
-than the windows support. The number is a statistic of per-head values, each head pooled over its rows and windows
-as the paper takes one value per head (e.g. the median over heads); its interval resamples the windows
-(:class:`attnlimits.infra.statistics.UnitSums`, :func:`attnlimits.infra.statistics.bootstrap_units`, the jackknife t
-of :data:`.rules.METHOD`: the method that covers at the book's sizes), and every claim says how many windows it rests on
+One function per claim turns a run into a :class:`Claim`: what the paper reports, what we measure (a sentence with
+the numbers), and a verdict decided by a fixed rule stated in the claim's ``rule``. A run is read as its windows'
+summaries (:class:`attnlimits.experiments.summaries.Summaries`, what the book ships; a per-head
+:class:`attnlimits.experiments.Results` is summarised first, :meth:`Summaries.of`). A rule reads one number
+(``value``) and its 95 % interval over the run's windows (``lo``, ``hi``) and compares the interval with a band
+(:func:`attnlimits.infra.verdicts.decide`), so a verdict never claims more than the windows support. The windows
+(passages of text) are the units: the number is, per window, a statistic over its heads (e.g. the median over a
+window's heads, or the window's own critical N), then the mean over the windows; its interval resamples the windows
+(:class:`.rules.PerWindow`, :func:`attnlimits.infra.statistics.bootstrap_units`, the jackknife t of
+:data:`.rules.METHOD`: the method that covers at the book's sizes), and every claim says how many windows it rests on
 (``units``). Trends are decided per length or by their slope, never by a median over a grid of lengths.
 
 Verdicts (the book's words, :mod:`attnlimits.infra.verdicts`): "reproduced" (the interval lies inside the band),
@@ -62,6 +64,7 @@ from attnlimits.experiments.paper_claims.rules import (
     SATURATION,
     SINK_VARIANT,
     Claim,
+    as_summaries,
     loglog_slope,
 )
 from attnlimits.experiments.paper_claims.sentences import rows_read
@@ -144,8 +147,10 @@ CLAIMS = (
 
 
 def claims(res, figure: str | None = None) -> pd.DataFrame:
-    """Every claim (or those of one ``figure``: "2a", "2b", "2c", "3", "4") as a table, one row per claim, with its
-    ``units`` (windows) and ``kind`` (a sanity check never counts as a reproduction).
+    """Every claim (or those of one ``figure``: "2a", "2b", "2c", "3", "4") decided on a run ``res`` (its
+    :class:`attnlimits.experiments.summaries.Summaries`, or a per-head :class:`attnlimits.experiments.Results`,
+    summarised once here) as a table, one row per claim, with its ``units`` (windows) and ``kind`` (a sanity check
+    never counts as a reproduction).
 
     Only the asked figure's claims are computed (a claim function's name starts with ``fig<figure>_``). The claims
     on the expectation (:data:`READING_RULES`) are held to every reading; :func:`readings_claims` has each.
@@ -154,6 +159,7 @@ def claims(res, figure: str | None = None) -> pd.DataFrame:
     if figure is not None and figure not in figures:
         raise ValueError(f"figure: must be one of {sorted(figures)} or None, got {figure!r}")
     chosen = [c for c in CLAIMS if figure is None or c.__name__.startswith(f"fig{figure}_")]
+    res = as_summaries(res)
     return pd.DataFrame([c(res).as_dict() for c in chosen])
 
 
@@ -172,7 +178,8 @@ def across_runs(runs, figures=None, compare: tuple[int, int] = (-2, -1)) -> pd.D
     (the book's own preset is the comparison's) is shown once."""
     by_label = {}
     for res in runs:
-        by_label.setdefault(run_label(res), res)
+        if run_label(res) not in by_label:
+            by_label[run_label(res)] = as_summaries(res)
     if len(by_label) < 2:
         raise ValueError(f"runs: at least two different runs to compare, got {list(by_label)}")
     tables = {
@@ -228,7 +235,7 @@ def save_tables(res, folder) -> Path:
     over windows, ``value_lo`` and ``value_hi``, its ``units`` and ``kind``), ``readings.csv``
     (:func:`readings_claims` on every counting the run holds) and ``predictions.csv`` (:func:`reading_predictions`)
     into ``folder``; returns it."""
-    folder = Path(folder)
+    folder, res = Path(folder), as_summaries(res)
     claims(res).to_csv(folder / "claims.csv", index=False, float_format="%.17g")
     readings_claims(res, COUNTINGS).to_csv(folder / "readings.csv", index=False, float_format="%.17g")
     reading_predictions(res).to_csv(folder / "predictions.csv", index=False, float_format="%.17g")

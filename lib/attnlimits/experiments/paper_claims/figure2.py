@@ -1,38 +1,30 @@
 """Figure 2's claims (Algorithms 1-3): the distance and its expectation against L and N, the critical N; every rule
-on the expectation held to every reading of Eq. (10), and what tells the readings apart."""
+on the expectation held to every reading of Eq. (10), and what tells the readings apart.
+
+Each claim reads a run's summaries per window (:class:`attnlimits.experiments.summaries.Summaries`; a per-head
+:class:`attnlimits.experiments.Results` is summarised first): per window a statistic over its heads (the median
+by default), then the mean over windows, with its interval over windows."""
 
 from __future__ import annotations
-
-import math
-from collections import OrderedDict
 
 import numpy as np
 import pandas as pd
 
-from attnlimits.experiments.critical_reading import (
-    critical_draws,
-    critical_from_heads,
-    critical_head_subsets,
-    one_head_per_group,
-)
 from attnlimits.experiments.paper_claims.rules import (
     CONVERGED,
     FRACTION,
     LINEAR,
     PLATEAU,
     Claim,
-    Pooled,
+    PerWindow,
+    as_summaries,
     log_slopes,
-    loglog_slope,
     make_claim,
-    run_windows,
     show_interval,
     stated,
     windows_text,
 )
-from attnlimits.infra import statistics
 from attnlimits.infra.ks import KS_LEVEL
-from attnlimits.infra.statistics import RESAMPLES, SEED
 from attnlimits.infra.verdicts import (
     DEPENDS_ON_READING,
     HOLDS,
@@ -59,37 +51,40 @@ READING_NAMES = {
 }
 #: How the rules on the expectation say that they are held to every reading.
 _BY_READING = "applied to every reading of Eq. (10)'s expectation the run holds (E, E_mc, E_full, E_perm)"
+#: How the texts name the per-window statistic every claim of Algorithms 1-2 reads.
+_MEDIAN = "the median over a window's heads"
 
 
 def _readings_held(res, counting: str = "visible") -> list[str]:
-    """The readings of the expectation the run's distance table holds (a column with a number: a run without
-    token 0 computes E alone and leaves the others' columns empty), :data:`READINGS`' order."""
-    t = res.counted(counting)
-    return [r for r in READINGS if r in t.columns and t[r].notna().any()]
+    """The readings of the expectation the run's distance summaries hold (a run without token 0 computes E alone),
+    :data:`READINGS`' order."""
+    held = set(res.counted(counting)["quantity"])
+    return [r for r in READINGS if r in held]
 
 
-def _growth_claim(res, column: str, key: str, name: str, counting: str = "visible") -> tuple[Claim, str]:
-    """Figure 2a: the log-log slope in L of the median over heads of each head's pooled ``column`` at N = alg1_N."""
+def _growth_claim(res, quantity: str, key: str, name: str, counting: str = "visible") -> tuple[Claim, str]:
+    """Figure 2a: the log-log slope in L of the mean over windows of each window's median over heads of
+    ``quantity`` at N = alg1_N."""
     p = res.provenance["preset"]
-    pooled = Pooled(res.alg1(counting), [column], "L")
+    pw = PerWindow(res.alg1(counting), "L")
 
     def statistic(counts):
-        return log_slopes(pooled.levels, pooled.medians(pooled.heads(counts, column)))
+        return log_slopes(pw.levels, pw.means(counts, quantity))
 
-    iv = pooled.interval(statistic)
-    med = pooled.medians(pooled.heads(None, column))
+    iv = pw.interval(statistic)
+    mean = pw.means(None, quantity)
     claim = make_claim(
         res,
         key,
         "2a",
         f"at $N = {p['alg1_N']}$, the {name} grows about linearly with $L$",
-        f"median over heads (each head pooled over its rows in every window) grows as $L^{{{iv.value:.2f}}}$ "
-        f"[{iv.lo:.2f}, {iv.hi:.2f}] ($L$ = {min(p['alg1_L'])}...{max(p['alg1_L'])}; ×{med[-1] / med[0]:.1f} over "
-        f"a ×{max(p['alg1_L']) // min(p['alg1_L'])} longer context; {stated(iv)})",
+        f"{_MEDIAN}, averaged over the windows, grows as $L^{{{iv.value:.2f}}}$ [{iv.lo:.2f}, {iv.hi:.2f}] "
+        f"($L$ = {min(p['alg1_L'])}...{max(p['alg1_L'])}; ×{mean[-1] / mean[0]:.1f} over a "
+        f"×{max(p['alg1_L']) // min(p['alg1_L'])} longer context; {stated(iv)})",
         decide(iv.lo, iv.hi, LINEAR),
-        "reproduced when the 95 % interval (jackknife t over windows) of the log-log slope in L of the "
-        "median over heads of each head's mean over its rows and windows lies in [0.8, 1.2], not reproduced when "
-        "it lies outside, else inconclusive",
+        "reproduced when the 95 % interval (jackknife t over windows) of the log-log slope in L of the median over "
+        "a window's heads, averaged over the windows, lies in [0.8, 1.2], not reproduced when it lies outside, else "
+        "inconclusive",
         iv.value,
         iv.lo,
         iv.hi,
@@ -100,7 +95,7 @@ def _growth_claim(res, column: str, key: str, name: str, counting: str = "visibl
 
 def fig2a_distance(res) -> Claim:
     """Figure 2a: the true distance grows about linearly in L."""
-    return _growth_claim(res, "d_tilde", "fig2a-distance-linear", r"true distance $\tilde d$")[0]
+    return _growth_claim(as_summaries(res), "d_tilde", "fig2a-distance-linear", r"true distance $\tilde d$")[0]
 
 
 def _expectation_growth(res, reading: str, counting: str = "visible") -> tuple[Claim, str]:
@@ -111,54 +106,63 @@ def _expectation_growth(res, reading: str, counting: str = "visible") -> tuple[C
 
 def fig2a_expectation(res) -> Claim:
     """Figure 2a: the random-selection expectation grows about linearly in L, under every reading of it."""
-    return _over_readings(res, "fig2a-expectation-linear")
+    return _over_readings(as_summaries(res), "fig2a-expectation-linear")
 
 
 def fig2a_bound(res) -> Claim:
     """Figure 2a: the bound d_max is valid and conservative. A sanity check: Theorem 1 (the book's reconstruction)
-    is proved, so the bound holds on any data; the conservativeness is shown, not decided."""
+    is proved, so the bound holds on any data; the conservativeness is shown, not decided.
+
+    Valid: every window's largest head ratio d~ / d_max at every (L, N) is at most 1 (a maximum over heads, read
+    per window). Shown: each window's median head ratio, averaged over the (L, N) and the windows."""
+    res = as_summaries(res)
     t = res.counted()
-    valid = float((t.d_tilde <= t.d_max * (1 + 1e-9)).mean())
-    ratio = float((t.d_tilde / t.d_max).median())
+    t = t[t.quantity == "d_tilde/d_max"]
+    valid = float((t["max"] <= 1 + 1e-9).mean())
+    ratio = float(t.groupby("window")["q50"].mean().mean())
+    windows = t.window.nunique()
     return make_claim(
         res,
         "fig2a-bound",
         "2a",
         r"the bound $d_{\max}$ is valid and conservative",
-        rf"$\tilde d \le d_{{\max}}$ in {valid:.1%} of {len(t):,} (head, window, $L$, $N$) means; median "
-        rf"$\tilde d / d_{{\max}}$ = {ratio:.3f}; {windows_text(t.window.nunique())}",
+        rf"every head's $\tilde d \le d_{{\max}}$ in {valid:.1%} of {len(t):,} (window, $L$, $N$) points (each "
+        rf"window's largest head ratio $\tilde d / d_{{\max}}$ at most 1); the median over a window's heads of "
+        rf"$\tilde d / d_{{\max}}$, averaged over the $(L, N)$ and the windows, is {ratio:.3f}; "
+        rf"{windows_text(windows)}",
         HOLDS if valid == 1.0 else VIOLATED,
         "a sanity check, not a reproduction: Theorem 1's bound is proved (chapter 13), so it holds on any data; "
-        "holds when every mean respects it, violated otherwise (a bug); how conservative it is, is shown",
+        "holds when every window's largest head ratio d~ / d_max is at most 1 at every (L, N), violated otherwise "
+        "(a bug); how conservative it is (the median head ratio, averaged over the windows) is shown",
         ratio,
-        units=t.window.nunique(),
+        units=windows,
         kind=SANITY_CHECK,
     )
 
 
 def fig2b_plateau(res) -> Claim:
     """Figure 2b: beyond N ~ 20 the distance plateaus (L fixed)."""
+    res = as_summaries(res)
     p = res.provenance["preset"]
     ns = sorted(n for n in p["alg2_N"] if n >= 20)
     ns = ns if len(ns) >= 2 else sorted(p["alg2_N"])[-2:]  # a small preset: its two largest N
-    pooled = Pooled(res.alg2(), ["d_tilde"], "N")
+    pw = PerWindow(res.alg2(), "N")
 
     def statistic(counts):
-        q = pooled.heads(counts, "d_tilde")
-        return pooled.median(q, ns[-1]) / pooled.median(q, ns[0])
+        return pw.mean(counts, "d_tilde", ns[-1]) / pw.mean(counts, "d_tilde", ns[0])
 
-    iv = pooled.interval(statistic, ratio=True)
+    iv = pw.interval(statistic, ratio=True)
     return make_claim(
         res,
         "fig2b-plateau",
         "2b",
         f"at $L = {p['alg2_L']}$, the distance plateaus beyond $N = 20$",
-        rf"median over heads of $\tilde d$ changes by ×{show_interval(iv.value, iv.lo, iv.hi)} from $N = {ns[0]}$ to "
-        rf"$N = {ns[-1]}$ ({stated(iv)})",
+        rf"{_MEDIAN} of $\tilde d$, averaged over the windows, changes by ×{show_interval(iv.value, iv.lo, iv.hi)} "
+        rf"from $N = {ns[0]}$ to $N = {ns[-1]}$ ({stated(iv)})",
         decide(iv.lo, iv.hi, PLATEAU),
         "reproduced when the 95 % interval (jackknife t over windows, on the log scale) of the factor by which the "
-        "median over heads of each head's pooled d~ changes from N = 20 to the largest N lies in [0.8, 1.25], not "
-        "reproduced when it lies outside, else inconclusive",
+        "median over a window's heads of d~, averaged over the windows, changes from N = 20 to the largest N lies in "
+        "[0.8, 1.25], not reproduced when it lies outside, else inconclusive",
         iv.value,
         iv.lo,
         iv.hi,
@@ -167,31 +171,27 @@ def fig2b_plateau(res) -> Claim:
 
 
 def _convergence(res, reading: str, counting: str = "visible") -> tuple[Claim, str]:
-    """Figure 2b's convergence under one reading: the median over heads of reading / d~ (each pooled per head)."""
+    """Figure 2b's convergence under one reading: each window's median head ratio reading / d~, averaged over the
+    windows, at the smallest and the largest N of Algorithm 2."""
     p = res.provenance["preset"]
     first, last = min(p["alg2_N"]), max(p["alg2_N"])
-    pooled = Pooled(res.alg2(counting), ["d_tilde", reading], "N")
-
-    def ratio_at(n):
-        def statistic(counts):
-            return pooled.median(pooled.heads(counts, reading) / pooled.heads(counts, "d_tilde"), n)
-
-        return statistic
-
-    start = pooled.value(ratio_at(first))
-    iv = pooled.interval(ratio_at(last), ratio=True)
+    pw = PerWindow(res.alg2(counting), "N")
+    quantity = f"{reading}/d_tilde"
+    start = pw.value(lambda counts: pw.mean(counts, quantity, first))
+    iv = pw.interval(lambda counts: pw.mean(counts, quantity, last), ratio=True)
     closer = abs(np.log(iv.value)) < abs(np.log(start))
     claim = make_claim(
         res,
         "fig2b-convergence",
         "2b",
         f"true and expected distances converge as $N$ grows to {last}",
-        rf"median over heads of {reading}$/\tilde d$ = {start:.3f} at $N = {first}$ and "
-        rf"{show_interval(iv.value, iv.lo, iv.hi, 3)} at $N = {last}$ ({stated(iv)})",
+        rf"{_MEDIAN} of {reading}$/\tilde d$ (each head's ratio), averaged over the windows, = {start:.3f} at "
+        rf"$N = {first}$ and {show_interval(iv.value, iv.lo, iv.hi, 3)} at $N = {last}$ ({stated(iv)})",
         decide(iv.lo, iv.hi, CONVERGED) if closer else NOT,
         f"not reproduced when reading/d~ at N = {last} is no closer to 1 than at N = {first}; else decided on the "
-        f"95 % interval (jackknife t over windows, on the log scale) of the median over heads of each head's pooled "
-        f"reading / pooled d~ at N = {last}: reproduced inside [2/3, 3/2], not reproduced outside, else inconclusive",
+        f"95 % interval (jackknife t over windows, on the log scale) of the median over a window's heads of each "
+        f"head's reading / d~, averaged over the windows, at N = {last}: reproduced inside [2/3, 3/2], not "
+        f"reproduced outside, else inconclusive",
         iv.value,
         iv.lo,
         iv.hi,
@@ -202,47 +202,53 @@ def _convergence(res, reading: str, counting: str = "visible") -> tuple[Claim, s
 
 def fig2b_convergence(res) -> Claim:
     """Figure 2b: true and expected distances converge as N grows to 100, under every reading of the expectation."""
-    return _over_readings(res, "fig2b-convergence")
+    return _over_readings(as_summaries(res), "fig2b-convergence")
 
 
-def _critical(res, reading: str = "E", counting: str = "visible") -> pd.DataFrame:
-    """Algorithm 3's pooled critical N of the run's first window range at the KS level of Figure 2c, for one
-    reading and counting (empty where the table has none)."""
+def _critical(res, reading: str = "E", counting: str = "visible") -> PerWindow | None:
+    """Each window's own critical N (Algorithm 3 run on that window's heads alone) at the KS level of Figure 2c,
+    for one reading and counting, per L: quantity ``critical_N`` (a window where no evaluated N reached the level
+    counts as N = L) and ``reached`` (1 where one did, else 0). None where Algorithm 3 searched none."""
     crit = res.critical
     if crit.empty:
-        return crit
-    keep = (crit.ks_level == KS_LEVEL) & (crit.windows == crit.windows.iloc[0])
-    if "window" in crit.columns:
-        keep &= crit.window.astype(str) == "all"
-    keep &= (crit.reading == reading) if "reading" in crit.columns else reading == "E"
+        return None
+    keep = (crit.ks_level == KS_LEVEL) & (crit.reading == reading)
     keep &= (crit.counting == counting) if "counting" in crit.columns else counting == "visible"
-    return crit[keep].sort_values("L")
+    t = crit[keep]
+    if t.empty:
+        return None
+    found = t.critical_N.astype("Float64")
+    n = found.fillna(t.L.astype("Float64")).astype(float)
+    values = pd.concat(
+        [t.assign(quantity="critical_N", value=n), t.assign(quantity="reached", value=found.notna().astype(float))]
+    )
+    return PerWindow(values, "L", stat="value")
 
 
-def _critical_units(res, crit: pd.DataFrame) -> int | None:
-    """How many windows the critical N's intervals rest on."""
-    if "units" in crit.columns and crit["units"].notna().any():
-        return int(crit["units"].dropna().iloc[0])
-    heads = getattr(res, "critical_heads", None)
-    if heads is not None and not heads.empty:
-        return int(heads.window.nunique())
-    return run_windows(res)
+def _missed(pw: PerWindow) -> dict[int, int]:
+    """Per L, how many windows reached no N below L (only the lengths where some window did not)."""
+    reached = pw.per_window("reached")
+    missed = np.isfinite(reached).sum(axis=0) - np.nansum(reached, axis=0)
+    return {int(L): int(m) for L, m in zip(pw.levels, missed, strict=True) if m}
 
 
-def _fractions(crit: pd.DataFrame) -> pd.DataFrame:
-    """Per L, the critical N / L and its interval's ends (no N reached counts as N = L; NaN ends without an
-    interval), with the verdict of each L against :data:`FRACTION`."""
-    L = crit.L.astype(float).to_numpy()
+def _missed_text(pw: PerWindow) -> str:
+    """How many windows reached no N below L, by L, in words ("" where every window reached one at every L)."""
+    missed = _missed(pw)
+    if not missed:
+        return ""
+    each = ", ".join(f"{L}: {m}" for L, m in missed.items())
+    return f"windows (of {len(pw.units)}) where no $N < L$ reached the level, by $L$: {each}"
 
-    def of(column):
-        if column not in crit.columns:
-            return np.full(len(L), np.nan)
-        return crit[column].astype("Float64").fillna(pd.Series(L, index=crit.index)).astype(float).to_numpy() / L
 
-    t = pd.DataFrame({"L": crit.L.astype(int).to_numpy(), "fraction": of("critical_N")})
-    t["lo"], t["hi"] = of("critical_N_lo"), of("critical_N_hi")
-    t["verdict"] = [decide(lo, hi, FRACTION) for lo, hi in zip(t.lo, t.hi, strict=True)]
-    return t
+def _fractions(pw: PerWindow) -> pd.DataFrame:
+    """Per L, the mean over windows of each window's critical N / L and its interval over windows, with the verdict
+    of each L against :data:`FRACTION`."""
+    rows = []
+    for L in pw.levels:
+        iv = pw.interval(lambda counts, L=L: pw.mean(counts, "critical_N", L) / L)
+        rows.append((int(L), iv.value, iv.lo, iv.hi, decide(iv.lo, iv.hi, FRACTION), iv))
+    return pd.DataFrame(rows, columns=["L", "fraction", "lo", "hi", "verdict", "interval"])
 
 
 def _not_measured(res, key: str, figure: str, paper: str, why: str, rule: str) -> tuple[Claim, str]:
@@ -256,119 +262,87 @@ def _not_searched(res, key: str, paper: str, rule: str, reading: str, counting: 
     return _not_measured(res, key, "2c", paper, why, rule)
 
 
+#: How Figure 2c's texts name the critical N they read.
+_OWN = "each window's own critical $N$ (Algorithm 3 on that window's heads alone)"
 _FRACTION_PAPER = r"critical $N \approx 0.06\,L$ (fewer than 6 % of the tokens)"
 _FRACTION_RULE = (
-    "decided per length, never on a summary over lengths: each L's critical N / L with its 95 % interval (bootstrap "
-    "over windows of the per-head means, percentile; no N reached counts as N = L); reproduced when every L's "
-    "interval lies in [0.03, 0.12], not reproduced when some L's interval lies wholly outside it, else inconclusive; "
-    "value, lo, hi: the deciding length's (the largest L outside, else the largest L straddling, else the largest L)"
+    "decided per length, never on a summary over lengths: each L's mean over windows of each window's own critical "
+    "N / L (Algorithm 3 run on that window's heads alone; a window where no N < L reaches the KS level counts as "
+    "N = L) with its 95 % interval (jackknife t over windows); reproduced when every L's interval lies in "
+    "[0.03, 0.12], not reproduced when some L's interval lies wholly outside it, else inconclusive; value, lo, hi: "
+    "the deciding length's (the largest L outside, else the largest L straddling, else the largest L)"
 )
 
 
 def _critical_fraction(res, reading: str, counting: str = "visible") -> tuple[Claim, str]:
-    """Figure 2c's constant fraction under one reading, decided per length."""
-    crit = _critical(res, reading, counting)
-    if crit.empty:
+    """Figure 2c's constant fraction under one reading, decided per length on the windows' own critical N."""
+    pw = _critical(res, reading, counting)
+    if pw is None:
         return _not_searched(res, "fig2c-critical", _FRACTION_PAPER, _FRACTION_RULE, reading, counting)
-    t = _fractions(crit)
+    t = _fractions(pw)
     verdict = combine(t.verdict)
     pick = t[t.verdict == verdict] if verdict != REPRODUCED else t
     row = pick.iloc[-1]
-    units = _critical_units(res, crit)
     per_l = ", ".join(f"{r.L}: {show_interval(r.fraction, r.lo, r.hi, 3)}" for r in t.itertuples())
     outside = [int(r.L) for r in t.itertuples() if r.verdict == NOT]
-    how = statistics.Interval(math.nan, math.nan, math.nan, units or 0, "percentile" if (units or 0) > 1 else "none")
     measured = (
-        f"critical $N/L$ for {reading} by $L$ (KS level {KS_LEVEL:g}; 95 % interval, {stated(how)}): "
-        + per_l
+        f"{_OWN} over $L$ for {reading}, averaged over the windows, by $L$ (KS level {KS_LEVEL:g}; 95 % interval, "
+        f"{stated(row.interval)}): {per_l}"
         + (f"; wholly outside [0.03, 0.12] at $L$ = {', '.join(map(str, outside))}" if outside else "")
+        + (f"; {_missed_text(pw)}, counted as $N = L$" if _missed(pw) else "")
     )
     claim = make_claim(res, "fig2c-critical", "2c", _FRACTION_PAPER, measured, verdict, _FRACTION_RULE,
-                   row.fraction, row.lo, row.hi, units=units)  # fmt: skip
+                       row.fraction, row.lo, row.hi, units=row.interval.units)  # fmt: skip
     return claim, f"$L = {int(row.L)}$: {show_interval(row.fraction, row.lo, row.hi, 3)}"
 
 
 def fig2c_critical(res) -> Claim:
     """Figure 2c: the critical N is about 6 % of L (a constant fraction, the paper's "fewer than 6 %"), decided per
     length under every reading of the expectation."""
-    return _over_readings(res, "fig2c-critical")
-
-
-#: The critical N of every bootstrap draw (:func:`attnlimits.experiments.critical_reading.critical_draws`) of the last
-#: :data:`_KEPT_DRAWS` ``critical_heads`` tables asked for, each kept with the table itself (so an id is never reused
-#: while it is kept): a chapter that compares many runs reads each run's claims several times.
-_DRAWS: OrderedDict[int, tuple[pd.DataFrame, pd.DataFrame]] = OrderedDict()
-_KEPT_DRAWS = 32
-
-
-def _critical_draws(res) -> pd.DataFrame | None:
-    """The per-draw critical N at the KS level :data:`attnlimits.infra.ks.KS_LEVEL` of every reading
-    ``critical_heads`` holds (None without the table); the same draws for every L, so that a slope across L can be
-    read per draw."""
-    heads = getattr(res, "critical_heads", None)
-    if heads is None or heads.empty:
-        return None
-    hit = _DRAWS.get(id(heads))
-    if hit is None or hit[0] is not heads:
-        draws = critical_draws(heads, [KS_LEVEL], resamples=RESAMPLES, seed=SEED)
-        _DRAWS[id(heads)] = hit = (heads, draws)
-        while len(_DRAWS) > _KEPT_DRAWS:
-            _DRAWS.popitem(last=False)
-    _DRAWS.move_to_end(id(heads))
-    return hit[1]
+    return _over_readings(as_summaries(res), "fig2c-critical")
 
 
 _PROPORTIONAL_PAPER = "critical $N$ grows in proportion to $L$"
 _PROPORTIONAL_RULE = (
-    "reproduced when the 95 % interval (percentile of the slopes of the bootstrap draws over windows of the "
-    "per-head means, the same draws at every L) of the log-log slope of the critical N in L lies in [0.8, 1.2], not "
-    "reproduced when outside, else inconclusive; lengths where no N < L reaches the KS level have no critical N "
-    "and are left out (not reproduced when fewer than two remain); untrained controls show it too, so "
-    "proportionality alone is no evidence that attention selects by content"
+    "reproduced when the 95 % interval (jackknife t over windows) of the log-log slope in L of the mean over "
+    "windows of each window's own critical N (Algorithm 3 run on that window's heads alone) lies in [0.8, 1.2], not "
+    "reproduced when outside, else inconclusive; a length where some window reaches no N < L at the KS level is left "
+    "out (counted as N = L it would grow as L by construction; not reproduced when fewer than two lengths remain); "
+    "untrained controls show it too, so proportionality alone is no evidence that attention selects by content"
 )
 
 
 def _proportional(res, reading: str, counting: str = "visible") -> tuple[Claim, str]:
-    """Figure 2c's proportionality under one reading: the log-log slope of the critical N in L."""
-    crit = _critical(res, reading, counting)
-    if crit.empty:
+    """Figure 2c's proportionality under one reading: the log-log slope in L of the mean over windows of each
+    window's own critical N, over the lengths where every window reached one."""
+    pw = _critical(res, reading, counting)
+    if pw is None:
         return _not_searched(res, "fig2c-proportional", _PROPORTIONAL_PAPER, _PROPORTIONAL_RULE, reading, counting)
-    units = _critical_units(res, crit)
-    found = crit[crit.critical_N.notna()]
-    if len(found) < 2:
+    missed = _missed(pw)
+    lengths = np.array([L for L in pw.levels if int(L) not in missed])
+    left = f"; left out, the lengths with {_missed_text(pw)}" if missed else ""
+    if len(lengths) < 2:
         measured = (
-            f"no critical N below L for {reading} at {len(crit) - len(found)} of {len(crit)} lengths (KS level "
-            f"{KS_LEVEL:g}): fewer than two lengths with a critical N to grow"
+            f"{_OWN} for {reading} (KS level {KS_LEVEL:g}): fewer than two lengths where every window reached an "
+            f"$N < L$, no growth to read ({windows_text(len(pw.units))}){left}"
         )
         claim = make_claim(res, "fig2c-proportional", "2c", _PROPORTIONAL_PAPER, measured, NOT, _PROPORTIONAL_RULE,
-                       units=units)  # fmt: skip
+                           units=len(pw.units))  # fmt: skip
         return claim, "no critical N"
-    lengths = found.L.astype(int).to_numpy()
-    value = loglog_slope(lengths, found.critical_N.astype(float))
-    lo = hi = math.nan
-    draws = _critical_draws(res)
-    d = None if draws is None else draws[(draws.reading == reading) & (draws.ks_level == KS_LEVEL)]
-    common = [] if d is None else [L for L in lengths if L in set(d.L)]  # the per-head table's lengths
-    if len(common) >= 2:
-        wide = d.pivot(index="draw", columns="L", values="critical_N").reindex(columns=common)
-        slopes = log_slopes(common, wide.to_numpy(float))
-        lo, hi = (float(v) for v in np.percentile(slopes, [2.5, 97.5]))
-        units = int(res.critical_heads.window.nunique())
-    missing = crit.L[crit.critical_N.isna()].astype(int).tolist()
-    left = f"; no critical N at $L$ = {', '.join(map(str, missing))}, left out" if missing else ""
-    how = statistics.Interval(value, lo, hi, units or 0, "percentile" if (units or 0) > 1 else "none")
+    at = np.searchsorted(pw.levels, lengths)
+    iv = pw.interval(lambda counts: log_slopes(lengths, pw.means(counts, "critical_N")[..., at]))
     measured = (
-        f"critical $N$ for {reading} grows as $L^{{{value:.2f}}}$ [{lo:.2f}, {hi:.2f}] (KS level {KS_LEVEL:g}; "
-        f"{stated(how)}){left}"
+        f"{_OWN} for {reading}, averaged over the windows, grows as $L^{{{iv.value:.2f}}}$ [{iv.lo:.2f}, "
+        f"{iv.hi:.2f}] (KS level {KS_LEVEL:g}; $L$ = {', '.join(str(int(L)) for L in lengths)}; {stated(iv)}){left}"
     )
-    claim = make_claim(res, "fig2c-proportional", "2c", _PROPORTIONAL_PAPER, measured, decide(lo, hi, LINEAR),
-                   _PROPORTIONAL_RULE, value, lo, hi, units=units)  # fmt: skip
-    return claim, show_interval(value, lo, hi)
+    claim = make_claim(res, "fig2c-proportional", "2c", _PROPORTIONAL_PAPER, measured, decide(iv.lo, iv.hi, LINEAR),
+                       _PROPORTIONAL_RULE, iv.value, iv.lo, iv.hi, units=iv.units)  # fmt: skip
+    return claim, show_interval(iv.value, iv.lo, iv.hi)
 
 
 def fig2c_proportional(res) -> Claim:
     """Figure 2c: the critical N grows in proportion to L, under every reading of the expectation."""
-    return _over_readings(res, "fig2c-proportional")
+    return _over_readings(as_summaries(res), "fig2c-proportional")
 
 
 #: The rules on the expectation, per claim key: the function that holds one reading to the rule.
@@ -418,15 +392,17 @@ def readings_claims(res, countings=("visible",)) -> pd.DataFrame:
     the largest N, 2c's constant fraction decided per length, 2c's proportionality) held to every reading the run
     holds (E, E_mc, E_full, E_perm), one row per (key, reading, counting): columns :data:`READINGS_COLUMNS`.
 
-    ``value``, ``lo``, ``hi``: the number the rule reads and its 95 % interval over ``units`` windows; ``verdict``
-    by the claim's rule ("not measured" where the run has no number: Algorithm 3 searches neither E_mc nor the
-    row counting). ``countings``: of :data:`COUNTINGS`, those the run holds (default the visible tokens, so one row
-    per (key, reading)). :func:`claims` gives each key's rows one verdict: theirs when they agree, "depends on the
-    reading" when they differ.
+    ``value``, ``lo``, ``hi``: the number the rule reads (a mean over windows of each window's statistic over its
+    heads, or of its own critical N) and its 95 % interval over ``units`` windows; ``verdict`` by the claim's rule
+    ("not measured" where the run has no number: Algorithm 3 searches neither E_mc nor the row counting).
+    ``countings``: of :data:`COUNTINGS`, those the run holds (default the visible tokens, so one row per (key,
+    reading)). :func:`claims` gives each key's rows one verdict: theirs when they agree, "depends on the reading"
+    when they differ.
     """
     unknown = [c for c in countings if c not in COUNTINGS]
     if unknown:
         raise ValueError(f"countings: {unknown} are not among {list(COUNTINGS)}")
+    res = as_summaries(res)
     rows = []
     for counting in (c for c in countings if c in res.countings):
         for key, rule in READING_RULES.items():
@@ -447,9 +423,9 @@ _WIDE = {
 
 def figure2_readings(res) -> pd.DataFrame:
     """:func:`readings_claims` on both countings, one row per (reading, counting): for each rule its number and
-    interval (``growth``, ``ratio``, ``fraction``: the deciding length's critical N / L, ``slope``: the critical N's
-    exponent in L; each with ``_lo`` and ``_hi``) and its verdict (``verdict_2a``, ``verdict_2b``, ``verdict_2c``,
-    ``verdict_2c_proportional``), and ``units``."""
+    interval (``growth``, ``ratio``, ``fraction``: the deciding length's mean over windows of each window's critical
+    N / L, ``slope``: the exponent in L of the windows' mean critical N; each with ``_lo`` and ``_hi``) and its
+    verdict (``verdict_2a``, ``verdict_2b``, ``verdict_2c``, ``verdict_2c_proportional``), and ``units``."""
     long = readings_claims(res, COUNTINGS)
     rows = []
     for (reading, counting), t in long.groupby(["reading", "counting"], sort=False):
@@ -466,39 +442,34 @@ def reading_predictions(res) -> pd.DataFrame:
     """What each reading of the expectation predicts, so that a reader holding the paper's Figure 2 can tell which
     reading the paper computed: one row per reading the run holds (visible tokens).
 
-    Columns, each number with its 95 % interval (``_lo``, ``_hi``; jackknife t over windows, of the
-    median over heads of each head's mean over its rows and windows): ``expected`` and ``d_tilde``, the reading's
-    and the true distance's magnitude at N = alg1_N and the largest alg1_L (Figure 2a's right end); ``ratio``, the
-    median over heads of reading / d~ there; ``growth``, the exponent in L at N = alg1_N (Figure 2a's slope);
-    ``change_in_N``, the factor by which the reading's median moves from the smallest to the largest alg2_N at
-    alg2_L (Figure 2b: E_full barely moves, so its "convergence" is d~ rising to it); ``critical_growth``, the
-    exponent in L of its critical N (Figure 2c; NaN where Algorithm 3 did not search the reading); ``units``, the
-    windows; ``shows``, the same in words. ``attrs``: N, L, and the N range of ``change_in_N``.
+    Columns, each number with its 95 % interval (``_lo``, ``_hi``; jackknife t over windows), each a mean over the
+    windows of the median over a window's heads: ``expected`` and ``d_tilde``, the reading's and the true
+    distance's magnitude at N = alg1_N and the largest alg1_L (Figure 2a's right end); ``ratio``, the median head
+    ratio reading / d~ there; ``growth``, the exponent in L at N = alg1_N (Figure 2a's slope); ``change_in_N``, the
+    factor by which the reading moves from the smallest to the largest alg2_N at alg2_L (Figure 2b: E_full barely
+    moves, so its "convergence" is d~ rising to it); ``critical_growth``, the exponent in L of the windows' mean
+    critical N (Figure 2c, :func:`fig2c_proportional`'s; NaN where Algorithm 3 did not search the reading or where
+    fewer than two lengths have a critical N in every window); ``units``, the windows; ``shows``, the same in words.
+    ``attrs``: N, L, and the N range of ``change_in_N``.
     """
+    res = as_summaries(res)
     p = res.provenance["preset"]
     top, n = max(p["alg1_L"]), p["alg1_N"]
     first, last = min(p["alg2_N"]), max(p["alg2_N"])
-    held = _readings_held(res)
-    alg1 = res.alg1()
-    at = Pooled(alg1[alg1.L == top], ["d_tilde", *held], "L")
-    by_n = Pooled(res.alg2(), held, "N")
+    at = PerWindow(res.alg1(), "L")
+    by_n = PerWindow(res.alg2(), "N")
 
-    def median_of(column):
-        return lambda counts: at.median(at.heads(counts, column), top)
+    def at_top(quantity):
+        return lambda counts: at.mean(counts, quantity, top)
 
-    d = at.interval(median_of("d_tilde"))
+    d = at.interval(at_top("d_tilde"))
     rows = []
-    for reading in held:
-        e = at.interval(median_of(reading))
-        ratio = at.interval(
-            lambda counts, r=reading: at.median(at.heads(counts, r) / at.heads(counts, "d_tilde"), top), ratio=True
+    for reading in _readings_held(res):
+        e = at.interval(at_top(reading))
+        ratio = at.interval(at_top(f"{reading}/d_tilde"), ratio=True)
+        moved = by_n.interval(
+            lambda counts, r=reading: by_n.mean(counts, r, last) / by_n.mean(counts, r, first), ratio=True
         )
-
-        def change(counts, r=reading):
-            q = by_n.heads(counts, r)
-            return by_n.median(q, last) / by_n.median(q, first)
-
-        moved = by_n.interval(change, ratio=True)
         growth = _expectation_growth(res, reading)[0]
         critical = _proportional(res, reading)[0]
         numbers = {
@@ -529,47 +500,61 @@ def reading_predictions(res) -> pd.DataFrame:
     return table
 
 
-def critical_sensitivity(res, readings=("E", "E_full"), *, level: float = KS_LEVEL, size: int = 144) -> pd.DataFrame:
-    """How Figure 2c's critical N depends on the heads the KS test compares, at the longest length of Algorithm 1's
-    grid: one row per reading of the expectation.
+#: The p-value below which :func:`critical_sensitivity` counts a window's paired test as separating d~ from the
+#: reading head by head.
+WILCOXON_LEVEL = 0.05
 
-    Columns: the run's critical N with every head; its median and 95 % range over seeded random subsets of ``size``
-    heads (the paper's GPT-2 has 144;
-    :func:`attnlimits.experiments.critical_reading.critical_head_subsets`); the critical N on one query head per
-    key/value group (heads of a group read the same values,
-    :func:`attnlimits.experiments.critical_reading.one_head_per_group`); and the p-value of the paired Wilcoxon
-    signed-rank test of d~ against the reading at the run's critical N, with the number of heads it tested (NaN and
-    0 where no N < L reaches ``level``). Why: the KS test's power grows with the number of heads, so a critical N is a
-    statement about this model's head count as much as about its selection.
+
+def critical_sensitivity(res, readings=("E", "E_full")) -> pd.DataFrame:
+    """How Figure 2c's critical N depends on the heads the KS test compares, at the longest length of Algorithm 1's
+    grid: one row per reading of the expectation, from each window's own search
+    (:func:`attnlimits.experiments.summaries.sensitivity`), averaged over the windows.
+
+    Columns: ``windows``; ``windows without a critical N`` (no N < L reached the KS level: such a window counts as
+    N = L in every mean); the mean over windows of each window's critical N with every head (``critical N, every
+    head``), of its median and of the ends of its 95 % range over seeded random subsets of k heads (``critical N, k
+    heads: median``, ``: 2.5 %``, ``: 97.5 %``; k: the paper's GPT-2 has 144), and of its critical N on one query
+    head per key/value group (``critical N, one head per key/value group``: heads of a group read the same values);
+    ``share of windows with Wilcoxon p < 0.05``: of the windows with a critical N, those where the paired Wilcoxon
+    signed-rank test of d~ against the reading at that N separates them head by head; ``heads per Wilcoxon test``:
+    the mean over those windows of the heads it tested. ``attrs``: L and k. Why: the KS test's power grows with the
+    number of heads, so a critical N is a statement about this model's head count as much as about its selection.
     """
-    top = max(res.preset.alg1_L)
-    crit, heads, facts = res.critical, res.critical_heads, res.provenance["model"]
-    group = one_head_per_group(heads, facts["n_heads"], facts["n_kv_heads"])
+    res = as_summaries(res)
+    t = res.sensitivity
+    if t.empty:
+        raise ValueError(
+            "res: the run has no per-window sensitivity table (it is computed when a window is summarised alone: "
+            "the shipped results, not a run of several windows read at once)"
+        )
+    size = int(t.subset.iloc[0])
     rows = []
     for reading in readings:
-        at_top = crit[(crit.L == top) & (crit.reading == reading) & (crit.ks_level == level)]
-        if at_top.empty:
-            raise ValueError(
-                f"readings, level: the run has no critical N for reading {reading!r} at KS level {level} "
-                f"(readings: {sorted(set(crit.reading))}, levels: {sorted(set(crit.ks_level))})"
-            )
-        found = at_top.critical_N.iloc[0]
-        median, lo, hi = critical_head_subsets(heads, top, reading, level, size=size)
-        one = critical_from_heads(heads, top, reading, level, head_index=group)
-        wilcoxon_p, tested = float("nan"), 0
-        if not pd.isna(found):
-            pick = (heads.L == top) & (heads.N == found) & (heads.reading == reading)
-            _, wilcoxon_p, tested = statistics.wilcoxon_heads(heads[pick], "d_tilde", "expected")
+        r = t[t.reading == reading]
+        if r.empty:
+            raise ValueError(f"readings: the run has no critical N for reading {reading!r} ({sorted(set(t.reading))})")
+        top = int(r.L.iloc[0])
+
+        def mean(column, r=r, top=top):
+            return float(r[column].astype("Float64").fillna(top).astype(float).mean())
+
+        tested = r[r.wilcoxon_p.notna()]
         rows.append(
             {
                 "reading": reading,
-                f"critical N at L = {top}": found,
-                f"{size} heads: median": median,
-                f"{size} heads: 2.5 %": lo,
-                f"{size} heads: 97.5 %": hi,
-                "one head per key/value group": one,
-                "Wilcoxon p at that N": wilcoxon_p,
-                "heads": tested,
+                "windows": len(r),
+                "windows without a critical N": int(r.critical_N.isna().sum()),
+                "critical N, every head": mean("critical_N"),
+                f"critical N, {size} heads: median": mean("subset_median"),
+                f"critical N, {size} heads: 2.5 %": mean("subset_lo"),
+                f"critical N, {size} heads: 97.5 %": mean("subset_hi"),
+                "critical N, one head per key/value group": mean("one_per_group"),
+                f"share of windows with Wilcoxon p < {WILCOXON_LEVEL:g}": (
+                    float((tested.wilcoxon_p < WILCOXON_LEVEL).mean()) if len(tested) else np.nan
+                ),
+                "heads per Wilcoxon test": float(tested.heads.mean()) if len(tested) else np.nan,
             }
         )
-    return pd.DataFrame(rows).set_index("reading")
+    table = pd.DataFrame(rows).set_index("reading")
+    table.attrs.update(L=int(t.L.max()), heads=size)
+    return table

@@ -1,5 +1,6 @@
-"""Figure 4's claims (Algorithm 5): g(T, eps) as the paper computes it (each head pooled over its rows and
-windows, then the largest head), decided on a high quantile over heads that has a valid interval."""
+"""Figure 4's claims (Algorithm 5): g(T, eps), read per window (a statistic over the window's heads) and averaged
+over windows. The paper's g is the largest head's; the rules are decided on a high quantile over a window's heads,
+which rests on more than one head."""
 
 from __future__ import annotations
 
@@ -11,17 +12,18 @@ import pandas as pd
 from attnlimits.experiments.paper_claims.rules import (
     DROP,
     INVERSE_T,
-    METHOD,
     METHOD_WORDS,
     Claim,
+    PerWindow,
+    as_summaries,
     interval_over_windows,
     log_slopes,
     make_claim,
     stated,
     windows_text,
 )
+from attnlimits.experiments.summaries import STATS
 from attnlimits.infra import statistics
-from attnlimits.infra.statistics import RESAMPLES, SEED
 from attnlimits.infra.verdicts import (
     NOT_MEASURED,
     REPRODUCED,
@@ -29,56 +31,28 @@ from attnlimits.infra.verdicts import (
 )
 from attnlimits.infra.verdicts import NOT_REPRODUCED as NOT
 
-#: The quantile over heads Figure 4's rules are decided on. The paper's g is the maximum over heads of each head's
-#: mean, and the bootstrap of a maximum is not valid (a maximum is an extreme: its draws never exceed it, so the
-#: value sits at the end of its own interval). The 95th percentile over heads is the nearest smooth statistic: it
-#: still reads the most sensitive heads (about 1 in 20: 14 of SmolLM2's 270, 7 of GPT-2's 144) while resting on
-#: more than one head, so resampling the windows gives it an interval that covers.
+#: The quantile over a window's heads Figure 4's rules are decided on. The paper's g is the maximum over heads: per
+#: window that is one head, the most extreme of all (of SmolLM2's 270 or GPT-2's 144), so the curve of a window's
+#: maximum moves with whichever head happens to top it at each T. The 95th percentile over a window's heads still
+#: reads the most sensitive heads (about 1 in 20: 14 of SmolLM2's 270, 7 of GPT-2's 144) while resting on more than
+#: one of them; averaged over windows, it has an interval over windows that covers.
 G_QUANTILE = 0.95
 
 
-class _PooledG:
-    """Algorithm 5 at one eps and logit scaling: each head's g pooled over the windows of any multiset of windows
-    (its mean over all its rows there, weighted by ``rows`` where the table has it), per T.
+def _stat(q: float | None) -> str:
+    """The column of a window's summary over heads that holds the ``q`` quantile (``None``: the maximum)."""
+    if q is None:
+        return "max"
+    name = f"q{round(100 * q):02d}"
+    if name not in STATS or not np.isclose(100 * q, round(100 * q)):
+        held = [float(s[1:]) / 100 for s in STATS if s.startswith("q")]
+        raise ValueError(f"q: a window's summary holds the quantiles {held} (or None, the maximum), got {q!r}")
+    return name
 
-    :meth:`heads` gives the per-head pooled g for window multiplicities ``counts`` (None: every window once, which
-    is :meth:`attnlimits.experiments.Results.g_heads`), 1-D or one multiset per row (every bootstrap draw at once).
-    """
 
-    def __init__(self, t: pd.DataFrame):
-        weight = "rows" if "rows" in t.columns else None
-        self.sums = statistics.UnitSums(t, "g", by=("T", "layer", "head"), weight=weight)
-        groups = self.sums.groups
-        temps = groups.get_level_values("T")
-        heads = groups.droplevel("T")
-        self.T = np.array(sorted(set(temps)), float)
-        self.n_heads = len(heads.unique())
-        # the groups are sorted by T, then head: a complete grid is a reshape, a grid with holes a scatter
-        self._grid = len(groups) == len(self.T) * self.n_heads
-        self._at = (np.searchsorted(self.T, temps), heads.unique().sort_values().get_indexer(heads))
-
-    @property
-    def units(self) -> list:
-        """The windows (labels), what the bootstrap resamples."""
-        return self.sums.units
-
-    def heads(self, counts=None) -> np.ndarray:
-        """Each head's pooled g, shape (..., T, heads) (NaN where a head has no row at a T)."""
-        pooled = self.sums.pooled(counts)[..., 0]
-        shape = (*pooled.shape[:-1], len(self.T), self.n_heads)
-        if self._grid:
-            return pooled.reshape(shape)
-        out = np.full(shape, np.nan)
-        out[..., self._at[0], self._at[1]] = pooled
-        return out
-
-    def curve(self, counts=None, q: float | None = G_QUANTILE) -> np.ndarray:
-        """Per T, the ``q`` quantile over heads of the pooled g (``q=None``: the maximum, the paper's g); heads
-        without a row at a T are left out there."""
-        g = self.heads(counts)
-        if np.isnan(g).any():
-            return np.nanmax(g, axis=-1) if q is None else np.nanquantile(g, q, axis=-1)
-        return g.max(axis=-1) if q is None else np.quantile(g, q, axis=-1)
+def _curve(res, eps: float | None = None, scaling: str = "model", q: float | None = G_QUANTILE) -> PerWindow:
+    """Each window's ``q`` quantile over its heads of g (``None``: the maximum), per T, at ``eps`` and ``scaling``."""
+    return PerWindow(res.g(eps, scaling), "T", stat=_stat(q))
 
 
 def _g_slope(T: np.ndarray, curve: np.ndarray) -> np.ndarray:
@@ -92,42 +66,24 @@ def _g_drop(T: np.ndarray, curve: np.ndarray) -> np.ndarray:
     return curve.max(axis=-1) / curve[..., np.flatnonzero(T >= 1)[0]]
 
 
-def _g_interval(pooled: _PooledG, number: Callable, ratio: bool) -> statistics.Interval:
-    """``number(T, curve)`` on the :data:`G_QUANTILE` curve and its 95 % interval from the cluster bootstrap over
-    windows (:func:`interval_over_windows`; ``ratio``: on the log scale)."""
-
-    def statistic(counts: np.ndarray) -> np.ndarray:
-        return number(pooled.T, pooled.curve(counts))
-
-    return interval_over_windows(pooled.units, statistic, ratio=ratio)
+def _g_interval(pw: PerWindow, number: Callable, ratio: bool) -> statistics.Interval:
+    """``number(T, curve)`` on the curve of ``pw`` (the mean over windows of each window's quantile) and its 95 %
+    interval over windows (:func:`interval_over_windows`; ``ratio``: on the log scale)."""
+    return pw.interval(lambda counts: number(pw.levels, pw.means(counts, "g")), ratio=ratio)
 
 
-def g_quantile(res, eps: float | None = None, scaling: str = "model", q: float = G_QUANTILE) -> pd.DataFrame:
-    """Per T, the ``q`` quantile over heads of each head's g pooled over the run's windows (``value``) and its
-    95 % interval from the cluster bootstrap over windows (``lo``, ``hi``), at ``eps`` and ``scaling`` (as
-    :meth:`attnlimits.experiments.Results.g`). ``attrs``: ``units`` (the windows it rests on), ``method`` and
-    ``stated`` (both in words, e.g. "jackknife t over 32 windows").
+def g_quantile(res, eps: float | None = None, scaling: str = "model", q: float | None = G_QUANTILE) -> pd.DataFrame:
+    """Per T, the mean over windows of each window's ``q`` quantile over its heads of g (``q=None``: each window's
+    maximum; ``value``) and its 95 % interval over windows (jackknife t; ``lo``, ``hi``), at ``eps`` (default: the
+    smallest) and ``scaling``. ``res``: a run's :class:`attnlimits.experiments.summaries.Summaries` (a per-head
+    :class:`attnlimits.experiments.Results` is summarised first). ``attrs``: ``units`` (the windows it rests on),
+    ``method`` and ``stated`` (both in words, e.g. "jackknife t over 32 windows").
 
-    The statistic Figure 4's rules are decided on; the paper's maximum over heads
-    (:meth:`attnlimits.experiments.Results.g_max`) has no valid interval."""
-    pooled = _PooledG(res.g(eps, scaling))
-    curves: dict[bytes, np.ndarray] = {}  # every T's interval reads the same draws: each curve computed once
-
-    def curve(counts: np.ndarray) -> np.ndarray:
-        key = counts.tobytes() + bytes(str(counts.shape), "ascii")
-        if key not in curves:
-            curves[key] = pooled.curve(counts, q)
-        return curves[key]
-
+    The statistic Figure 4's rules are decided on (:data:`G_QUANTILE`)."""
+    pw = _curve(as_summaries(res), eps, scaling, q)
     rows = {}
-    for i, T in enumerate(pooled.T):
-
-        def at(counts: np.ndarray, i=i) -> np.ndarray:
-            return curve(counts)[..., i]
-
-        rows[T] = statistics.bootstrap_units(
-            pooled.units, at, method=METHOD, resamples=RESAMPLES, seed=SEED, batch=True
-        )
+    for i, T in enumerate(pw.levels):
+        rows[T] = interval_over_windows(pw.units, lambda counts, i=i: pw.means(counts, "g")[..., i])
     table = pd.DataFrame({T: (iv.value, iv.lo, iv.hi) for T, iv in rows.items()}, index=["value", "lo", "hi"]).T
     first = next(iter(rows.values()))
     table.attrs.update(units=first.units, method=first.method, stated=stated(first))
@@ -135,8 +91,8 @@ def g_quantile(res, eps: float | None = None, scaling: str = "model", q: float =
 
 
 def _unmeasured(res, key: str, paper: str) -> Claim | None:
-    """The claim ``key`` of Figure 4 as "not measured" when the run has no Algorithm 5 table (attention given
-    without its logits), else None."""
+    """The claim ``key`` of Figure 4 as "not measured" when the run (summaries or per-head) has no Algorithm 5
+    table (attention given without its logits), else None."""
     if not res.gradient.empty:
         return None
     why = res.provenance.get("absent", {}).get("gradient", "the run has no Algorithm 5 table")
@@ -152,24 +108,25 @@ def _fig4_trend(
     res, key: str, paper: str, number: Callable, band: tuple, lead: str, what: str, fmt, *, ratio: bool = False
 ) -> Claim:
     """A trend of Figure 4's curve (``number(T, curve)``, named by ``lead`` in the measured text and by ``what``
-    in the rule, shown by ``fmt``), decided on the interval of the :data:`G_QUANTILE` curve's (``ratio``: a
-    positive ratio, its interval on the log scale); the paper's maximum over heads beside it, without one."""
+    in the rule, shown by ``fmt``), decided on the interval over windows of the curve of each window's
+    :data:`G_QUANTILE` over its heads, averaged over windows (``ratio``: a positive ratio, its interval on the log
+    scale); the paper's g (a maximum over heads, read per window) beside it."""
     if missing := _unmeasured(res, key, paper):
         return missing
-    t = res.g()
-    eps = t.eps.min()
-    pooled = _PooledG(t)
-    paper_g = float(number(pooled.T, pooled.curve(q=None)))
-    iv = _g_interval(pooled, number, ratio)
+    res = as_summaries(res)
+    eps = float(res.gradient.eps.min())
+    top = _curve(res, eps, q=None)
+    paper_g = float(number(top.levels, top.means(None, "g")))
+    iv = _g_interval(_curve(res, eps), number, ratio)
     measured = (
-        f"{lead}: the paper's $g$ (the largest head's, each head pooled over its rows in all "
-        f"{windows_text(iv.units)}; a maximum has no valid interval) {fmt(paper_g)}; the {_quantile_name()} over heads "
-        f"{fmt(iv.value)} [{fmt(iv.lo)}, {fmt(iv.hi)}] ({stated(iv)}); "
+        f"{lead}: the paper's $g$ (the largest head's, read per window: each window's maximum over its heads, "
+        f"averaged over the {windows_text(iv.units)}) {fmt(paper_g)}; the {_quantile_name()} over a window's heads, "
+        f"averaged over windows, {fmt(iv.value)} [{fmt(iv.lo)}, {fmt(iv.hi)}] ({stated(iv)}); "
         rf"$\varepsilon = {eps:g}$, the model's logits"
     )
     rule = (
-        f"decided on the {_quantile_name()} over heads of each head's g pooled over its rows in every window "
-        f"(epsilon = {eps:g}, the model's logits; the paper's maximum over heads has no valid interval): "
+        f"decided on the {_quantile_name()} over a window's heads of g, averaged over the windows (epsilon = "
+        f"{eps:g}, the model's logits; the paper's maximum over heads rests on a single head of a window): "
         f"reproduced when the 95 % interval ({METHOD_WORDS.get(iv.method, iv.method)} over windows"
         f"{', on the log scale' if ratio else ''}) of {what} lies in [{band[0]:g}, {band[1]:g}], not reproduced "
         "when it lies outside, else inconclusive"
@@ -179,7 +136,8 @@ def _fig4_trend(
 
 
 def fig4_slope(res) -> Claim:
-    """Figure 4: g follows 1/T for T < 0.1 (decided on the :data:`G_QUANTILE` over heads, see :func:`g_quantile`)."""
+    """Figure 4: g follows 1/T for T < 0.1 (decided on the :data:`G_QUANTILE` over a window's heads, averaged over
+    windows: :func:`g_quantile`)."""
     return _fig4_trend(
         res,
         "fig4-slope",
@@ -193,8 +151,8 @@ def fig4_slope(res) -> Claim:
 
 
 def fig4_drop(res) -> Claim:
-    """Figure 4: g drops by about two orders of magnitude once T >= 1 (decided on the :data:`G_QUANTILE` over
-    heads)."""
+    """Figure 4: g drops by about two orders of magnitude once T >= 1 (decided on the :data:`G_QUANTILE` over a
+    window's heads, averaged over windows)."""
     first = res.gradient["T"][res.gradient["T"] >= 1].min() if not res.gradient.empty else 1.0
     return _fig4_trend(
         res,
@@ -210,34 +168,29 @@ def fig4_drop(res) -> Claim:
 
 
 def fig4_printed_bound(res) -> Claim:
-    """Figure 4's dashed curve min{1/(4T), sqrt 2} against each head's g pooled over its windows (the paper's
-    per-head mean), and the corrected 1/(2T)."""
+    """Figure 4's dashed curve min{1/(4T), sqrt 2} against the largest g of any head in any window (each window's
+    maximum over its heads, the largest over windows: a per-window maximum, never pooled over windows), and the
+    corrected 1/(2T)."""
     paper = r"the measured $g$ stays under the printed $\min\{1/(4T), \sqrt 2\}$"
     if missing := _unmeasured(res, "fig4-printed-bound", paper):
         return missing
-    over = corrected = 0.0
-    for scaling in sorted(set(res.gradient.logit_scaling)):
-        for eps in sorted(set(res.gradient.eps)):
-            heads = res.g_heads(eps, scaling)
-            T = heads.index.to_numpy(float)[:, None]
-            over = max(over, float(np.nanmax(heads.to_numpy() / np.minimum(1 / (4 * T), np.sqrt(2)))))
-            corrected = max(corrected, float(np.nanmax(heads.to_numpy() * 2 * T)))
-    t = res.gradient
-    one_window = float((t.g / np.minimum(1 / (4 * t["T"]), np.sqrt(2))).max())
+    res = as_summaries(res)
+    t = res.gradient[res.gradient.quantity == "g"]
+    T = t["T"].to_numpy(float)
+    over = float(np.nanmax(t["max"].to_numpy(float) / np.minimum(1 / (4 * T), np.sqrt(2))))
+    corrected = float(np.nanmax(t["max"].to_numpy(float) * 2 * T))
     windows = t.window.nunique()
     return make_claim(
         res,
         "fig4-printed-bound",
         "4",
         paper,
-        rf"largest $g$ of a head pooled over all {windows_text(windows)} / printed curve = {over:.3f} (every "
-        rf"$\varepsilon$ and logit scaling); largest pooled $g / (1/(2T))$ = {corrected:.3f} (the book's sharp "
-        f"bound, never above 1); one head's mean over a single window alone reaches ×{one_window:.3f} of the "
-        "printed curve",
+        rf"largest $g$ of one head in one window (each window's maximum over its heads, the largest over the "
+        rf"{windows_text(windows)}) / printed curve = {over:.3f} (every $\varepsilon$ and logit scaling); largest "
+        rf"such $g / (1/(2T))$ = {corrected:.3f} (the book's sharp bound, never above 1)",
         REPRODUCED if over <= 1 else NOT,
-        "reproduced when no head's g, pooled over its rows in every window (the paper's per-head mean), exceeds "
-        "the printed curve at any T, epsilon or logit scaling, else not reproduced (a maximum over heads: no "
-        "interval)",
+        "reproduced when no head's g in any window (each window's maximum over its heads) exceeds the printed "
+        "curve at any T, epsilon or logit scaling, else not reproduced (a maximum: no interval)",
         over,
         units=windows,
     )

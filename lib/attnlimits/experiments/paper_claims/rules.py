@@ -1,5 +1,5 @@
-"""What every claim shares: the bands of the rules, :class:`Claim`, and per-head values pooled over windows with
-their interval (the cluster bootstrap over windows)."""
+"""What every claim shares: the bands of the rules, :class:`Claim`, and each window's statistic over its heads
+averaged over windows (:class:`PerWindow`), with its interval over windows."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from attnlimits.experiments.summaries import Summaries
 from attnlimits.infra import statistics
 from attnlimits.infra.statistics import RESAMPLES, SEED
 from attnlimits.infra.verdicts import REPRODUCTION
@@ -87,41 +88,59 @@ def stated(iv: statistics.Interval) -> str:
     return f"{METHOD_WORDS.get(iv.method, iv.method)} over {windows_text(iv.units)}"
 
 
-class Pooled:
-    """A table's value columns pooled per head over any multiset of windows, at each level of ``at`` (L or N): each
-    head's mean over all its rows in the windows drawn, as the paper takes one value per head
-    (:class:`attnlimits.infra.statistics.UnitSums` grouped by (``at``, layer, head), weighted by ``rows``)."""
+class PerWindow:
+    """One statistic over each window's heads (``stat``, a column of :data:`attnlimits.experiments.summaries.STATS`:
+    the median ``q50`` by default) of each quantity, at each level of ``at`` (L, N or T), from a run's summaries
+    (:class:`attnlimits.experiments.summaries.Summaries`); any multiset of windows averages it.
 
-    def __init__(self, table: pd.DataFrame, values, at: str):
-        self.values = list(values)
-        weight = "rows" if "rows" in table.columns else None
-        self.sums = statistics.UnitSums(table, self.values, by=(at, "layer", "head"), weight=weight)
-        levels = self.sums.groups.get_level_values(at).to_numpy()
-        self.levels = np.array(sorted(set(levels.tolist())))
-        self._members = [np.flatnonzero(levels == v) for v in self.levels]
+    The windows are the units (passages of text): a window's heads are summarised first, then the windows
+    averaged, so a bootstrap over windows resamples independent units. ``means(counts, q)`` is the mean over the
+    windows drawn (``counts``: multiplicities, one row per draw) of each window's statistic of ``q``, per level."""
+
+    def __init__(self, table: pd.DataFrame, at: str, stat: str = "q50"):
+        if table.empty:
+            raise ValueError("table: has no rows")
+        self.stat = stat
+        self.windows = sorted(int(w) for w in pd.unique(table["window"]))
+        self.levels = np.array(sorted(set(table[at].tolist())))
+        self._values = {}
+        for quantity, t in table.groupby("quantity", sort=False):
+            wide = t.pivot_table(index="window", columns=at, values=stat, aggfunc="first", dropna=False)
+            self._values[quantity] = wide.reindex(index=self.windows, columns=self.levels).to_numpy(float)
 
     @property
     def units(self) -> list:
         """The windows, what the bootstrap resamples."""
-        return self.sums.units
+        return self.windows
 
-    def heads(self, counts, column: str) -> np.ndarray:
-        """Each head's pooled ``column`` (..., groups); ``counts``: window multiplicities (None: each once)."""
-        return self.sums.pooled(counts)[..., self.values.index(column)]
+    @property
+    def quantities(self) -> list[str]:
+        return list(self._values)
 
-    def median(self, q: np.ndarray, level) -> np.ndarray:
-        """The median over heads of a per-head quantity ``q`` (..., groups) at one level of ``at``."""
-        members = self._members[int(np.flatnonzero(self.levels == level)[0])]
-        return np.nanmedian(q[..., members], axis=-1)
+    def per_window(self, quantity: str) -> np.ndarray:
+        """Each window's statistic of ``quantity`` (windows, levels)."""
+        if quantity not in self._values:
+            raise ValueError(f"quantity: {quantity!r} is not summarised here; there are {self.quantities}")
+        return self._values[quantity]
 
-    def medians(self, q: np.ndarray) -> np.ndarray:
-        """:meth:`median` at every level (..., levels)."""
-        return np.stack([np.nanmedian(q[..., m], axis=-1) for m in self._members], axis=-1)
+    def means(self, counts, quantity: str) -> np.ndarray:
+        """The mean over the windows drawn of each window's statistic of ``quantity``, per level (..., levels);
+        ``counts``: window multiplicities (..., windows), None for each window once. A window without a value at a
+        level (NaN) is left out of that level's mean."""
+        v = self.per_window(quantity)
+        c = np.ones(len(self.windows)) if counts is None else np.asarray(counts, float)
+        finite = np.isfinite(v)
+        total = c @ finite
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (c @ np.where(finite, v, 0.0)) / np.where(total > 0, total, np.nan)
+
+    def mean(self, counts, quantity: str, level) -> np.ndarray:
+        """:meth:`means` at one level of ``at``."""
+        return self.means(counts, quantity)[..., int(np.flatnonzero(self.levels == level)[0])]
 
     def interval(self, statistic: Callable[[np.ndarray], np.ndarray], *, ratio: bool = False) -> statistics.Interval:
-        """``statistic(counts)`` (one value per row of window multiplicities) and its 95 % interval from the
-        cluster bootstrap over windows (:func:`interval_over_windows`; ``ratio``: a positive ratio, on the log
-        scale)."""
+        """``statistic(counts)`` (one value per row of window multiplicities) and its 95 % interval over windows
+        (:func:`interval_over_windows`; ``ratio``: a positive ratio, on the log scale)."""
         return interval_over_windows(self.units, statistic, ratio=ratio)
 
     def value(self, statistic: Callable[[np.ndarray], np.ndarray]) -> float:
@@ -145,6 +164,12 @@ def interval_over_windows(units, statistic: Callable[[np.ndarray], np.ndarray], 
 
     iv = statistics.bootstrap_units(units, log_of, **options)
     return iv._replace(value=math.exp(iv.value), lo=math.exp(iv.lo), hi=math.exp(iv.hi))
+
+
+def as_summaries(res):
+    """``res`` as the analysis reads it: a :class:`attnlimits.experiments.summaries.Summaries` as it is, a per-head
+    :class:`attnlimits.experiments.Results` summarised per window (:meth:`Summaries.of`)."""
+    return res if isinstance(res, Summaries) else Summaries.of(res)
 
 
 def show_interval(value: float, lo: float, hi: float, digits: int = 2) -> str:
