@@ -40,7 +40,6 @@ __all__ = [
     "is_shipped",
     "load",
     "model",
-    "most_influential",
     "readable",
     "run_name",
     "second_text",
@@ -301,25 +300,3 @@ def second_text(preset: str | Preset, *, exclude_sink: bool = False):
         why = f"the second text ({texts.KJV_TITLE}) is not read here, and its run at {p.name} is not shipped"
         return (found, "") if found is not None else (None, why)
     return summaries_of(model(), text(texts.KJV), p, exclude_sink=exclude_sink), ""
-
-
-def most_influential(preset: str | Preset | None = None) -> list[str]:
-    """The shard of the window whose leaving out moves an experimental claim's value the most, in units of that
-    claim's interval width (the audit always recomputes it): ``[shard name]``, or ``[]`` where the run is not
-    shipped. Reads the shipped run on the default text, with token 0."""
-    from attnlimits.experiments import paper_claims
-    from attnlimits.experiments.presets import book_preset
-
-    p = book_preset() if preset is None else get_preset(preset)
-    res = load(DEFAULT_TEXT, p)
-    if res is None or len(res.windows) < 3:
-        return []
-    base = paper_claims.claims(res).set_index("key")
-    width = (base.value_hi - base.value_lo).abs().where(lambda w: w > 0)
-    influence = {}
-    for window in res.windows:
-        left = paper_claims.claims(res.without(window)).set_index("key")
-        moved = ((left.value - base.value).abs() / width).dropna()
-        influence[window] = float(moved.max()) if len(moved) else 0.0
-    window = max(influence, key=influence.get)
-    return [shard_name(DEFAULT_TEXT, p, False, window)]

@@ -155,11 +155,24 @@ def shards(chosen: Sequence[tuple[Study, str]] | None = None) -> list:
 
 
 def most_influential() -> list[str]:
-    """The shards every audit recomputes beside its random draw: the window with the largest leave-one-window-out
-    influence on an experimental verdict (:func:`attnlimits.experiments.shipped.most_influential`)."""
-    from attnlimits.experiments import shipped
+    """The shards every audit recomputes beside its random draw: the window whose leaving out moves an experimental
+    claim's value the most, in units of that claim's interval width (on the shipped run of the default text, with
+    token 0); ``[]`` where it is not shipped."""
+    from attnlimits.experiments import paper_claims, shipped
+    from attnlimits.experiments.presets import book_preset
 
-    return shipped.most_influential()
+    p = book_preset()
+    res = shipped.load(shipped.DEFAULT_TEXT, p)
+    if res is None or len(res.windows) < 3:
+        return []
+    base = paper_claims.claims(res).set_index("key")
+    width = (base.value_hi - base.value_lo).abs().where(lambda w: w > 0)
+    influence = {}
+    for window in res.windows:
+        left = paper_claims.claims(res.without(window)).set_index("key")
+        moved = ((left.value - base.value).abs() / width).dropna()
+        influence[window] = float(moved.max()) if len(moved) else 0.0
+    return [shipped.shard_name(shipped.DEFAULT_TEXT, p, False, max(influence, key=influence.get))]
 
 
 def select(names: Sequence[str] | None = None) -> list[Study]:

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnlimits.experiments import runs
 from attnlimits.experiments.paper_claims.figure2 import (
     COUNTINGS,
     READING_RULES,
@@ -195,15 +194,18 @@ def across_runs(runs, figures=None, compare: tuple[int, int] = (-2, -1)) -> pd.D
     return out
 
 
-def on_a_second_text(model, text, res, figures=None) -> tuple[str, bool | None]:
+def on_a_second_text(res, figures=None) -> tuple[str, bool | None]:
     """The table a page shows in its section on the second text, as markdown: :func:`across_runs` of ``res`` (the
-    page's run of ``model`` on ``text``) beside ``model`` on ``text`` and on the King James Version at one grid
-    (:func:`attnlimits.experiments.runs.on_two_texts`), for the claims of ``figures``; and whether the second text
-    changes no verdict (None, with the reason in place of the table, where it cannot be read here)."""
-    pair, why = runs.on_two_texts(model, text)
-    if not pair:
+    page's run) beside the same model's run on the King James Version at the same preset (shipped with the book at
+    its own preset: :func:`attnlimits.experiments.shipped.second_text`), for the claims of ``figures``; and whether
+    the second text changes no verdict (None, with the reason in place of the table, where it is neither read here
+    nor shipped)."""
+    from attnlimits.experiments import shipped
+
+    second, why = shipped.second_text(res.preset, exclude_sink=bool(res.provenance.get("exclude_sink")))
+    if second is None:
         return why, None
-    table = across_runs([res, *pair], figures)
+    table = across_runs([res, second], figures)
     shown = table.assign(**{"same verdict": table["same verdict"].map({True: "yes", False: "no"})})
     return markdown(shown, columns=list(table.columns)), bool(table["same verdict"].all())
 
