@@ -390,10 +390,11 @@ def test_intro_table_is_written_by_make_results_and_checked_by_the_report(fake, 
     """The introduction includes the file that `make results` writes and types in no claims table; the report
     builds the table from the same inputs and compares it with that file, but never writes it. `make results` runs
     `attnlimits results`, whose `claims` study (after the experiments) writes the include from the checks' verdicts
-    and the experiments' results of the book's preset."""
+    and the experiments' run at the book's preset (the shipped one: shipped.summaries_of)."""
     from types import SimpleNamespace
 
     from attnlimits import experiments
+    from attnlimits.experiments import shipped
     from attnlimits.reporting import book_results
 
     intro = (ROOT / "chapters" / "intro.md").read_text()
@@ -403,7 +404,7 @@ def test_intro_table_is_written_by_make_results_and_checked_by_the_report(fake, 
     assert "| Claim of the paper |" not in intro and "| Lemma 1" not in intro
     assert "write_include" not in chapter
     assert "book_claims.claims(" in chapter and "book_claims.read_include()" in chapter
-    for name in ("book_claims.check_verdicts()", "runs.book_run("):  # the book's preset: runs.book_run
+    for name in ("book_claims.check_verdicts()", "shipped.book_run("):  # the book's preset: shipped.book_run
         assert name in chapter
     makefile = (ROOT / "Makefile").read_text()
     results = re.search(r"^results:.*?(?=^\S|\Z)", makefile, flags=re.M | re.S).group(0)
@@ -422,7 +423,7 @@ def test_intro_table_is_written_by_make_results_and_checked_by_the_report(fake, 
         return _Results()
 
     monkeypatch.setattr(checks, "run_all", run_all)
-    monkeypatch.setattr(experiments, "results", results_of)
+    monkeypatch.setattr(shipped, "summaries_of", results_of)
     monkeypatch.setattr(book_claims, "INCLUDE", tmp_path / "claims.md")
     monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path / "results"))  # no stored verdicts: the checks run
     monkeypatch.delenv(experiments.PRESET_VARIABLE, raising=False)

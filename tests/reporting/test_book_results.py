@@ -72,15 +72,21 @@ def test_a_failing_part_is_named_in_the_error(n_jobs):
 
 
 def test_the_tables_do_not_depend_on_the_number_of_jobs(monkeypatch, tmp_path):
-    """The quick experiments and training, once here with one job and once in two worker processes (the offline
-    model and text, loaded in each process): the same tables, but for the times they record."""
+    """The quick experiments (each window a part) and training, once here with one job and once in two worker
+    processes (the offline model and text, loaded in each process): the same tables, but for the times they
+    record."""
     chosen = [(br.STUDIES[name], "quick") for name in ("experiments", "training")]
     for jobs in (1, 2):
         monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path / f"jobs{jobs}"))
         br.run(chosen, n_jobs=jobs, progress=False)
     inputs = br.Inputs()
+    windows = experiments.get_preset("quick").windows
     for folder in [
-        *(experiments.results_folder(inputs.model, inputs.text, "quick", exclude_sink=s, root="") for s in (0, 1)),
+        *(
+            experiments.window_folder(inputs.model, inputs.text, "quick", w, exclude_sink=s, root="")
+            for w in range(windows)
+            for s in (0, 1)
+        ),
         "training/quick",
     ]:
         tables = sorted((tmp_path / "jobs1" / folder).glob("*.csv"))
