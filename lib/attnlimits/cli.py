@@ -600,12 +600,12 @@ def _run_results(args) -> int:
     for study, preset, where, seconds in done:
         _print(f"{study.name:<13} {preset:<8} {seconds:8.1f} s  {where}")
     _print(f"{len(studies)} studies current in {time.perf_counter() - started:.1f} s")
-    book = [(s, p) for s, p in chosen if p == s.preset()]  # only the book's own presets ship
-    if book:
+    shards = book_results.shards([(s, p) for s, p in chosen if p == s.preset()])  # only the book's presets ship
+    if shards:
         from attnlimits.infra import shipping
 
         t0 = time.perf_counter()
-        written = shipping.ship(book_results.shards(book), say=say if progress else None)
+        written = shipping.ship(shards, say=say if progress else None)
         _print(f"{len(written)} shards shipped under {shipping.shipped_root()} in {time.perf_counter() - t0:.1f} s")
     return 0
 

@@ -16,7 +16,7 @@ import torch
 import attnlimits as al
 from attnlimits import cli
 from attnlimits.experiments import shipped
-from attnlimits.infra import cache
+from attnlimits.infra import cache, shipping
 from attnlimits.reporting import book_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,3 +221,49 @@ def test_the_readme_documents_the_command_beside_check_and_analyze():
     assert re.search(r"`make results`[^.]*`attnlimits results", readme), "say that `make results` runs the command"
     for name in book_results.STUDIES:
         assert f"`{name}`" in readme, name
+
+
+def _toy_table(window: int, folder: Path) -> None:
+    """A shard's file: a small seeded table (what a shard of the book writes, in miniature)."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(window)
+    table = pd.DataFrame({"N": np.arange(1, 5), "value": rng.random(4) + 1, "reached": [True, True, False, True]})
+    shipping.write_table(table, folder / "rows.parquet")
+
+
+def test_check_and_audit_say_current_stale_or_corrupt_by_their_exit_status(tmp_path, monkeypatch):
+    import functools
+    import json
+
+    shards = [
+        shipping.Shard(f"toy/window-{w}", ("attnlimits.infra.ks",), {"window": w}, functools.partial(_toy_table, w))
+        for w in range(3)
+    ]
+    monkeypatch.setattr(book_results, "shards", lambda chosen=None: shards)
+    monkeypatch.setattr(book_results, "most_influential", lambda: ["toy/window-2"])
+    root = tmp_path / "results"
+    monkeypatch.setenv("ATTNLIMITS_SHIPPED", str(root))
+    code, out, _ = _main(["results", "--check"])
+    assert code == 2 and "manifest.json is missing" in out
+    shipping.ship(shards, root)
+    code, out, _ = _main(["results", "--check"])
+    assert code == 0 and "3 shipped shards" in out and "current" in out
+    report = tmp_path / "audit.json"
+    code, out, err = _main(["results", "--audit", "--budget", "0", "--seed", "5", "--report", str(report)])
+    record = json.loads(report.read_text())
+    assert code == 0 and record["seed"] == 5 and "toy/window-2" in record["shards"], out + err
+    assert "audit (seed 5)" in out
+    path = root / "toy" / "window-1" / "rows.parquet"
+    table = shipping.read_table(path)
+    table.loc[2, "value"] *= 1 + 1e-6
+    shipping.write_table(table, path)
+    code, out, _ = _main(["results", "--check"])
+    assert code == 2 and "toy/window-1/rows.parquet does not match the manifest" in out
+    code, out, _ = _main(["results", "--audit", "--all"])
+    assert code == 1 and "toy/window-1/rows.parquet: column value, row 2" in out
+    real = shipping.versions()
+    monkeypatch.setattr(shipping, "versions", lambda: {**real, "numpy": "0.0"})
+    code, out, _ = _main(["results", "--check"])
+    assert code == 2 and f"numpy {real['numpy']} -> 0.0" in out  # stale and corrupt: the worse status wins

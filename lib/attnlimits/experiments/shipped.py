@@ -68,8 +68,9 @@ MODULES = ("attnlimits.experiments.tables", "attnlimits.models.windows", "attnli
 #: between the CPU's kernel paths (AVX2, AVX-512) where they were: they come from near-ties in the top-N selection
 #: and from Algorithm 5 at low T, not from float32 (:data:`attnlimits.infra.shipping.ACROSS_KERNELS`).
 PRECISION = "float32"
-#: What a window's fingerprint reads of its first layer: the q.k of the last row with these keys (fractions of L).
+#: What a window's fingerprint reads of its first layer: the q.k of row _ROWS - 1 with these keys (fractions of it).
 _KEYS = (0.0, 0.5, 1.0)
+_ROWS = 64
 
 
 def run_name(preset: Preset, exclude_sink: bool) -> str:
@@ -191,16 +192,17 @@ def window_record(res) -> dict:
 
 
 def fingerprint(name: str, p: Preset, window: int) -> dict:
-    """A window's fingerprint, cheap enough to take for every window on every audit: the SHA-256 of its token ids
-    and its first layer's q.k (the model's scaled logits) of the last row with the first,
-    middle and last key, per head, to 6 significant digits. A different text, tokenizer or model changes it."""
-    loaded, L = model(), p.max_length
-    ids = hf_windows.windows(loaded.tokenizer, text(name), L, 1, first=window, total=p.windows)
-    cap = hf_windows.capture_windows(
-        loaded, text(name), length=L, count=1, first_window=window, total=p.windows, layers=[0]
-    )[0]
-    logits = cap.logits(0, L, rows=torch.tensor([L - 1]))[:, 0, :]
-    keys = [min(L - 1, int(f * (L - 1))) for f in _KEYS]
+    """A window's fingerprint, cheap enough to take for every window on every audit: the SHA-256 of its token ids,
+    and its first layer's q.k (the model's scaled logits) of row :data:`_ROWS` - 1 with the first, middle and last
+    key, per head, to 6 significant digits, from a pass over the window's first :data:`_ROWS` tokens (a causal
+    model's first rows do not read the later tokens). A different text, tokenizer or model changes it."""
+    from attnlimits import models
+
+    loaded = model()
+    ids = hf_windows.windows(loaded.tokenizer, text(name), p.max_length, 1, first=window, total=p.windows)[0]
+    cap = models.capture(loaded, ids[:_ROWS], layers=[0], index=window)
+    logits = cap.logits(0, _ROWS, rows=torch.tensor([_ROWS - 1]))[:, 0, :]
+    keys = [min(_ROWS - 1, int(f * (_ROWS - 1))) for f in _KEYS]
     picked = logits[:, keys].double().numpy().reshape(-1)
     return {
         "tokens_sha256": shipping.digest(np.ascontiguousarray(ids.numpy(), dtype=np.int64).tobytes()),
