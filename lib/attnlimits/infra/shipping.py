@@ -120,9 +120,15 @@ class Shard:
     def study(self) -> str:
         return self.name.split("/")[0]
 
-    def wanted(self) -> dict:
-        """The key this shard would be computed under now: its modules' code hashes, the versions and its key."""
-        return {"modules": cache.module_hashes(*self.modules), "versions": versions(), **_plain(self.key)}
+    def wanted(self, memo: dict | None = None) -> dict:
+        """The key this shard would be computed under now: its modules' code hashes, the versions and its key.
+        ``memo``: a dict shared by the shards of one check, so that the code is read once for all of them."""
+        memo = {} if memo is None else memo
+        if self.modules not in memo:
+            memo[self.modules] = cache.module_hashes(*self.modules)
+        if "versions" not in memo:
+            memo["versions"] = versions()
+        return {"modules": memo[self.modules], "versions": memo["versions"], **_plain(self.key)}
 
 
 def _plain(value):
@@ -197,9 +203,9 @@ def ship(shards: Sequence[Shard], root=None, *, n_jobs: int = 1, say: Callable[[
     root.mkdir(parents=True, exist_ok=True)
     manifest = load_manifest(root)
     recorded = manifest["shards"]
-    stale = []
+    stale, memo = [], {}
     for shard in shards:
-        wanted = shard.wanted()
+        wanted = shard.wanted(memo)
         entry = recorded.get(shard.name)
         if entry is None or entry["key"] != wanted or _damaged(root, shard.name, entry):
             stale.append((shard, wanted))
@@ -351,7 +357,7 @@ def check(shards: Sequence[Shard], root=None) -> Report:
     if not (root / MANIFEST).is_file():
         report.add(2, f"{root / MANIFEST} is missing: nothing is shipped (make results writes it)")
         return report
-    recorded = manifest["shards"]
+    recorded, memo = manifest["shards"], {}
     for shard in shards:
         entry = recorded.get(shard.name)
         if entry is None:
@@ -359,7 +365,7 @@ def check(shards: Sequence[Shard], root=None) -> Report:
             continue
         for problem in _damaged(root, shard.name, entry):
             report.add(2, f"corrupt: {problem}")
-        changes = key_differences(entry["key"], shard.wanted())
+        changes = key_differences(entry["key"], shard.wanted(memo))
         if changes:
             report.add(1, f"stale: {shard.name}: {'; '.join(changes)}")
     names = {s.name for s in shards}
