@@ -143,19 +143,21 @@ def sensitivity(res, *, level: float = KS_LEVEL, size: int = SUBSET) -> pd.DataF
     """How one window's critical N depends on the heads its KS test compares, at the longest length of Algorithm 1:
     per reading of the expectation, the window's critical N with every head; the median and 95 % range of the
     critical N over 200 seeded random subsets of ``size`` heads (all of them when the model has fewer); the critical
-    N on one query head per key/value group (heads of a group read the same values); and the p-value of the paired
+    N on one query head per key/value group (heads of a group read the same values; NA where the run does not
+    say how its heads are grouped); and the p-value of the paired
     Wilcoxon signed-rank test of d~ against the reading at the window's critical N, with the heads it tested (NaN
     and 0 where no evaluated N reaches ``level``). ``res``: a run of one window."""
     top = max(res.preset.alg1_L)
     crit, heads, facts = res.critical, res.critical_heads, res.provenance["model"]
-    group = one_head_per_group(heads, facts["n_heads"], facts["n_kv_heads"])
+    grouped = "n_heads" in facts and "n_kv_heads" in facts  # attention given as arrays does not say
+    group = one_head_per_group(heads, facts["n_heads"], facts["n_kv_heads"]) if grouped else None
     n_heads = heads[["layer", "head"]].drop_duplicates().shape[0]
     rows = []
     for reading in pd.unique(crit.reading):
         at_top = crit[(crit.L == top) & (crit.reading == reading) & (crit.ks_level == level)]
         found = at_top.critical_N.iloc[0] if len(at_top) else pd.NA
         median, lo, hi = critical_head_subsets(heads, top, reading, level, size=min(size, n_heads))
-        one = critical_from_heads(heads, top, reading, level, head_index=group)
+        one = critical_from_heads(heads, top, reading, level, head_index=group) if grouped else None
         p, tested = np.nan, 0
         if not pd.isna(found):
             pick = (heads.L == top) & (heads.N == found) & (heads.reading == reading)
