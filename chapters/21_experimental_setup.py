@@ -22,9 +22,11 @@
 # %% [markdown]
 # # Experimental setup
 #
-# **Data:** a pretrained causal language model and a long English text, named in the provenance banner below.
-# The paper uses GPT-2 {cite}`radford2019language` on *War and Peace* {cite}`tolstoy1869war`; a machine without
-# network access gets the offline fallbacks instead, through the same code path, and the banner says so loudly.
+# **Data:** a pretrained causal language model and a long English text, named in the provenance banner below, and
+# the layout of the book's `paper` preset on that text (32 windows of 1024 tokens), whose first window this
+# chapter captures. The paper uses GPT-2 {cite}`radford2019language` on *War and Peace* {cite}`tolstoy1869war`; a
+# machine without network access gets the offline fallbacks instead, through the same code path, and the banner
+# says so loudly.
 #
 # Every experiment of this part of the book {cite}`mudarisov2025limitations` reads the attention of every head
 # of a pretrained model on windows of a book spread over its whole length. This chapter fixes how: which model and text are
@@ -35,7 +37,8 @@
 import pandas as pd
 
 import attnlimits as al
-from attnlimits.infra import plotting
+from attnlimits.experiments import book_preset
+from attnlimits.infra import plotting, sentences
 
 plotting.set_theme()
 
@@ -46,8 +49,9 @@ text = al.texts.load()  # $ATTNLIMITS_TEXT, or War and Peace, or the offline fal
 al.models.banner(model, text)
 # %% [markdown]
 # Every later experiment chapter starts with the same two loads and the same banner (one call,
-# `experiments.runs.book_run()`, does both and then reads the chapter's results), so that no figure can be mistaken
-# for GPT-2's when it came from another model.
+# `experiments.shipped.book_run()`, does both and then reads the chapter's results: shipped with the book under
+# `results/` for the model and text that build it, computed into a local cache for any other), so that no figure
+# can be mistaken for GPT-2's when it came from another model.
 #
 # ## The model
 #
@@ -75,21 +79,37 @@ pd.Series(al.models.facts(model), name="value").to_frame()
 #
 # A reference manual is not a novel, so each Experiments chapter ends by reading a second text beside the first:
 # the King James Version of the Bible (`al.texts.load("kjv")`, 4.1 million characters of narrative English from
-# Debian's package `bible-kjv`, which `make setup` installs), both at the `reduced` preset of
-# {doc}`34_several_models` (8 windows of 256 tokens), so that a verdict that moved with the text would show.
-# Where the package is missing that section says so; it never reads the first text again in its place.
+# Debian's package `bible-kjv`, which `make setup` installs), at the same preset as the first (the `paper` preset
+# below), so that a verdict that moved with the text would show. The book ships that run too, so the section
+# reads it where the package is missing; where neither is there it says so, and it never reads the first text
+# again in its place.
 #
-# An experiment reads `count` non-overlapping windows of `length` tokens spread evenly over the text, from the
-# first chapter (for a text without chapters, its beginning) to its end: window $i$ of $W$ starts at token
-# $i\,(n - L) / (W - 1)$ of the $n$ tokens, so that the windows, the independent units every interval of the book
-# resamples, come from every part of the text; each run's `provenance.json` lists where they start
-# (`window_starts`). Here: one window of $L = 1024$ tokens, GPT-2's whole context.
+# An experiment reads $W$ non-overlapping windows of $L$ tokens spread evenly over the text, from the first
+# chapter (for a text without chapters, its beginning) to its end: window $i$ of $W$ starts at token
+# $\lfloor i\,(n - L) / (W - 1) \rfloor$ of the $n$ tokens, so that the windows, the independent units every
+# interval of the book resamples, come from every part of the text. The book's `paper` preset reads $W = 32$
+# windows of $L = 1024$ tokens, GPT-2's whole context. Each window is computed on its own (every algorithm on every
+# head of that window) and summarised over its heads; those summaries, a folder per window whose `window.json`
+# says where the window starts (`window_start`), are what the book ships under `results/` and what the next
+# chapters read. The cell prints the layout and the first window's opening; this chapter captures that window.
 
 # %%
-L = 1024
-ids = al.models.windows.windows(model, text, length=L, count=1)
-print(f"window shape {tuple(ids.shape)}; it begins:\n")
+preset = book_preset()  # "paper", or $ATTNLIMITS_EXPERIMENTS_PRESET
+L, W = preset.max_length, preset.windows
+ids, starts = al.models.windows.windows(
+    model, text, length=L, count=W, total=W, return_starts=True
+)
+print(f"{preset.name} preset: {W} windows of {L} tokens, at text tokens\n{starts}")
+ids = ids[:1]  # the first window
+print("\nthe first window begins:\n")
 print(model.tokenizer.decode(ids[0, :80]))
+
+# %% tags=["remove-cell"]
+run = (model.provenance.model_id, text.provenance.name, preset.name)
+_ = sentences.assert_sentences({
+    "the paper preset reads 32 windows of L = 1024 tokens": len(starts) == W == 32
+    and L == 1024,
+}, described=sentences.describes(run))
 
 # %% [markdown]
 # ## What one capture holds
@@ -162,7 +182,7 @@ plotting.finish(fig, "setup_heads")
 # ## Exactness, live
 #
 # The experiments rely on four properties, checked here on this model and text (and asserted by
-# `tests/test_models.py` on random GPT-2 and Llama models and on the fallback):
+# `tests/models/test_models.py` on random GPT-2 and Llama models and on the fallback):
 #
 # 1. the captured weights equal `output_attentions` of an independent run with the eager implementation;
 # 2. $\operatorname{softmax}(\ell)$ of the captured logits equals the captured weights, so the logits are what

@@ -46,6 +46,9 @@ def test_the_markdown_report_holds_the_claims_the_provenance_and_every_figure(wi
     md = (folder / "report.md").read_text()
     assert md.startswith("# attnlimits report: random scores on no text")
     assert "```bash\nattnlimits analyze --out here\n```" in md
+    # the statistics as the analysis reads them: per window over its heads, then averaged over the windows
+    assert "Every statistic is read per window" in md and "averaged over the windows" in md
+    assert not any("median over heads" in c or "of heads;" in c for c in run_page.CAPTIONS.values())
     claims = paper_claims.claims(res)
     for claim in claims.itertuples():
         assert f"| {claim.figure} | {claim.paper} | {claim.measured} | {claim.verdict} |" in md
