@@ -212,6 +212,11 @@ def test_compare_tables_holds_floats_to_the_tolerance_and_the_rest_exactly():
     assert shipping.compare_tables(a, a.assign(k=[1, 3]), rtol=1, atol=1)[1]
     assert shipping.compare_tables(a, a[["k", "x"]], rtol=1, atol=1)[1]
     assert shipping.TOLERANCE["rtol"] < 1e-6  # a value moved by 1e-6 of itself fails
+    n = pd.DataFrame({"critical_N": pd.array([5, None, 7], dtype="Int64")})  # no N reached: <NA>
+    assert not shipping.compare_tables(n, n.copy(), rtol=0, atol=0)[1]
+    assert (
+        len(shipping.compare_tables(n, n.assign(critical_N=pd.array([5, 6, 7], dtype="Int64")), rtol=0, atol=0)[1]) == 1
+    )
 
 
 def test_fingerprints_compare_tokens_exactly_and_numbers_to_their_rounding():

@@ -428,7 +428,10 @@ def compare_tables(shipped: pd.DataFrame, fresh: pd.DataFrame, *, rtol: float, a
             largest[column] = float(diff.max()) if len(diff) else 0.0
             bad = np.flatnonzero(diff > atol + rtol * np.abs(np.nan_to_num(x)))
         else:
-            same = (a.astype(object).to_numpy() == b.astype(object).to_numpy()) | (a.isna() & b.isna()).to_numpy()
+            na_a, na_b = a.isna().to_numpy(), b.isna().to_numpy()
+            both = ~na_a & ~na_b
+            same = na_a & na_b  # a missing value (a critical N no window reached) only where the other is missing
+            same[both] = a[both].astype(object).to_numpy() == b[both].astype(object).to_numpy()
             largest[column] = 0.0 if same.all() else math.inf
             bad = np.flatnonzero(~same)
         for i in bad[:3]:
