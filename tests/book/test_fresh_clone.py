@@ -13,10 +13,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 #: A call that reads a study's results from the cache, computing them when they are missing (each study's
-#: ``results``, chapter 35's ``book_results``, and the Experiments chapters' ``runs.book_run``): minutes on 2 cores
-#: for the paper preset.
+#: ``results``, chapter 35's ``book_results``, and the Experiments chapters' ``shipped.book_run``, which reads the
+#: shipped results for the book's model and text and computes them for any other): minutes on 2 cores for the
+#: paper preset.
 COMPUTES = re.compile(
-    r"\b(?:experiments|training|several_models|alt|alternatives|long_context)\.(?:book_)?results\(|\bruns\.book_run\("
+    r"\b(?:experiments|training|several_models|alt|alternatives|long_context)\.(?:book_)?results\(|\bshipped\.book_run\("
 )
 #: The longest a first computation may take on a slow 2-core machine (the paper preset with and without the sink
 #: took 620-1,350 s where measured).
@@ -57,9 +58,10 @@ def _target(makefile: str, name: str) -> tuple[str, str]:
 
 def test_make_book_fills_the_cache_first_and_make_test_runs_a_chapter_from_an_empty_one():
     makefile = (ROOT / "Makefile").read_text()
-    assert "results" in _target(makefile, "book")[0].split()
+    assert "unshipped" in _target(makefile, "book")[0].split()  # the studies the book does not ship
     recipe = _target(makefile, "test")[1]
-    assert recipe.index("test-fresh-chapter") < recipe.index("results")  # before the cache exists
+    assert recipe.index("test-fresh-chapter") < recipe.index("unshipped")  # before the cache exists
+    assert recipe.index("check-results audit") < recipe.index("--nbmake chapters")  # the shipped results, checked
     fresh = _target(makefile, "test-fresh-chapter")[1]
     assert "ATTNLIMITS_RESULTS=$$fresh" in fresh and "mktemp -d" in fresh
     assert "ATTNLIMITS_EXPERIMENTS_PRESET=quick" in fresh and "--nbmake chapters/" in fresh
@@ -68,14 +70,14 @@ def test_make_book_fills_the_cache_first_and_make_test_runs_a_chapter_from_an_em
 def test_the_book_run_reads_the_chosen_preset():
     import inspect
 
-    from attnlimits.experiments import runs
+    from attnlimits.experiments import shipped
 
-    source = inspect.getsource(runs.book_run)
-    assert "preset = book_preset()" in source and source.count("results(model, text, preset") == 2
+    source = inspect.getsource(shipped.book_run)
+    assert "preset = book_preset()" in source and source.count("summaries_of(loaded, text_read, preset") == 2
 
 
 @pytest.mark.parametrize("path", [p for p in CHAPTERS if p.stem[:2] in {"22", "23", "24", "25", "31"}], ids=str)
 def test_the_experiments_chapters_read_the_chosen_preset(path):
     source = _source(json.loads(path.read_text()))
-    assert "runs.book_run(" in source
+    assert "shipped.book_run(" in source
     assert not re.search(r"\.results\(", source)

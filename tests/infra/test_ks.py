@@ -103,6 +103,8 @@ LEVEL_NAME = re.compile(r"level|ks|p_?value", re.IGNORECASE)
 #: The names a 0.05 of that code is given to that are no KS level.
 NOT_A_LEVEL = {
     "T_grid": "a temperature of the alternative normalisers' grid",
+    "QUANTILES": "the quantiles over a window's heads that the shipped summaries hold (5 % ... 95 %)",
+    "WILCOXON_ALPHA": "the significance of the head-subset check's Wilcoxon test, not Algorithm 3's KS level",
     "below_one": "Figure 3's upper bound counts as informative below 1 - 0.05",
 }
 

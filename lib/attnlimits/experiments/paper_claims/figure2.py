@@ -502,7 +502,7 @@ def reading_predictions(res) -> pd.DataFrame:
 
 #: The p-value below which :func:`critical_sensitivity` counts a window's paired test as separating d~ from the
 #: reading head by head.
-WILCOXON_LEVEL = 0.05
+WILCOXON_ALPHA = 0.05
 
 
 def critical_sensitivity(res, readings=("E", "E_full")) -> pd.DataFrame:
@@ -549,8 +549,8 @@ def critical_sensitivity(res, readings=("E", "E_full")) -> pd.DataFrame:
                 f"critical N, {size} heads: 2.5 %": mean("subset_lo"),
                 f"critical N, {size} heads: 97.5 %": mean("subset_hi"),
                 "critical N, one head per key/value group": mean("one_per_group"),
-                f"share of windows with Wilcoxon p < {WILCOXON_LEVEL:g}": (
-                    float((tested.wilcoxon_p < WILCOXON_LEVEL).mean()) if len(tested) else np.nan
+                f"share of windows with Wilcoxon p < {WILCOXON_ALPHA:g}": (
+                    float((tested.wilcoxon_p < WILCOXON_ALPHA).mean()) if len(tested) else np.nan
                 ),
                 "heads per Wilcoxon test": float(tested.heads.mean()) if len(tested) else np.nan,
             }
