@@ -157,23 +157,25 @@ def _text_key(name: str) -> dict:
     return recorded[0] if recorded else {"name": name, "sha256": "unreadable here"}
 
 
-def _write(name: str, p: Preset, exclude_sink: bool, window: int, folder: Path) -> None:
+def _write(name: str, p: Preset, exclude_sink: bool, window: int, folder: Path) -> float:
     """A shard of the book's design: :func:`window_files` of the shipped model on the text ``name``."""
-    window_files(model(), text(name), p, window, folder, exclude_sink=exclude_sink)
+    return window_files(model(), text(name), p, window, folder, exclude_sink=exclude_sink)
 
 
 def window_files(
     loaded, text_read, preset: Preset, window: int, folder: Path, *, exclude_sink: bool = False, root=None
-) -> None:
+) -> float:
     """One window's shipped files in ``folder``: its run from the results cache (``root``: the default cache when
     None; computed where missing, :func:`attnlimits.experiments.window_results`), summarised over its heads, one
     Parquet file per table, and ``window.json`` (:func:`window_record`). A run without token 0 writes Algorithms
-    1-4 only."""
+    1-4 only. Returns the seconds the window's run took end to end (the results cache's record; for a run without
+    token 0 that borrowed Algorithm 5 and the sink weights from the run with it, without them)."""
     res = window_results(loaded, text_read, preset, window, exclude_sink=exclude_sink, precision=PRECISION, root=root)
     tables = ("distance", "separability") if exclude_sink else tuple(summaries.SUMMARIZED)
     for name, table in summaries.summarize(res, tables).items():
         shipping.write_table(table, folder / f"{name}.parquet")
     (folder / "window.json").write_text(json.dumps(window_record(res), indent=1, sort_keys=True) + "\n")
+    return res.provenance["seconds"]["total"]
 
 
 def window_record(res) -> dict:

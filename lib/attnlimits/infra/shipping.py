@@ -104,7 +104,8 @@ class Shard:
     its study. ``modules``: the modules whose code (with every module of the library they import) computes its
     files. ``key``: the rest of what it depends on, JSON-able (the data's SHA-256, the preset, the options, the
     seed). ``write(folder)`` writes its files into ``folder`` from the results cache, computing what the cache
-    lacks; under an empty cache (:func:`audit`) it computes everything, capture included. ``fingerprint()``: a
+    lacks, and returns the seconds the computation took end to end (or None: the time it took to write them);
+    under an empty cache (:func:`audit`) it computes everything, capture included. ``fingerprint()``: a
     cheap record of its input (a window's tokens and first layer), compared on every audit, or None.
     ``seconds``: about what it takes from an empty cache before it was ever shipped (the manifest's record is used
     once there is one)."""
@@ -178,11 +179,13 @@ def _files(folder: Path) -> dict[str, str]:
 
 
 def _produce(shard: Shard, folder: Path) -> float:
-    """Write ``shard``'s files into the empty ``folder``; the seconds it took."""
+    """Write ``shard``'s files into the empty ``folder``; the seconds its computation took: what ``write``
+    returns (the results cache's record of the computation, when the files were written from the cache), else
+    the time it took here."""
     folder.mkdir(parents=True)
     t0 = time.perf_counter()
-    shard.write(folder)
-    return time.perf_counter() - t0
+    reported = shard.write(folder)
+    return float(reported) if reported is not None else time.perf_counter() - t0
 
 
 # ----------------------------------------------------------------------------------------------------------------
