@@ -73,10 +73,10 @@ def _quantity(table: pd.DataFrame, name: str) -> pd.Series | None:
 
 
 def over_heads(table: pd.DataFrame, by: Sequence[str], quantities: Sequence[str]) -> pd.DataFrame:
-    """Summaries over heads of each quantity, per window and per value of ``by``: columns window, *by, quantity,
-    then :data:`STATS` (``heads``: how many heads have a finite value; the statistics over those). A quantity the
-    table lacks, or with no finite value anywhere (a reading a run without token 0 does not compute), is left
-    out."""
+    """Summaries over heads of each quantity, per window and per value of ``by``: columns window, the ``by``
+    columns, quantity, then :data:`STATS` (``heads``: how many heads have a finite value; the statistics over
+    those). A quantity the table lacks, or with no finite value anywhere (a reading a run without token 0 does
+    not compute), is left out."""
     keys = ["window", *by]
     parts = []
     for name in quantities:

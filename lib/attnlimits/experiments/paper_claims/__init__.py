@@ -3,7 +3,8 @@
 One function per claim turns a run into a :class:`Claim`: what the paper reports, what we measure (a sentence with
 the numbers), and a verdict decided by a fixed rule stated in the claim's ``rule``. A run is read as its windows'
 summaries (:class:`attnlimits.experiments.summaries.Summaries`, what the book ships; a per-head
-:class:`attnlimits.experiments.Results` is summarised first, :meth:`Summaries.of`). A rule reads one number
+:class:`attnlimits.experiments.Results` is summarised first,
+:meth:`attnlimits.experiments.summaries.Summaries.of`). A rule reads one number
 (``value``) and its 95 % interval over the run's windows (``lo``, ``hi``) and compares the interval with a band
 (:func:`attnlimits.infra.verdicts.decide`), so a verdict never claims more than the windows support. The windows
 (passages of text) are the units: the number is, per window, a statistic over its heads (e.g. the median over a
