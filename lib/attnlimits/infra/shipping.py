@@ -76,7 +76,8 @@ def shipped_root() -> Path:
 
 
 def versions() -> dict[str, str]:
-    """The versions of the libraries whose arithmetic a shard's numbers depend on (a shard's key holds them)."""
+    """The versions of the libraries whose arithmetic a shard's numbers depend on (a shard's key holds them), and
+    Python's minor version (its syntax trees, which the code hash reads, change between minor versions)."""
     import pyarrow
     import scipy
     import torch
@@ -86,7 +87,7 @@ def versions() -> dict[str, str]:
         "numpy": np.__version__,
         "pandas": pd.__version__,
         "pyarrow": pyarrow.__version__,
-        "python": platform.python_version(),
+        "python": ".".join(platform.python_version_tuple()[:2]),  # the syntax trees the code hash reads
         "scipy": scipy.__version__,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
