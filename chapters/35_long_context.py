@@ -50,8 +50,9 @@ from attnlimits.studies import long_context
 plotting.set_theme()
 pd.set_option("display.precision", 3)
 report = long_context.report
-# computed once by `make results` (long_context.book_results), then read from results/:
+# computed once by `make results` (long_context.book_results), shipped in results/:
 # the run of each model that is present, and why each other model did not run
+al.studies.restore()
 results, not_run = long_context.book_results("reduced")
 for res in results:
     print(report.summary(res))

@@ -53,6 +53,7 @@
 from attnlimits import studies
 
 preset = studies.book_preset()
+studies.restore()  # the shipped results/ into the cache: read, not computed
 
 # %%
 import attnlimits as al

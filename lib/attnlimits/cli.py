@@ -526,7 +526,7 @@ def _run_models(args) -> int:
         return 2
     manifest = several_models.compute(preset=preset, n_jobs=-1)
     for e in manifest["models"]:
-        done = f"{e['run_seconds']:.1f} s" if e["present"] else f"not run: {e['reason']}"
+        done = f"{e['computed_seconds']:.1f} s" if e["present"] else f"not run: {e['reason']}"
         _print(f"{e['label']:<28} {done}")
     _print(f"manifest: {several_models.manifest_path(preset)}")
     return 0
@@ -589,10 +589,20 @@ def _run_results(args) -> int:
     if args.progress:
         for study, preset in zip(studies, presets, strict=True):
             print(f"[attnlimits] results: {study.name} ({preset}): {study.description}", file=sys.stderr, flush=True)
+    from attnlimits.infra import shipping
+
     started = time.perf_counter()
     chosen = list(zip(studies, presets, strict=True))
     say = functools.partial(print, file=sys.stderr, flush=True)
+    shards = book_results.shards([(s, p) for s, p in chosen if p == s.preset()])  # only the book's presets ship
+    # the studies shipped as whole results-cache entries first: shipping computes what is stale (from an empty
+    # cache, timed) and puts every shipped entry into the results cache, where their parts then find them
+    whole = [s for s in shards if shipping.ships_entries(s)]
     try:
+        if whole:
+            written = shipping.ship(whole, n_jobs=args.jobs, say=say if progress else None)
+            shipping.restore(whole)
+            _print(f"{len(written)} of {len(whole)} entry shards computed and shipped")
         done = book_results.run(chosen, n_jobs=args.jobs, progress=progress, say=say)
     except KeyboardInterrupt:
         print("attnlimits results: interrupted; the entries written before are kept", file=sys.stderr)
@@ -600,12 +610,9 @@ def _run_results(args) -> int:
     for study, preset, where, seconds in done:
         _print(f"{study.name:<13} {preset:<8} {seconds:8.1f} s  {where}")
     _print(f"{len(studies)} studies current in {time.perf_counter() - started:.1f} s")
-    shards = book_results.shards([(s, p) for s, p in chosen if p == s.preset()])  # only the book's presets ship
     if shards:
-        from attnlimits.infra import shipping
-
         t0 = time.perf_counter()
-        written = shipping.ship(shards, say=say if progress else None)
+        written = shipping.ship(shards, n_jobs=args.jobs, say=say if progress else None)
         _print(f"{len(written)} shards shipped under {shipping.shipped_root()} in {time.perf_counter() - t0:.1f} s")
     return 0
 
@@ -649,9 +656,8 @@ def _audit_results(args) -> int:
         return pinned
     shards = book_results.shards()
     always = book_results.most_influential()
-    record = shipping.audit(
-        shards, budget=args.budget, seed=args.seed, always=always, every=args.all, report=args.report, say=say
-    )
+    options = {"seed": args.seed, "always": always, "every": args.all, "report": args.report, "n_jobs": args.jobs}
+    record = shipping.audit(shards, budget=args.budget, say=say, **options)
     bad = [name for name, r in record["shards"].items() if r["failures"]]
     moved = [name for name, r in record["fingerprints"].items() if r != "same"]
     for name in bad:
@@ -701,7 +707,8 @@ def _add_results(subparsers) -> None:
         metavar="J",
         help="run the studies' independent parts (each study; each model of the models study) in J worker "
         "processes, longest first, -1 for one per core (default 1: one after the other here); a single part runs its "
-        "windows in J threads instead. The results are identical for any J",
+        "windows in J threads instead; with --audit, recompute J shards at once (one thread each). The results are "
+        "identical for any J",
     )
     action = p.add_mutually_exclusive_group()
     action.add_argument(
@@ -723,8 +730,8 @@ def _add_results(subparsers) -> None:
         type=float,
         default=360.0,
         metavar="SECONDS",
-        help="with --audit: about how long the recomputation may take, from the manifest's recorded times (default "
-        "360)",
+        help="with --audit: about how many seconds of computation the recomputed shards may take, from the "
+        "manifest's recorded times (default 360; with --jobs 2 about half of it passes on 2 cores)",
     )
     p.add_argument(
         "--seed", type=int, default=None, help="with --audit: the sample's seed (default: the checked-out commit)"

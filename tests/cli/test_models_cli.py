@@ -98,7 +98,7 @@ def test_models_compute_runs_the_comparison_with_the_preset(monkeypatch, capsys,
     seen = []
     manifest = {
         "models": [
-            {"label": "SmolLM2-135M", "present": True, "run_seconds": 1.5},
+            {"label": "SmolLM2-135M", "present": True, "computed_seconds": 1.5},
             {"label": "GPT-2", "present": False, "reason": "ModelUnavailableError: offline"},
         ]
     }
@@ -106,7 +106,9 @@ def test_models_compute_runs_the_comparison_with_the_preset(monkeypatch, capsys,
     assert cli.main(["models", "--compute", "--preset", "paper"]) == 0
     assert [(p.name, jobs) for p, jobs in seen] == [("paper", -1)]  # windows in parallel on every core
     out = capsys.readouterr().out
-    assert "1.5 s" in out and "not run: ModelUnavailableError: offline" in out and "models-paper.json" in out
+    assert (
+        "1.5 s" in out and "not run: ModelUnavailableError: offline" in out and "models-paper/runs/manifest.json" in out
+    )
     assert cli.main(["models", "--compute"]) == 0
     assert seen[-1][0].name == "reduced"
 

@@ -98,7 +98,7 @@ def two_runs(tmp_path_factory):
 def _forget_loaded():
     """Drop the shipped design's model and texts that this process loaded (the pipeline's parts load them once per
     process; here they are the tiny model and text, which no other test may see)."""
-    for loaded in (shipped.model, shipped.text, shipped._text_key):
+    for loaded in (shipped.model, shipped.text, shipped.text_key):
         loaded.cache_clear()
 
 
@@ -114,12 +114,13 @@ def test_the_quick_pipeline_writes_every_entry_of_the_chosen_studies(two_runs):
     for folder in folders:
         for table in al.experiments.TABLES:
             assert (folder / f"{table}.csv").is_file(), (folder, table)
-    assert (root / "training" / "quick" / "final.csv").is_file()
+    pieces = [root / "training" / "quick" / name for name, _, _ in al.studies.training.jobs("quick")]
+    assert all((piece / "final.csv").is_file() for piece in pieces)  # each piece of the sweep its own entry
     # the synthetic heads once, the model's heads for chapter 33 and for chapter 36 (the later normalisers)
     for part, entries in (("synthetic", 1), ("model", 2)):
         assert len(list((root / "alternatives").glob(f"{part}-*/result.pkl"))) == entries, part
     alternatives = [p.parent for p in (root / "alternatives").glob("*/result.pkl")]
-    assert sorted(computed) == sorted([*folders, root / "training" / "quick", *alternatives])
+    assert sorted(computed) == sorted([*folders, *pieces, *alternatives])
     summary = [line.split()[:2] for line in out.splitlines() if re.match(r"^\S+\s+quick\s+[\d.]+ s  ", line)]
     assert summary == [["experiments", "quick"], ["training", "quick"], ["alternatives", "quick"]]
     assert "3 studies current in" in out

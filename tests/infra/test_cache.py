@@ -296,10 +296,11 @@ def test_each_study_keys_its_entries_by_its_own_code(tmp_path, monkeypatch):
         return None
 
     monkeypatch.setattr(cache, "cached", record)
-    training.results("reduced", root=tmp_path)
+    piece = training.jobs("reduced")[0][0]
+    training.job_results("reduced", piece, root=tmp_path)
     alternatives.results(preset="quick", root=tmp_path)
     folder, key = seen["training"]
-    assert folder == tmp_path / "training" / "reduced"
+    assert folder == tmp_path / "training" / "reduced" / piece and key["job"] == piece
     assert key["preset"] == json.loads(json.dumps(training.get_preset("reduced").as_dict()))
     assert key["code_sha256"] == cache.code_hash("attnlimits.studies.training.study")
     folder, key = seen["alternatives"]

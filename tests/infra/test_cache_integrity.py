@@ -136,7 +136,11 @@ def _studies(model) -> dict[str, Study]:
         "experiments": Study(
             lambda root: experiments.results(model, text, "quick", root=root), experiments.runs, "run"
         ),
-        "training": Study(lambda root: training.results(sweep, root=root), training.study, "sweep"),
+        "training": Study(  # one piece of the sweep: each is an entry of its own
+            lambda root: training.job_results(sweep, training.jobs(sweep)[0][0], root=root),
+            training.study,
+            "_piece",
+        ),
         "alternatives": Study(
             lambda root: alternatives.results(preset=synthetic, root=root),
             alternatives.study,

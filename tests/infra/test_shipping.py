@@ -224,3 +224,102 @@ def test_fingerprints_compare_tokens_exactly_and_numbers_to_their_rounding():
     assert shipping.fingerprint_differences(rec, {"tokens_sha256": "ab", "qk": [1.00001, 2.0]}) == []
     assert shipping.fingerprint_differences(rec, {"tokens_sha256": "cd", "qk": [1.0, 2.0]})
     assert shipping.fingerprint_differences(rec, {"tokens_sha256": "ab", "qk": [1.1, 2.0]})
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# a study's results-cache entries shipped whole
+# ------------------------------------------------------------------------------------------------------------------
+def _entry_shard(calls=None, value=1.5):
+    """A study that caches one entry (a CSV table and a JSON record holding its seconds) through the results
+    cache, shipped whole."""
+    from attnlimits.infra import cache
+
+    def compute(root):
+        if calls is not None:
+            calls.append(root)
+
+        def save(result, folder):
+            result.to_csv(folder / "table.csv", index=False)
+            (folder / "record.json").write_text(json.dumps({"rows": len(result), "seconds": result.seconds.iloc[0]}))
+
+        seconds = float(len(calls or []))  # the machine's time: a column and a JSON member the audit skips
+        table = pd.DataFrame({"N": [1, 2, 3], "value": [value, 2.0 * value, np.nan], "seconds": seconds})
+        key = cache.study_key("fakeship.study", preset={"name": "tiny"})
+        return cache.cached(root / "toy" / "entry", key, lambda: table, save, lambda f: pd.read_csv(f / "table.csv"))
+
+    return shipping.entry_shard("entries/tiny", ("fakeship.study",), {"preset": "tiny"}, compute, records=("seconds",))
+
+
+def test_an_entry_shard_ships_its_entry_packed_and_restores_it_into_an_empty_cache(fake, tmp_path, monkeypatch):
+    from attnlimits.infra import cache
+
+    monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path / "cache"))
+    calls = []
+    shard = _entry_shard(calls)
+    assert shipping.ships_entries(shard) and not shipping.ships_entries(_shards()[0])
+    root = tmp_path / "results"
+    shipping.ship([shard], root)
+    files = set(json.loads((root / "manifest.json").read_text())["shards"]["entries/tiny"]["files"])
+    assert files == {"toy/entry/key.json", "toy/entry/table.csv.xz", "toy/entry/record.json.xz"}
+    assert calls and calls[0] != tmp_path / "cache"  # computed in an empty cache of its own, then installed
+    # a fresh checkout: an empty results cache, filled from the shipped entry without computing
+    monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path / "fresh"))
+    assert shipping.restore([shard], root) == ["toy/entry"]
+    assert shipping.restore([shard], root) == []  # already there under the same key: left alone
+    entry = tmp_path / "fresh" / "toy" / "entry"
+    key = cache.study_key("fakeship.study", preset={"name": "tiny"})
+    back = cache.Entry(entry, key).read(lambda f: pd.read_csv(f / "table.csv"))  # checks every file's SHA-256
+    assert back.value.iloc[1] == 3.0
+    # a stale shard (its code changed) is not restored: the study computes it
+    (fake / "study.py").write_text(FAKE["study.py"] + "\nSTALE = 1\n")
+    monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path / "other"))
+    assert shipping.restore([shard], root) == []
+
+
+def test_the_audit_compares_an_entry_shards_tables_but_not_what_records_the_machine(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path / "cache"))
+    root = tmp_path / "results"
+    shipping.ship([_entry_shard([])], root)
+    # the recomputation's record of its seconds differs (a records field): it agrees
+    record = shipping.audit([_entry_shard([1, 2, 3])], root, every=True)
+    assert record["ok"], record["shards"]
+    # a value moved by one millionth of itself: it fails, naming the file, the column and the row
+    record = shipping.audit([_entry_shard([], value=1.5 * (1 + 1e-6))], root, every=True)
+    failures = record["shards"]["entries/tiny"]["failures"]
+    assert not record["ok"] and any("table.csv.xz" in f and "column value, row 0" in f for f in failures), failures
+
+
+def test_compare_json_holds_numbers_to_the_tolerance_and_skips_the_named_members():
+    shipped = {"a": 1.0, "b": [1, "x", {"seconds": 3.0, "c": 2.0}], "seconds": 10.0}
+    fresh = {"a": 1.0 + 1e-12, "b": [1, "x", {"seconds": 9.0, "c": 2.0}], "seconds": 11.0}
+    assert shipping.compare_json(shipped, fresh, rtol=1e-9, atol=0, skip=("seconds",)) == []
+    moved = {**fresh, "b": [1, "y", {"seconds": 9.0, "c": 2.1}]}
+    assert shipping.compare_json(shipped, moved, rtol=1e-9, atol=0, skip=("seconds",)) == [
+        "b[1]: shipped 'x', recomputed 'y'",
+        "b[2].c: shipped 2.0, recomputed 2.1",
+    ]
+    assert shipping.compare_json(shipped, fresh, rtol=1e-9, atol=0) == [
+        "b[2].seconds: shipped 3.0, recomputed 9.0",
+        "seconds: shipped 10.0, recomputed 11.0",
+    ]
+
+
+def test_an_entry_at_the_shards_own_path_lies_flat_and_dropping_a_parent_shard_keeps_its_children(
+    fake, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path / "cache"))
+    root = tmp_path / "results"
+    parent = _shards(windows=(0,))[0]
+    parent = Shard("toy", parent.modules, parent.key, parent.write)  # a shard whose folder will hold another's
+    shipping.ship([parent], root)
+    flat = _entry_shard([])
+    flat = shipping.entry_shard("toy/entry", flat.modules, flat.key, flat.write.args[0], records=("seconds",))
+    shipping.ship([flat], root)  # the study "toy" no longer holds the shard "toy": it is dropped
+    files = json.loads((root / "manifest.json").read_text())["shards"]
+    assert list(files) == ["toy/entry"]
+    assert sorted(files["toy/entry"]["files"]) == ["key.json", "record.json.xz", "table.csv.xz"]  # flat
+    assert not (root / "toy" / "rows.parquet").exists() and (root / "toy" / "entry" / "key.json").is_file()
+    assert shipping.check([flat], root).status == 0
+    monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path / "fresh"))
+    assert shipping.restore([flat], root) == ["toy/entry"]  # back at its path under the results cache
+    assert (tmp_path / "fresh" / "toy" / "entry" / "table.csv").is_file()

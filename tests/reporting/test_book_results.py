@@ -16,6 +16,7 @@ from attnlimits import experiments
 from attnlimits.infra import cache
 from attnlimits.infra.pipeline import Part, Study
 from attnlimits.reporting import book_results as br
+from attnlimits.studies import training
 
 
 def _study(name: str, parts: list[Part], seen: dict) -> Study:
@@ -87,7 +88,7 @@ def test_the_tables_do_not_depend_on_the_number_of_jobs(monkeypatch, tmp_path):
             for w in range(windows)
             for s in (0, 1)
         ),
-        "training/quick",
+        *(f"training/quick/{name}" for name, _, _ in training.jobs("quick")),
     ]:
         tables = sorted((tmp_path / "jobs1" / folder).glob("*.csv"))
         assert tables, folder

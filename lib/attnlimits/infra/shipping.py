@@ -15,15 +15,25 @@ expensive step computed once and reused):
   the module, preset field or version that changed), 2 when a file is missing or its bytes differ from the
   manifest's;
 - :func:`audit` (``attnlimits results --audit``): recomputes a seeded sample of shards end to end, capture
-  included, in an empty cache, and compares them with the shipped files under :data:`TOLERANCE`.
+  included, in an empty cache, and compares them with the shipped files under :data:`TOLERANCE`;
+- :func:`restore` puts the shards that ship a study's results-cache entries whole (:func:`entry_shard`) back into
+  a fresh checkout's results cache.
+
+One concept, one module (over 600 lines): the shipped results and their manifest, from the shard that writes them
+through ship, check, restore and audit; each step reads and writes the same manifest records and file layout
+(packed entries included), which a split would spread over modules that import each other.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import io
 import json
+import lzma
 import math
 import os
+import pickle
 import platform
 import random
 import shutil
@@ -48,13 +58,17 @@ __all__ = [
     "audit",
     "check",
     "choose",
+    "compare_json",
     "compare_tables",
     "cpu_capability",
+    "entry_shard",
     "fingerprint_differences",
     "load_manifest",
     "read_table",
+    "restore",
     "shipped_root",
     "ship",
+    "ships_entries",
     "tolerance",
     "versions",
     "write_table",
@@ -109,7 +123,9 @@ class Shard:
     under an empty cache (:func:`audit`) it computes everything, capture included. ``fingerprint()``: a
     cheap record of its input (a window's tokens and first layer), compared on every audit, or None.
     ``seconds``: about what it takes from an empty cache before it was ever shipped (the manifest's record is used
-    once there is one)."""
+    once there is one). ``records``: the names of its files (or of the tables a pickled file holds, of a table's
+    columns, of a JSON file's members) that record the machine and the time of the computation (its seconds, its
+    peak memory): shipped and checked, never compared by the audit."""
 
     name: str
     modules: tuple[str, ...]
@@ -117,6 +133,7 @@ class Shard:
     write: Callable[[Path], None] = field(compare=False, repr=False)
     fingerprint: Callable[[], dict] | None = field(default=None, compare=False, repr=False)
     seconds: float = 60.0
+    records: tuple[str, ...] = ()
 
     @property
     def study(self) -> str:
@@ -190,6 +207,128 @@ def _produce(shard: Shard, folder: Path) -> float:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# a study's results-cache entries, shipped whole
+# ----------------------------------------------------------------------------------------------------------------
+#: The suffix of a shipped entry's files: each is compressed with xz (LZMA, a fixed preset: the same file gives the
+#: same bytes), all but the entry's ``key.json``, which is shipped as it is.
+PACKED = ".xz"
+_PRESET = 6
+
+
+def entry_shard(
+    name: str, modules: Sequence[str], key: dict, compute: Callable[[Path], object], *, seconds=60.0, records=()
+) -> Shard:
+    """A shard that ships a study's results-cache entries whole (a study small enough for it: chapter 32's training
+    sweep, chapter 33's tables, chapter 35's long contexts). ``compute(root)`` computes them into the empty results
+    cache ``root`` (a study's ``results(..., root=root)``); every entry it writes there (a folder holding
+    ``key.json``) ships under the shard's folder at its path under ``root``, each file compressed (:data:`PACKED`).
+    Shipping measures the computation from an empty cache and puts the entries into the results cache too;
+    :func:`restore` puts them back into a fresh checkout's results cache, where the study reads them as its own.
+    ``modules``, ``key``, ``seconds`` and ``records``: as :class:`Shard`'s."""
+    write = functools.partial(_write_entries, compute, name)
+    return Shard(name, tuple(modules), key, write, None, seconds, tuple(records))
+
+
+def ships_entries(shard: Shard) -> bool:
+    """Whether ``shard`` ships results-cache entries whole (:func:`entry_shard`)."""
+    return isinstance(shard.write, functools.partial) and shard.write.func is _write_entries
+
+
+def _write_entries(compute: Callable[[Path], object], name: str, folder: Path) -> float:
+    """``compute`` in an empty results cache, each entry it wrote packed into ``folder`` (at its path under the
+    cache; an entry whose path is the shard's ``name`` at the folder's top) and installed into the results cache;
+    the seconds the computation took."""
+    with tempfile.TemporaryDirectory(prefix="attnlimits-entry-") as scratch:
+        scratch = Path(scratch)
+        t0 = time.perf_counter()
+        compute(scratch)
+        seconds = time.perf_counter() - t0
+        entries = sorted(record.parent for record in scratch.rglob(cache.KEY_FILE))
+        if not entries:
+            raise ValueError(f"{name}: the computation wrote no results-cache entry")
+        for entry in entries:
+            rel = entry.relative_to(scratch)
+            within = Path(".") if rel.as_posix() == name else rel
+            _pack(entry, folder / within)
+            _install(folder / within, provenance.results_root() / rel)
+    return seconds
+
+
+def _entries(root: Path, name: str) -> list[tuple[Path, Path]]:
+    """The entries a shipped shard holds: ``(folder in the shard, path under the results cache)``; an entry at the
+    shard's top lies at the shard's own path."""
+    out = []
+    for record in sorted((root / name).rglob(cache.KEY_FILE)):
+        within = record.parent.relative_to(root / name)
+        out.append((record.parent, Path(name) if within == Path(".") else within))
+    return out
+
+
+def _pack(entry: Path, target: Path) -> None:
+    """An entry's files into ``target``: ``key.json`` as it is, every other file compressed (:data:`PACKED`)."""
+    for path in sorted(p for p in entry.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        out = target / path.relative_to(entry)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if path.name == cache.KEY_FILE:
+            shutil.copyfile(path, out)
+        else:
+            out.with_name(out.name + PACKED).write_bytes(lzma.compress(path.read_bytes(), preset=_PRESET))
+
+
+def _unpacked(path: Path) -> bytes:
+    return lzma.decompress(path.read_bytes()) if path.name.endswith(PACKED) else path.read_bytes()
+
+
+def _install(packed: Path, target: Path) -> bool:
+    """A shipped entry (``packed``) unpacked into the results-cache folder ``target``, under the entry's lock, unless
+    ``target`` already holds an entry of the same key; whether it was installed. The entry's ``key.json`` records
+    each file's SHA-256: the study checks them when it reads the entry."""
+    shipped_key = (packed / cache.KEY_FILE).read_bytes()
+    entry = cache.Entry(target, {})
+    with entry.lock():
+        try:
+            if entry.stored_key() == json.loads(shipped_key)["key"]:
+                return False
+        except cache.StaleEntry:
+            pass
+        tmp = target.with_name(f".{target.name}.restored")
+        shutil.rmtree(tmp, ignore_errors=True)
+        for path in sorted(p for p in packed.rglob("*") if p.is_file()):
+            out = tmp / path.relative_to(packed)
+            out = out.with_name(out.name.removesuffix(PACKED))
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(_unpacked(path))
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+    return True
+
+
+def restore(shards: Sequence[Shard], root=None, *, say: Callable[[str], None] | None = None) -> list[str]:
+    """Put every shipped entry of ``shards`` (:func:`entry_shard`) that is current for the code and intact into the
+    results cache (:func:`attnlimits.infra.provenance.results_root`), where a study reads it as if it had computed
+    it; an entry the cache holds under the same key is left alone, a stale or damaged shard is skipped (the study
+    computes it). Returns the results-cache folders written. Seconds for the book's shards: no model is loaded."""
+    root = Path(shipped_root() if root is None else root)
+    try:
+        recorded = load_manifest(root)["shards"]
+    except ValueError:
+        return []
+    written, memo = [], {}
+    for shard in shards:
+        entry = recorded.get(shard.name)
+        if entry is None or not any(Path(f).name == cache.KEY_FILE for f in entry["files"]):
+            continue
+        if entry["key"] != shard.wanted(memo) or _damaged(root, shard.name, entry):
+            continue
+        for packed, rel in _entries(root, shard.name):
+            if _install(packed, provenance.results_root() / rel):
+                written.append(str(rel))
+                if say is not None:
+                    say(f"[attnlimits] results: {rel} restored from {shard.name}")
+    return written
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # make results: ship what is stale
 # ----------------------------------------------------------------------------------------------------------------
 def ship(shards: Sequence[Shard], root=None, *, n_jobs: int = 1, say: Callable[[str], None] | None = None) -> list[str]:
@@ -200,7 +339,8 @@ def ship(shards: Sequence[Shard], root=None, *, n_jobs: int = 1, say: Callable[[
 
     ``n_jobs`` (an integer >= 1, or -1 for one per core) writes the stale shards in that many workers through
     joblib: processes by default, or the backend ``joblib.parallel_config`` sets (a Dask cluster, say); the files
-    do not depend on it. The manifest is saved after every shard, so an interrupted run keeps what it finished."""
+    do not depend on it. The manifest is saved after every shard, so an interrupted run keeps what it finished, and
+    read again under a lock each time, so that ships of different studies can run at once."""
     import joblib
 
     root = Path(shipped_root() if root is None else root)
@@ -221,25 +361,47 @@ def ship(shards: Sequence[Shard], root=None, *, n_jobs: int = 1, say: Callable[[
         shutil.rmtree(target, ignore_errors=True)
         target.parent.mkdir(parents=True, exist_ok=True)
         _scratch(root, shard).replace(target)
-        recorded[shard.name] = {
-            "key": wanted,
-            "files": _files(target),
-            "seconds": round(seconds, 1),
-            "fingerprint": fingerprint,
-        }
+        record = {"key": wanted, "files": _files(target), "seconds": round(seconds, 1), "fingerprint": fingerprint}
+        with _manifest_lock(root):  # another ship (of other studies) may have saved it since: read it again
+            manifest = load_manifest(root)
+            manifest["shards"][shard.name] = record
+            _save_manifest(root, manifest)
         written.append(shard.name)
         if say is not None:
             say(f"[attnlimits] results: shipped {shard.name} in {seconds:.1f} s")
-        _save_manifest(root, manifest)
     names, studies = {s.name for s in shards}, {s.study for s in shards}
-    for name in [n for n in recorded if n not in names and n.split("/")[0] in studies]:
-        shutil.rmtree(root / name, ignore_errors=True)
-        del recorded[name]
-        written.append(name)
-    if written:
-        manifest["recomputed"] = _this_recompute()
-        _save_manifest(root, manifest)
+    with _manifest_lock(root):
+        manifest = load_manifest(root)
+        recorded = manifest["shards"]
+        for name in [n for n in recorded if n not in names and n.split("/")[0] in studies]:
+            _remove(root, name, recorded.pop(name))
+            written.append(name)
+        if written:
+            manifest["recomputed"] = _this_recompute()
+            _save_manifest(root, manifest)
     return written
+
+
+def _remove(root: Path, name: str, entry: dict) -> None:
+    """A shard no longer shipped: its recorded files, then its folders left empty (never a folder that another
+    shard's files lie in: a shard's folder may hold others', ``training/reduced`` those of ``training/reduced/x``)."""
+    for file in entry.get("files", {}):
+        (root / name / file).unlink(missing_ok=True)
+    folders = sorted(
+        {p for f in entry.get("files", {}) for p in (root / name / f).parents}, key=lambda p: -len(p.parts)
+    )
+    for folder in folders:
+        if folder.is_relative_to(root / name) and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def _manifest_lock(root: Path):
+    """The lock under which the manifest is read and saved again (two ``ship`` of different studies at once): a
+    file in the system's temporary folder named after ``root``, so that nothing but results lies in ``root``."""
+    from filelock import FileLock
+
+    name = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    return FileLock(Path(tempfile.gettempdir()) / f"attnlimits-manifest-{name}.lock")
 
 
 def _scratch(root: Path, shard: Shard) -> Path:
@@ -504,6 +666,7 @@ def audit(
     every: bool = False,
     report=None,
     say: Callable[[str], None] | None = None,
+    n_jobs: int = 1,
 ) -> dict:
     """Recompute a sample of the shipped shards end to end and compare them with the shipped files.
 
@@ -516,7 +679,8 @@ def audit(
     :data:`ACROSS_KERNELS`; every shard's fingerprint is recomputed and
     compared too (cheap: a window's tokens and first layer). Writes the record to ``report`` (a path; None: no
     file): seed, shards, the largest difference per file and column, failures, seconds. Returns it; its ``"ok"``
-    says whether everything agreed."""
+    says whether everything agreed. ``n_jobs``: shards recomputed at once, each in a worker process of one thread
+    (the budget counts their seconds of computation, so 2 jobs take about half of it on 2 cores)."""
     root = Path(shipped_root() if root is None else root)
     manifest = load_manifest(root)
     seed = _default_seed() if seed is None else int(seed)
@@ -540,25 +704,44 @@ def audit(
         problems = fingerprint_differences(recorded, shard.fingerprint())
         record["fingerprints"][shard.name] = problems or "same"
         record["ok"] &= not problems
+    import joblib
+
     with tempfile.TemporaryDirectory(prefix="attnlimits-audit-") as scratch:
-        previous = os.environ.get("ATTNLIMITS_RESULTS")
-        os.environ["ATTNLIMITS_RESULTS"] = str(Path(scratch) / "cache")  # an empty cache: everything recomputed
-        try:
-            for shard in chosen:
-                record["shards"][shard.name] = _audit_one(shard, root, manifest, Path(scratch) / "shards", say, same)
-                record["ok"] &= not record["shards"][shard.name]["failures"]
-        finally:
-            if previous is None:
-                os.environ.pop("ATTNLIMITS_RESULTS", None)
-            else:
-                os.environ["ATTNLIMITS_RESULTS"] = previous
+        # an empty results cache: everything recomputed, capture included
+        task = joblib.delayed(_audit_in)
+        tasks = (task(s, root, manifest, Path(scratch), same, n_jobs > 1) for s in chosen)
+        jobs = min(n_jobs, len(chosen)) if n_jobs > 0 else n_jobs
+        workers = joblib.Parallel(n_jobs=max(1, jobs) if jobs > 0 else jobs, return_as="generator")
+        for shard, out in zip(chosen, workers(tasks) if chosen else (), strict=True):
+            record["shards"][shard.name] = out
+            record["ok"] &= not out["failures"]
+            if say is not None:
+                verdict = "agrees" if not out["failures"] else f"DIFFERS ({len(out['failures'])} problems)"
+                say(f"[attnlimits] audit: {shard.name} recomputed in {out['seconds']:.1f} s: {verdict}")
     record["seconds"] = round(time.perf_counter() - started, 1)
     if report is not None:
         Path(report).write_text(json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
     return record
 
 
-def _audit_one(shard: Shard, root: Path, manifest: dict, scratch: Path, say, same: bool) -> dict:
+def _audit_in(shard: Shard, root: Path, manifest: dict, scratch: Path, same: bool, one_thread: bool) -> dict:
+    """:func:`_audit_one` under the empty results cache ``scratch/cache`` (one torch thread in a worker process)."""
+    previous = os.environ.get("ATTNLIMITS_RESULTS")
+    os.environ["ATTNLIMITS_RESULTS"] = str(scratch / "cache")
+    if one_thread:
+        import torch
+
+        torch.set_num_threads(1)
+    try:
+        return _audit_one(shard, root, manifest, scratch / "shards", same)
+    finally:
+        if previous is None:
+            os.environ.pop("ATTNLIMITS_RESULTS", None)
+        else:
+            os.environ["ATTNLIMITS_RESULTS"] = previous
+
+
+def _audit_one(shard: Shard, root: Path, manifest: dict, scratch: Path, same: bool) -> dict:
     entry = manifest["shards"].get(shard.name)
     out = {"largest": {}, "failures": [], "seconds": None}
     if entry is None:
@@ -574,18 +757,82 @@ def _audit_one(shard: Shard, root: Path, manifest: dict, scratch: Path, say, sam
                 f"{shard.name}/{file}: {'not recomputed' if file not in fresh_files else 'not shipped'}"
             )
             continue
-        if not file.endswith(".parquet"):
-            if (root / shard.name / file).read_bytes() != (folder / file).read_bytes():
-                out["failures"].append(f"{shard.name}/{file}: its bytes differ")
+        if Path(file).name.removesuffix(PACKED) in shard.records:
+            out["largest"][file] = "not compared: it records the machine and the time"
             continue
-        shipped, fresh = read_table(root / shard.name / file), read_table(folder / file)
-        largest, failures = compare_tables(shipped, fresh, **tolerance(file, same))
+        largest, failures = _compare_file(root / shard.name / file, folder / file, shard.records, same)
         out["largest"][file] = largest
         out["failures"] += [f"{shard.name}/{file}: {f}" for f in failures]
-    if say is not None:
-        verdict = "agrees" if not out["failures"] else f"DIFFERS ({len(out['failures'])} problems)"
-        say(f"[attnlimits] audit: {shard.name} recomputed in {out['seconds']:.1f} s: {verdict}")
     return out
+
+
+def _compare_file(shipped: Path, fresh: Path, records: Sequence[str], same: bool) -> tuple[dict, list]:
+    """``({column: largest difference}, failures)`` between a shipped file and its recomputation, by its kind: a
+    table (Parquet, or a packed CSV) by :func:`compare_tables`; a packed pickle's tables each so, but those named in
+    ``records``; a results-cache entry's ``key.json`` by its key (its files' SHA-256 move with their last bits); a
+    packed JSON file by :func:`compare_json`; anything else byte for byte."""
+    name = shipped.name.removesuffix(PACKED)
+    if shipped.suffix == ".parquet":
+        return compare_tables(read_table(shipped), read_table(fresh), **tolerance(name, same))
+    if name == cache.KEY_FILE:
+        a, b = (json.loads(p.read_text())["key"] for p in (shipped, fresh))
+        return {}, [] if a == b else ["the entries' keys differ"]
+    a, b = _unpacked(shipped), _unpacked(fresh)
+    if name.endswith(".csv"):
+        x, y = (pd.read_csv(io.BytesIO(v)) for v in (a, b))
+        return compare_tables(_results_only(x, records), _results_only(y, records), **tolerance(name, same))
+    if name.endswith(".json"):
+        return {}, compare_json(json.loads(a), json.loads(b), **tolerance(name, same), skip=records)
+    if name.endswith(".pkl"):
+        x, y = pickle.loads(a), pickle.loads(b)  # noqa: S301 -- the book's own files, checked against the manifest
+        if isinstance(x, dict) and isinstance(y, dict) and set(x) == set(y):
+            largest, failures = {}, []
+            for table in sorted(set(x) - set(records)):
+                if isinstance(x[table], pd.DataFrame) and isinstance(y[table], pd.DataFrame):
+                    pair = (_results_only(t[table], records) for t in (x, y))
+                    got, bad = compare_tables(*pair, **tolerance(table, same))
+                    largest.update({f"{table}.{c}": v for c, v in got.items()})
+                    failures += [f"table {table}: {f}" for f in bad]
+                elif not _same_value(x[table], y[table]):
+                    failures.append(f"table {table} differs")
+            return largest, failures
+    return {}, [] if a == b else ["its bytes differ"]
+
+
+def _results_only(table: pd.DataFrame, records: Sequence[str]) -> pd.DataFrame:
+    """``table`` without its columns named in ``records`` (the machine's times, not results)."""
+    return table.drop(columns=[c for c in records if c in table.columns])
+
+
+def _same_value(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except ValueError:  # arrays compare element-wise
+        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+def compare_json(shipped, fresh, *, rtol: float, atol: float, skip: Sequence[str] = (), where: str = "") -> list[str]:
+    """Where two JSON values differ: numbers within ``atol + rtol * |shipped|``, everything else exactly, the
+    members named in ``skip`` not at all (at any depth: what records the machine and the time); each failure names
+    its path (``a.b[2]``)."""
+    same = {"rtol": rtol, "atol": atol, "skip": skip}
+    if isinstance(shipped, dict) and isinstance(fresh, dict):
+        keys = [k for k in set(shipped) | set(fresh) if k not in skip]
+        missing = sorted(k for k in keys if k not in shipped or k not in fresh)
+        if missing:
+            return [f"{where or 'the top level'}: members differ ({missing})"]
+        return [
+            f
+            for k in sorted(keys)
+            for f in compare_json(shipped[k], fresh[k], **same, where=f"{where}.{k}".lstrip("."))
+        ]
+    if isinstance(shipped, list) and isinstance(fresh, list) and len(shipped) == len(fresh):
+        pairs = enumerate(zip(shipped, fresh, strict=True))
+        return [f for i, (x, y) in pairs for f in compare_json(x, y, **same, where=f"{where}[{i}]")]
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (shipped, fresh))
+    if numbers and (abs(shipped - fresh) <= atol + rtol * abs(shipped) or (shipped != shipped and fresh != fresh)):
+        return []
+    return [] if shipped == fresh else [f"{where}: shipped {shipped!r}, recomputed {fresh!r}"]
 
 
 def digest(data: bytes) -> str:

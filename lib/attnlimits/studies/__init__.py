@@ -2,10 +2,13 @@
 (:mod:`.training`), the alternative normalisers (:mod:`.alternatives`), several models with controls
 (:mod:`.several_models`) and long contexts (:mod:`.long_context`). Each package's ``pipeline`` module declares the
 study's place in the book's results pipeline; :func:`book_preset` (:mod:`.presets`) is the preset chapters 32, 33
-and 36 read."""
+and 36 read, and :func:`restore` (:mod:`.shipped`) puts what the book ships of them into the results cache."""
 
 import attnlimits
 
 MODULES = ("training", "alternatives", "several_models", "long_context")
-NAMES = {"PRESET_VARIABLE": "attnlimits.studies.presets", "book_preset": "attnlimits.studies.presets"}
+NAMES = {
+    **dict.fromkeys(("PRESET_VARIABLE", "book_preset"), "attnlimits.studies.presets"),
+    "restore": "attnlimits.studies.shipped",
+}
 __getattr__, __dir__ = attnlimits.lazy(__name__, MODULES, NAMES)

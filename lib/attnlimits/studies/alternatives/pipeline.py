@@ -5,7 +5,9 @@ does not import this module."""
 
 from __future__ import annotations
 
-from attnlimits.infra import provenance
+import functools
+
+from attnlimits.infra import provenance, shipping
 from attnlimits.infra.pipeline import Study, one_part, places, where
 from attnlimits.studies.presets import book_preset
 
@@ -28,6 +30,38 @@ def _alternatives(preset: str, *, inputs, n_jobs: int, progress) -> str:
     return places(provenance.results_root() / "alternatives")
 
 
+def _shards(preset: str) -> list[shipping.Shard]:
+    """What the book ships of chapters 33 and 36: each results-cache entry whole, the synthetic heads' and the
+    shipped model's heads on the default text, at ``preset`` and at its later normalisers' preset. Each entry's
+    ``seconds`` table records the machine's time, not a result."""
+    from attnlimits.experiments import shipped
+    from attnlimits.studies.alternatives import study
+
+    p, recent = study.get_preset(preset), study.get_preset(study.RECENT_PRESETS[preset])
+    data = {"model": shipped.model_key(), "text": shipped.text_key()}
+    return [_shard(p, "synthetic", {}), _shard(p, "model", data), _shard(recent, "model", data)]
+
+
+def _shard(p, heads: str, data: dict) -> shipping.Shard:
+    """The entry of the preset ``p`` (a :class:`~attnlimits.studies.alternatives.AlternativesPreset`, of the
+    paper's normalisers or of the later ones: its ``family``) on the synthetic heads or the model's."""
+    from attnlimits.studies.alternatives import study
+
+    name, key = f"alternatives/{p.name}-{p.family or 'paper'}/{heads}", {"preset": p.as_dict(), **data}
+    compute = functools.partial(_compute, p, heads == "model")
+    return shipping.entry_shard(name, (study.__name__,), key, compute, records=("seconds",))
+
+
+def _compute(p, on_model: bool, root) -> None:
+    from attnlimits.experiments import shipped
+    from attnlimits.studies.alternatives import study
+
+    if on_model:
+        study.results(shipped.model(), shipped.text(shipped.DEFAULT_TEXT), p, root=root)
+    else:
+        study.results(preset=p, root=root)
+
+
 STUDY = Study(
     "alternatives",
     "the alternative normalisers on synthetic heads and on the model's heads: the paper's (chapter 33) and "
@@ -36,4 +70,5 @@ STUDY = Study(
     book_preset,
     one_part("alternatives", 100.0, _alternatives),
     where,
+    _shards,
 )

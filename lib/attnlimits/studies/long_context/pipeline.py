@@ -4,6 +4,9 @@ the study's results-cache key, as :mod:`.report` is: the study does not import t
 
 from __future__ import annotations
 
+import functools
+
+from attnlimits.infra import shipping
 from attnlimits.infra.pipeline import Study, one_part, where
 
 __all__ = ["STUDY"]
@@ -27,6 +30,34 @@ def _long_context(preset: str, *, inputs, n_jobs: int, progress) -> str:
     return models + "".join(f"; not run: {why}" for why in runs.not_run)
 
 
+def _shards(preset: str) -> list[shipping.Shard]:
+    """What the book ships of chapter 35: each offline model's results-cache entry whole, on the default text (its
+    provenance records the machine's times and memory, not a result)."""
+    from attnlimits.experiments import shipped
+    from attnlimits.studies.long_context import study
+
+    p = study.get_preset(preset)
+    out = []
+    for name in study.BOOK_MODELS:
+        key = {"preset": p.as_dict(), "model": shipped.model_key(name), "text": shipped.text_key(), "seed": 0}
+        compute = functools.partial(_compute, p.name, name)
+        records = ("long_provenance.json",)
+        out.append(
+            shipping.entry_shard(
+                f"long-context/{p.name}/{name}", (study.__name__,), key, compute, seconds=250.0, records=records
+            )
+        )
+    return out
+
+
+def _compute(preset: str, name: str, root) -> None:
+    from attnlimits import models
+    from attnlimits.experiments import shipped
+    from attnlimits.studies.long_context import study
+
+    study.results(models.load(name), shipped.text(shipped.DEFAULT_TEXT), preset, root=root)
+
+
 STUDY = Study(
     "long-context",
     "both offline models from 1,024 tokens up (reduced: to 8,192; full: the whole context) on a sample of "
@@ -35,4 +66,5 @@ STUDY = Study(
     _reduced,
     one_part("long-context", 200.0, _long_context),
     where,
+    _shards,
 )

@@ -1,10 +1,10 @@
 """The several models' place in the book's results pipeline (:mod:`attnlimits.reporting.book_results`): chapter 34's
-models, one part each (with its controls, in a process of its own under ``--jobs``), then their manifest, at the
-reduced preset. Outside the study's results-cache key: the study does not import this module."""
+models, one part each (its own run and its controls', window by window into the results cache, in a process of its
+own under ``--jobs``), at the reduced preset; what ships of it: :func:`attnlimits.studies.several_models.shards`.
+Outside the study's results-cache key: the study does not import this module."""
 
 from __future__ import annotations
 
-from attnlimits.infra import provenance
 from attnlimits.infra.pipeline import Part, Study, places
 
 __all__ = ["STUDY"]
@@ -25,40 +25,47 @@ def _reduced() -> str:
 
 
 def _parts(preset: str) -> list[Part]:
-    """One part per model of :data:`~attnlimits.studies.several_models.MODELS` (with its controls), none when the
-    manifest of ``preset`` is current."""
-    from attnlimits.studies.several_models import study
+    """One part per model the book ships the run of (with its controls)."""
+    from attnlimits.studies.several_models import runs
 
-    try:
-        study.SeveralModels.load(provenance.results_root(), preset)
-        return []
-    except (FileNotFoundError, ValueError, KeyError):
-        return [Part(f"models: {name}", _SECONDS.get(name, 0.0), _model, (name,)) for name in study.MODELS]
+    return [Part(f"models: {name}", _SECONDS.get(name, 0.0), _model, (name,)) for name in runs.SHIPPED_MODELS]
 
 
-def _model(preset: str, name: str, *, inputs, n_jobs: int, progress) -> list[dict]:
-    from attnlimits.studies.several_models import study
+def _model(preset: str, name: str, *, inputs, n_jobs: int, progress) -> None:
+    """Every window of the model's runs into the results cache (what its shards are then written from)."""
+    from attnlimits.experiments import runs as experiments
+    from attnlimits.experiments import shipped
+    from attnlimits.studies.several_models import runs
 
-    return study.model_entries(name, preset, text=inputs.text, progress=progress, n_jobs=n_jobs)
+    for run in runs.run_labels([name]):
+        try:
+            model, text, shuffle = runs.inputs(run, preset, 0, inputs.text)
+        except NotImplementedError:
+            continue  # the second text is not installed: the manifest says so
+        for window in range(runs.get_preset(preset).windows):
+            experiments.window_results(
+                model, text, preset, window, precision=shipped.PRECISION, shuffle=shuffle, progress=progress
+            )
 
 
 def _collect(preset: str, values: list, inputs, n_jobs: int, progress) -> str:
-    """The manifest of the models' entries (written when the parts computed them), read back."""
-    from attnlimits.studies.several_models import study
+    from attnlimits.studies.several_models import runs
 
-    if values:
-        entries = [e for model in values for e in model]
-        seconds = sum(e.get("load_seconds", 0) + e.get("run_seconds", 0) for e in entries)
-        study.write_manifest(entries, preset, text=inputs.text, seconds=seconds)
-    study.results(preset, progress=progress, n_jobs=n_jobs)
-    return places(study.manifest_path(preset))
+    return places(runs.study_folder(preset))
+
+
+def _shards(preset: str):
+    from attnlimits.studies.several_models import runs
+
+    return runs.shards(preset)
 
 
 STUDY = Study(
     "models",
-    "Algorithms 1-5 on every model that loads and on its four controls (chapter 34)",
+    "Algorithms 1-5 on every offline model and on its four controls, window by window (chapter 34)",
     _presets,
     _reduced,
     _parts,
     _collect,
+    _shards,
 )

@@ -1,6 +1,8 @@
 """Chapter 34's tables and figure, built from a several-model run
-(:class:`~attnlimits.studies.several_models.SeveralModels`): its ``manifest`` or its ``results`` (the experiments'
-:class:`attnlimits.experiments.Results` by label).
+(:class:`~attnlimits.studies.several_models.SeveralModels`): its ``manifest`` or its ``results`` (each run's
+:class:`attnlimits.experiments.summaries.Summaries` by label: per window, its heads summarised). Every number read
+from the results is a statistic over one window's heads, then averaged over the windows: the windows (passages of
+the text) are the independent units, a window's heads are not.
 
 - :func:`overview`        one row per model: present or why not, its shape, its times, the capture's exactness.
 - :func:`trained_labels`  the trained models that were present; :func:`control_labels` their controls by kind;
@@ -12,7 +14,8 @@
 - :func:`interval_table`  the number each chosen claim reads on every model, with its 95 % interval over windows.
 - :func:`trends`          each claim sorted by where it holds: trained models, untrained controls, both, neither;
                           and in how many runs of each control.
-- :func:`figure`          d~ against L, N_s/N against N and g against T, one line per model.
+- :func:`figure`          d~ against L, N_s/N against N and g against T, one line per model (per-window
+                          statistics over heads, averaged over windows).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from attnlimits.experiments import paper_claims
+from attnlimits.experiments.paper_claims.rules import PerWindow
 from attnlimits.infra.ks import KS_LEVEL
 
 __all__ = [
@@ -74,10 +78,30 @@ def run_id(manifest: dict) -> tuple[tuple[str, ...], str | None, str]:
 # ------------------------------------------------------------------------------------------------------------------
 # side by side
 # ------------------------------------------------------------------------------------------------------------------
+def _over_windows(table: pd.DataFrame, quantity: str, at: str | None = None, stat: str = "q50") -> pd.Series:
+    """Each window's ``stat`` over its heads (a column of :data:`attnlimits.experiments.summaries.STATS`: ``q50``,
+    the median head, by default) of ``quantity`` in the summaries ``table``, per level of ``at`` (L, N or T; None
+    for a table without a grid, such as ``sink``: one level, 0), averaged over the windows (a window without a
+    value at a level is left out of that level's mean). The windows are the independent units
+    (:class:`attnlimits.experiments.paper_claims.rules.PerWindow`, whose means the claims' intervals resample)."""
+    rows = table[table.quantity == quantity]
+    if at is None:
+        rows, at = rows.assign(level=0), "level"
+    pw = PerWindow(rows, at, stat=stat)
+    return pd.Series(pw.means(None, quantity), index=pd.Index(pw.levels, name=at), name=quantity)
+
+
+def _g_max(res) -> pd.Series:
+    """Figure 4's curve as this chapter draws it: per T, each window's largest g over its heads (smallest eps, the
+    model's logits), averaged over the windows; indexed by T."""
+    return _over_windows(res.g(), "g", "T", stat="max").rename("g")
+
+
 def _one_over_t_range(res) -> tuple[float, float]:
-    """The T range where max-over-heads g (smallest eps, the model's logits) follows 1/T: the longest run of
-    consecutive grid intervals whose log-log slope lies in [-1.2, -0.8], as ``(T_lo, T_hi)``; NaNs when none."""
-    top = res.g_max()
+    """The T range where the largest head's g (:func:`_g_max`: per window, averaged over windows) follows 1/T: the
+    longest run of consecutive grid intervals whose log-log slope lies in [-1.2, -0.8], as ``(T_lo, T_hi)``; NaNs
+    when none."""
+    top = _g_max(res)
     T, g = np.log(top.index.to_numpy(float)), np.log(top.to_numpy(float))
     ok = (np.diff(g) / np.diff(T) >= -1.2) & (np.diff(g) / np.diff(T) <= -0.8)
     best, start = (0, -1), None
@@ -93,32 +117,47 @@ def _one_over_t_range(res) -> tuple[float, float]:
     return float(top.index[first]), float(top.index[first + length])
 
 
+def _critical_fractions(res) -> pd.Series:
+    """Each window's own critical N / L (reading E, KS level 0.05), one value per window and length; a window whose
+    search reached no N below L at a length is left out there."""
+    crit = res.critical
+    keep = (crit.ks_level == KS_LEVEL) & (crit.reading == "E")
+    if "counting" in crit.columns:  # shipped summaries hold both countings of a row's tokens
+        keep &= crit.counting == "visible"
+    crit = crit[keep].dropna(subset=["critical_N"])
+    return crit.critical_N.astype(float) / crit.L.astype(float)
+
+
 def summary(results: dict) -> pd.DataFrame:
-    """One row per model: critical N / L (median over L, KS level 0.05), the N_s/N plateau (median over heads,
-    averaged over N >= 16), the growth exponent of d~(L) (median over heads, N fixed), the range of T where the
-    most sensitive head's g follows 1/T, the slope of g for T < 0.1, and the attention sink's weight (median
-    and largest over heads)."""
+    """One row per model and control, each number a statistic over one window's heads averaged over the windows
+    (the independent units; :func:`_over_windows`): critical N / L (each window's own critical N under reading E
+    at KS level 0.05, divided by L; the median over windows and lengths, leaving out a window and length where no
+    N below L reached the level), the N_s/N plateau (each window's median head, averaged over windows, then over
+    N >= 16), the growth exponent of d~(L) (the log-log slope in L, N fixed, of each window's median head averaged
+    over windows), the range of T where the largest head's g follows 1/T and the slope of that g for T < 0.1
+    (each window's largest g over its heads, averaged over windows: :func:`_g_max`), and the attention sink's
+    weight on token 0 (median: each window's median head averaged over windows; max: the largest head of any
+    window)."""
     rows = []
     for label, res in results.items():
-        crit = res.critical[(res.critical.ks_level == KS_LEVEL) & (res.critical.reading == "E")].dropna(
-            subset=["critical_N"]
-        )
-        frac = crit.critical_N.astype(float) / crit.L
-        sep = res.alg4().groupby("N").ns_frac.median()
-        med = res.alg1().groupby("L").d_tilde.median()
-        top = res.g_max()
+        frac = _critical_fractions(res)
+        sep = _over_windows(res.alg4(), "ns_frac", "N")
+        med = _over_windows(res.alg1(), "d_tilde", "L")
+        top = _g_max(res)
         low = top[top.index < 0.1]
+        t_lo, t_hi = _one_over_t_range(res)
+        sink = res.sink
         rows.append(
             {
                 "model": label,
                 "critical N / L": float(frac.median()) if len(frac) else np.nan,
                 "N_s/N plateau": float(sep[sep.index >= 16].mean()),
                 "d~ growth exponent": paper_claims.loglog_slope(med.index, med.values),
-                "g ~ 1/T from T": _one_over_t_range(res)[0],
-                "g ~ 1/T to T": _one_over_t_range(res)[1],
+                "g ~ 1/T from T": t_lo,
+                "g ~ 1/T to T": t_hi,
                 "g slope (T < 0.1)": paper_claims.loglog_slope(low.index, low.values),
-                "sink weight (median)": float(res.sink.sink_weight.median()),
-                "sink weight (max)": float(res.sink.sink_weight.max()),
+                "sink weight (median)": float(_over_windows(sink, "sink_weight").iloc[0]),
+                "sink weight (max)": float(sink.loc[sink.quantity == "sink_weight", "max"].max()),
             }
         )
     return pd.DataFrame(rows).set_index("model")
@@ -213,9 +252,10 @@ CONTROL_STYLES = {"untrained": "--", "entropy-matched": ":", "shuffled": "-.", "
 
 
 def figure(results: dict):
-    """Three panels, one line per model (its controls in the model's colour, styled by :data:`CONTROL_STYLES`):
-    median d~ against L (N fixed), median N_s/N against N, and the largest g against T (smallest eps, the model's
-    logits)."""
+    """Three panels, one line per model (its controls in the model's colour, styled by :data:`CONTROL_STYLES`), each
+    a statistic over one window's heads averaged over the windows (:func:`_over_windows`): the median head's d~
+    against L (N fixed), the median head's N_s/N against N, and the largest head's g against T (smallest eps, the
+    model's logits: :func:`_g_max`)."""
     import matplotlib.pyplot as plt
 
     # a strip below the panels holds the legend: ten lines would hide the first panel's
@@ -229,15 +269,16 @@ def figure(results: dict):
         ls = CONTROL_STYLES.get(control.rstrip(")"), "-")
         style = {"color": color, "ls": ls, "marker": "o", "ms": 3, "label": label}
         p = res.preset
-        med = res.alg1().groupby("L").d_tilde.median()
+        med = _over_windows(res.alg1(), "d_tilde", "L")
         axes[0].loglog(med.index, med.values, **style)
-        sep = res.alg4().groupby("N").ns_frac.median()
+        sep = _over_windows(res.alg4(), "ns_frac", "N")
         axes[1].semilogx(sep.index, sep.values, **style)
-        top = res.g_max()
+        top = _g_max(res)
         axes[2].loglog(top.index, top.values, **style)
-    axes[0].set(xlabel="L", ylabel="median d~ over heads", title=f"Figure 2a: d~ vs L (N = {p.alg1_N})")
-    axes[1].set(xlabel="N", ylabel="median N_s / N over heads", title=f"Figure 3: N_s/N (L = {p.alg4_L})")
-    axes[2].set(xlabel="T", ylabel="max g over heads", title="Figure 4: g(T) (smallest eps)")
+    # each window's head, then the mean over windows
+    axes[0].set(xlabel="L", ylabel="d~: median head, mean of windows", title=f"Figure 2a: d~ vs L (N = {p.alg1_N})")
+    axes[1].set(xlabel="N", ylabel="N_s / N: median head, mean of windows", title=f"Figure 3: N_s/N (L = {p.alg4_L})")
+    axes[2].set(xlabel="T", ylabel="g: largest head, mean of windows", title="Figure 4: g(T) (smallest eps)")
     axes[0].set_xticks(list(med.index), [str(int(v)) for v in med.index])  # the lengths read, not powers of 10
     axes[0].xaxis.set_minor_formatter(plt.NullFormatter())
     axes[3].axis("off")

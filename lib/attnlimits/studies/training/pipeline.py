@@ -4,7 +4,9 @@ sweep at the chapters' preset (:func:`attnlimits.studies.book_preset`). Outside 
 
 from __future__ import annotations
 
-from attnlimits.infra import provenance
+import functools
+
+from attnlimits.infra import provenance, shipping
 from attnlimits.infra.pipeline import Study, one_part, places, where
 from attnlimits.studies.presets import book_preset
 
@@ -24,6 +26,31 @@ def _training(preset: str, *, inputs, n_jobs: int, progress) -> str:
     return places(provenance.results_root() / "training" / preset)
 
 
+def _shards(preset: str) -> list[shipping.Shard]:
+    """What the book ships of the sweep: each piece's results-cache entry whole (its runs' histories and final
+    states; the ``seconds`` column records the machine's time, not a result)."""
+    from attnlimits.studies.training import study
+
+    p = study.get_preset(preset)
+    return [
+        shipping.entry_shard(
+            f"training/{p.name}/{name}",
+            (study.__name__,),
+            {"preset": p.as_dict(), "job": name},
+            functools.partial(_compute, p.name, name),
+            seconds=10.0,
+            records=("seconds",),
+        )
+        for name, _, _ in study.jobs(p)
+    ]
+
+
+def _compute(preset: str, name: str, root) -> None:
+    from attnlimits.studies.training import study
+
+    study.job_results(preset, name, root=root)
+
+
 STUDY = Study(
     "training",
     "training a selection task at low temperature, the paper's normalisers (chapter 32)",
@@ -31,4 +58,5 @@ STUDY = Study(
     book_preset,
     one_part("training", 60.0, _training),
     where,
+    _shards,
 )

@@ -53,6 +53,8 @@ __all__ = [
     "TrainingPreset",
     "baseline_errors",
     "get_preset",
+    "job_results",
+    "jobs",
     "results",
     "selection_task",
     "sweep",
@@ -679,28 +681,57 @@ def sweep(preset="reduced", *, progress: bool = False, n_jobs: int = 1) -> Train
     from joblib import Parallel, delayed
 
     p = get_preset(preset)
-    jobs = [(g, name) for g in _groups(p) for name in g.normalizers]
-    done = Parallel(n_jobs=check_jobs(n_jobs), prefer="processes")(delayed(_train_group)(g, n, p) for g, n in jobs)
+    pieces = jobs(p)
+    done = Parallel(n_jobs=check_jobs(n_jobs), prefer="processes")(delayed(_train_group)(g, n, p) for _, g, n in pieces)
+    return _joined(pieces, [Training(h, f) for h, f, _ in done], progress)
+
+
+def _joined(pieces, parts: list[Training], progress: bool) -> Training:
+    """The pieces' tables in the order of :func:`jobs`; with ``progress``, a line per piece."""
     if progress:
-        for (g, name), (_, _, seconds) in zip(jobs, done, strict=True):
-            where = f"{g.experiment:>13} L={g.L:<5} lr={g.lr:<6g} {g.init:<7} {name:<21}"
-            print(f"{where} {len(g.runs)} runs in {seconds:.1f} s")
-    return Training(
-        pd.concat([h for h, _, _ in done], ignore_index=True), pd.concat([f for _, f, _ in done], ignore_index=True)
-    )
+        for (name, g, _), part in zip(pieces, parts, strict=True):
+            print(f"{name:<52} {len(g.runs)} runs in {part.final.seconds.iloc[0]:.1f} s")
+    history = pd.concat([t.history for t in parts], ignore_index=True)
+    return Training(history, pd.concat([t.final for t in parts], ignore_index=True))
+
+
+def jobs(preset="reduced") -> list[tuple[str, _Group, str]]:
+    """The preset's independent pieces of training, each cached on its own: ``(name, group, normaliser)`` for every
+    group and every normaliser it trains (``temperature-L128-lr0.03-default-softmax``, ...)."""
+    p = get_preset(preset)
+    return [(f"{g.experiment}-L{g.L}-lr{g.lr:g}-{g.init}-{n}", g, n) for g in _groups(p) for n in g.normalizers]
+
+
+def job_results(preset, name: str, *, root=None) -> Training:
+    """One piece of :func:`jobs` from the cache entry ``<root>/training/<preset>/<name>`` when the same preset and
+    code produced it, else trained and stored there (:func:`attnlimits.infra.cache.cached`; the key is the preset,
+    the piece, the code of this module and of everything it imports, and the torch version)."""
+    p = get_preset(preset)
+    found = {job: (g, n) for job, g, n in jobs(p)}
+    if name not in found:
+        raise ValueError(f"name: {name!r} is not a piece of the {p.name} preset's training; see training.jobs()")
+    g, normalizer = found[name]
+    folder = Path(provenance.results_root() if root is None else root) / "training" / p.name / name
+    key = cache.study_key(__name__, preset=p.as_dict(), job=name)
+    return cache.cached(folder, key, lambda: _piece(g, normalizer, p), Training.save, Training.load)
+
+
+def _piece(g: _Group, normalizer: str, p: TrainingPreset) -> Training:
+    """One piece of the sweep trained: :func:`_train_group`'s tables."""
+    history, final, _ = _train_group(g, normalizer, p)
+    return Training(history, final)
 
 
 def results(preset="reduced", *, root=None, progress: bool = False, n_jobs: int = 1) -> Training:
-    """:func:`sweep` from the cache entry ``<root>/training/<preset>`` when the same preset and code produced it,
-    else computed and stored there (:func:`attnlimits.infra.cache.cached`; the key is the preset, the code of this
-    module and of everything it imports, and the torch version). ``root``:
-    :func:`attnlimits.infra.provenance.results_root` by default. ``n_jobs``: as :func:`sweep` (the results do not
-    depend on it)."""
+    """:func:`sweep` from the results cache, one entry per piece of :func:`jobs` (:func:`job_results`: read back
+    when current, else trained), put together in the order of :func:`sweep`. ``root``:
+    :func:`attnlimits.infra.provenance.results_root` by default. ``n_jobs``: pieces in parallel, as in :func:`sweep`
+    (the results do not depend on it); ``progress``: a line per piece with its runs and training time."""
+    from joblib import Parallel, delayed
+
     p = get_preset(preset)
-    folder = Path(provenance.results_root() if root is None else root) / "training" / p.name
-    key = cache.study_key(__name__, preset=p.as_dict())
-
-    def compute() -> Training:
-        return sweep(p, progress=progress, n_jobs=n_jobs)
-
-    return cache.cached(folder, key, compute, Training.save, Training.load)
+    pieces = jobs(p)
+    done = Parallel(n_jobs=check_jobs(n_jobs), prefer="processes")(
+        delayed(job_results)(p, name, root=root) for name, _, _ in pieces
+    )
+    return _joined(pieces, done, progress)
