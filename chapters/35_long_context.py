@@ -124,8 +124,8 @@ plotting.finish(fig, "35-weights")
 # Neither reading of Lemma 1 holds at these lengths. On SmolLM2, and on Gemma's three full-attention layers, $l$
 # times the largest non-sink weight grows almost like $L$: that weight falls only slightly from 1,024 to 8,192
 # tokens instead of by a factor of eight, so the model's logits spread further apart as the context grows. And
-# the sink keeps its weight: about a quarter of every row's mass, or more, stays on token 0 at every length
-# (the median head's), where bounded logits would make it vanish like $1/L$. This is not a counterexample to the lemma (its constant
+# the sink keeps its weight: the median head puts about a quarter of a row's mass, or more, on token 0 (on
+# average over its rows) at every length, where bounded logits would make it vanish like $1/L$. This is not a counterexample to the lemma (its constant
 # $e^{2B}$ grows with the logits' bound $B$, and a trained model's $B$ is large); it says that these models are
 # far from the regime where the lemma's $1/L$ bites, because they learned logits that spread further as the context
 # grows.

@@ -166,7 +166,8 @@ def _results(*, exclude_sink=False, heads=None, **tables) -> Results:
         "sink": _sink(),
         **tables,
     }
-    provenance = {"preset": PRESET, "exclude_sink": exclude_sink, "windows": list(range(WINDOWS))}
+    windows = list(range(WINDOWS))
+    provenance = {"preset": PRESET, "exclude_sink": exclude_sink, "windows": windows, "window_starts": windows}
     return Results(**tables, critical_heads=pd.DataFrame() if heads is None else heads, provenance=provenance)
 
 
@@ -385,6 +386,39 @@ def test_fig4_drop():
 def test_fig4_printed_bound():
     assert _claim(_results(), "fig4-printed-bound").verdict == rp.REPRODUCED
     assert _claim(_results(gradient=_gradient().assign(g=lambda t: t.g * 1e4)), "fig4-printed-bound").verdict == rp.NOT
+
+
+# --- leaving out one window ----------------------------------------------------------------------------------
+
+
+def _one_rogue_window(slope=2.0, rogue=WINDOWS - 1):
+    """Algorithm 5's table of a good reproduction (g ~ 1/T below T = 1) but in one window, where g grows like
+    T^-slope: that one passage, far above the others at low T, sets the mean over the windows."""
+    good, bad = _gradient(), _gradient(slope=slope)
+    return pd.concat([good[good.window != rogue], bad[bad.window == rogue]], ignore_index=True)
+
+
+def test_a_verdict_one_window_changes_hinges_on_that_passage():
+    res = _results(gradient=_one_rogue_window())
+    whole = _claim(res, "fig4-slope")
+    table = rp.decided(res, "4").set_index("key")
+    row = table.loc["fig4-slope"]
+    assert row.verdict_all == whole.verdict != rp.REPRODUCED  # the whole run: one passage keeps it undecided
+    assert row.verdict == rp.HINGES and row.hinges_on == f"window {WINDOWS - 1}: {rp.REPRODUCED}"
+    assert row.flipped_by == {WINDOWS - 1: rp.REPRODUCED}  # and no other window changes it
+    assert row.loo_lo <= whole.value <= row.loo_hi or math.isclose(row.loo_hi, whole.value)
+    without = rp.decided(rp.as_summaries(res).without(WINDOWS - 1), "4")
+    assert without.set_index("key").loc["fig4-slope", "verdict"] == rp.REPRODUCED
+    # a run that no single window moves keeps its verdict, and a sanity check never hinges
+    steady = rp.decided(_results(), "4").set_index("key")
+    assert (steady.verdict == steady.verdict_all).all() and (steady.hinges_on == "").all()
+
+
+def test_leave_one_out_ranges_hold_each_windows_number():
+    res = rp.as_summaries(_results(gradient=_one_rogue_window()))
+    loo = rp.leave_one_out(res, "4").set_index("key")
+    values = [rp.claims(res.without(w), "4").set_index("key").loc["fig4-slope", "value"] for w in res.windows]
+    assert loo.loc["fig4-slope", "loo_lo"] == min(values) and loo.loc["fig4-slope", "loo_hi"] == max(values)
 
 
 # --- the table as a whole ---------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import attnlimits
 from attnlimits.infra import verdicts
 from attnlimits.infra.verdicts import (
     DEPENDS_ON_READING,
+    HINGES,
     HOLDS,
     INCONCLUSIVE,
     NOT_MEASURED,
@@ -136,6 +137,9 @@ def test_every_claim_decides_with_the_one_rule():
         ([HOLDS, VIOLATED], False, VIOLATED),
         ([REPRODUCED, DEPENDS_ON_READING], False, DEPENDS_ON_READING),
         ([INCONCLUSIVE, DEPENDS_ON_READING], False, INCONCLUSIVE),
+        ([REPRODUCED, HINGES], False, HINGES),  # a part one passage decides: the whole is not decided either
+        ([HINGES, NOT_REPRODUCED], False, NOT_REPRODUCED),  # a decided failure is a failure
+        ([HINGES, DEPENDS_ON_READING], False, HINGES),
         ([REPRODUCED, HOLDS], False, NOT_REPRODUCED),  # differing otherwise: never a reproduction
         ([], False, NOT_REPRODUCED),
         ([REPRODUCED, REPRODUCED], True, REPRODUCED),

@@ -64,6 +64,7 @@ def fake(monkeypatch):
         return pd.DataFrame(rows)
 
     monkeypatch.setattr(paper_claims, "claims", claims)
+    monkeypatch.setattr(paper_claims, "decided", claims)  # the claims with each window left out: the same here
 
     def table():
         verdicts = [_verdict(i, violations=int(i in state["violated"])) for i in checks.CHECKS]
@@ -160,7 +161,7 @@ def test_the_experiments_kind_wins(fake, monkeypatch):
         ]  # fmt: skip
         return out
 
-    monkeypatch.setattr(paper_claims, "claims", with_kind)
+    monkeypatch.setattr(paper_claims, "decided", with_kind)
     t = table()
     assert t.loc["Figure 3: bounds", "kind"] == book_claims.REPRODUCTION
     assert t.loc["Figure 3: bounds", "verdict"] == "reproduced"
@@ -230,6 +231,21 @@ def test_an_inconclusive_experiment_makes_its_rows_inconclusive(fake):
     # ... unless another measurement of the claim fails outright
     state["violated"] = {"cor3-spectral"}
     assert table().loc["Guideline: temperature", "verdict"] == "not reproduced"
+
+
+def test_a_claim_that_hinges_on_one_passage_says_which_and_is_not_counted_as_decided(fake):
+    state, table = fake
+    state["experiments"]["fig4-slope"] = paper_claims.HINGES
+    state["values"]["fig4-slope"] = {"value": -0.37, "value_lo": -0.8, "value_hi": 0.06, "loo_lo": -0.38,
+                                     "loo_hi": -0.15, "hinges_on": "window 3: not reproduced"}  # fmt: skip
+    t = table()
+    for claim in ("Figure 4: $1/T$", "Guideline: temperature"):  # the guideline reads it too
+        assert t.loc[claim, "verdict"] == paper_claims.HINGES, claim
+    cell = t.loc["Figure 4: $1/T$", "value"]
+    assert cell == "-0.37 [-0.8, 0.06] (one window left out: -0.38 to -0.15; without window 3: not reproduced)"
+    tested = book_claims.counts(t.reset_index())["reproduction"]
+    assert tested[paper_claims.HINGES] == 2  # counted apart, never as reproduced or not reproduced
+    assert "*hinges on one passage* 2" in book_claims.markdown(t.reset_index())
 
 
 def test_corollary_2_i_expectation_is_corrected_and_the_distance_has_its_own_row(fake):

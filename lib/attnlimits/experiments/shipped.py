@@ -42,6 +42,7 @@ __all__ = [
     "load",
     "model",
     "model_key",
+    "passage",
     "readable",
     "run_name",
     "second_text",
@@ -242,6 +243,16 @@ def fingerprint(name: str, p: Preset, window: int) -> dict:
         "tokens_sha256": shipping.digest(np.ascontiguousarray(ids.numpy(), dtype=np.int64).tobytes()),
         "qk": [float(f"{v:.6g}") for v in picked],
     }
+
+
+def passage(name: str, preset: str | Preset, window: int, tokens: int = 60) -> str:
+    """The first ``tokens`` tokens of window ``window`` of the book's design on the text ``name``, decoded by the
+    shipped model's tokenizer: what a page quotes of a passage that decides a verdict."""
+    p = get_preset(preset)
+    if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window < p.windows:
+        raise ValueError(f"window: must be an integer in 0..{p.windows - 1}, got {window!r}")
+    ids = _window_ids(name, p.max_length, p.windows)[window]
+    return model().tokenizer.decode(ids[:tokens].tolist())
 
 
 def load(text: str = texts.FALLBACK_NAME, preset: str | Preset = "paper", *, exclude_sink: bool = False, root=None):

@@ -25,6 +25,9 @@ word                                                  what it means
 :data:`DEPENDS_ON_READING` "depends on the reading"   the paper's formula has several readings (Eq. (10)'s expectation:
                                                       E, E_mc, E_full, E_perm) and the claim's rule, applied to each,
                                                       gives different verdicts; each reading's verdict is shown
+:data:`HINGES` "hinges on one passage"                leaving out one window (one passage of the text) gives the claim
+                                                      another verdict: the run does not decide it, and the page names
+                                                      the window and the verdict without it
 :data:`RECONSTRUCTION` "(the book's reconstruction)"  follows the verdict on a formula the paper does not print in full:
                                                       what was checked is the book's reading of it
 :data:`HOLDS` "holds"                                 a bound: no trial (random or adversarial) exceeds it; also what
@@ -56,6 +59,7 @@ __all__ = [
     "CORRECTED",
     "DEPENDS_ON_READING",
     "EXPECTATIONS",
+    "HINGES",
     "HOLDS",
     "INCONCLUSIVE",
     "NOT_MEASURED",
@@ -79,6 +83,7 @@ CORRECTED = "corrected"
 NOT_MEASURED = "not measured"
 NOT_TESTABLE = "not testable here"
 DEPENDS_ON_READING = "depends on the reading"
+HINGES = "hinges on one passage"
 #: Appended to the verdict of a claim whose formula the paper does not print in full.
 RECONSTRUCTION = " (the book's reconstruction)"
 HOLDS = "holds"
@@ -86,7 +91,16 @@ VIOLATED = "violated"
 NO_VIOLATION = "no violation found"
 
 #: The verdicts of a claim of the paper (an experiment's, a study's, a row of the book's claims table).
-CLAIM_VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, CORRECTED, NOT_MEASURED, NOT_TESTABLE, DEPENDS_ON_READING)
+CLAIM_VERDICTS = (
+    REPRODUCED,
+    NOT_REPRODUCED,
+    INCONCLUSIVE,
+    HINGES,
+    CORRECTED,
+    NOT_MEASURED,
+    NOT_TESTABLE,
+    DEPENDS_ON_READING,
+)
 #: What the book expects of a bound it checks (:attr:`attnlimits.theory.checks.Verdict.expected`).
 EXPECTATIONS = (HOLDS, VIOLATED)
 #: The kinds of a claim: a rule that can fail on the data, or a statement true by proof or construction (its verdict
@@ -116,7 +130,8 @@ def combine(verdicts: Iterable[str], *, readings: bool = False) -> str:
     """One verdict of a claim from several verdicts of it: their common verdict when they agree.
 
     When they differ, over the parts of a rule that must all hold or over several measurements of the claim (the
-    default): the first of "not reproduced", "violated", "inconclusive" and "depends on the reading" among them,
+    default): the first of "not reproduced", "violated", "inconclusive", "hinges on one passage" and "depends on
+    the reading" among them,
     else "not reproduced" (verdicts that differ otherwise never add up to a reproduction; so does no verdict at
     all). Over the readings of a formula the paper does not print in full (``readings=True``): "depends on the
     reading"; a reading "not measured" is left out, and the verdict is "not measured" when no reading is measured.
@@ -130,7 +145,7 @@ def combine(verdicts: Iterable[str], *, readings: bool = False) -> str:
         return found.pop()
     if readings:
         return DEPENDS_ON_READING
-    for word in (NOT_REPRODUCED, VIOLATED, INCONCLUSIVE, DEPENDS_ON_READING):
+    for word in (NOT_REPRODUCED, VIOLATED, INCONCLUSIVE, HINGES, DEPENDS_ON_READING):
         if word in found:
             return word
     return NOT_REPRODUCED

@@ -440,11 +440,22 @@ def _experiment_row(row: Row, by_key: dict, where_from: str, kind: str) -> tuple
         )
     found = [by_key[k] for k in row.experiments]
     values = [_with_interval(*(_float(c.get(f)) for f in ("value", "value_lo", "value_hi"))) for c in found]
+    values = [v + _left_out(c) for v, c in zip(values, found, strict=True)]
     value = "; ".join(v for v in values if v)
     verdicts = [c["verdict"] for c in found]
     if kind == SANITY_CHECK:
         verdicts = [_SANITY_WORDS.get(v, v) for v in verdicts]
     return "; ".join(c["measured"] for c in found), where_from, value, combine(verdicts)
+
+
+def _left_out(claim: dict) -> str:
+    """What leaving out one window does to a claim (:func:`attnlimits.experiments.paper_claims.decided`): the range
+    of its number, and the verdict without each window that changes it; "" for a claim without a number."""
+    lo, hi = _float(claim.get("loo_lo")), _float(claim.get("loo_hi"))
+    if math.isnan(_float(claim.get("value"))) or math.isnan(lo) or math.isnan(hi):
+        return ""
+    hinges = f"; without {claim['hinges_on']}" if claim.get("hinges_on") else ""
+    return f" (one window left out: {_number(lo)} to {_number(hi)}{hinges})"
 
 
 def _kind(row: Row, by_key: dict) -> str:
@@ -467,7 +478,7 @@ def claims(verdicts, results) -> pd.DataFrame:
     experiments' :class:`attnlimits.experiments.Results` the Experiments part reads.
     """
     by_id = {v.id: v for v in verdicts}
-    by_key = {c["key"]: c for c in paper_claims.claims(results).to_dict("records")}
+    by_key = {c["key"]: c for c in paper_claims.decided(results).to_dict("records")}
     p = results.provenance
     where_from = (
         f"{p['model'].get('model_id')} on {p['text'].get('name')}, preset {p['preset']['name']}, "

@@ -25,6 +25,7 @@ Experiments chapters show the rows and assert the verdicts their prose states
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -72,6 +73,7 @@ from attnlimits.infra import sentences
 from attnlimits.infra.statistics import RESAMPLES, SEED
 from attnlimits.infra.verdicts import (
     DEPENDS_ON_READING,
+    HINGES,
     HOLDS,
     INCONCLUSIVE,
     NOT_MEASURED,
@@ -92,6 +94,7 @@ __all__ = [
     "FLAT",
     "FRACTION",
     "G_QUANTILE",
+    "HINGES",
     "HOLDS",
     "INCONCLUSIVE",
     "INVERSE_T",
@@ -117,8 +120,10 @@ __all__ = [
     "claims",
     "critical_sensitivity",
     "decide",
+    "decided",
     "figure2_readings",
     "g_quantile",
+    "leave_one_out",
     "loglog_slope",
     "markdown",
     "on_a_second_text",
@@ -161,6 +166,45 @@ def claims(res, figure: str | None = None) -> pd.DataFrame:
     chosen = [c for c in CLAIMS if figure is None or c.__name__.startswith(f"fig{figure}_")]
     res = as_summaries(res)
     return pd.DataFrame([c(res).as_dict() for c in chosen])
+
+
+def leave_one_out(res, figure: str | None = None) -> pd.DataFrame:
+    """Each claim of :func:`claims` (of one ``figure``, or all) decided again on the run with each window left out
+    in turn: one row per claim (``key``) with ``loo_lo`` and ``loo_hi``, the range of its number over those runs, and
+    ``flipped_by``, ``{window: verdict}`` for each window whose leaving out gives the claim another verdict than the
+    whole run's (empty when none does). The windows are the run's passages of text, the units every interval
+    resamples: a verdict one of them changes is not decided by the run."""
+    res = as_summaries(res)
+    base = claims(res, figure).set_index("key")
+    values = {key: [] for key in base.index}
+    flipped = {key: {} for key in base.index}
+    for window in res.windows:
+        left = claims(res.without(window), figure).set_index("key")
+        for key in base.index:
+            values[key].append(float(left.loc[key, "value"]))
+            if left.loc[key, "verdict"] != base.loc[key, "verdict"]:
+                flipped[key][int(window)] = str(left.loc[key, "verdict"])
+    rows = [
+        {"key": key, "loo_lo": min(v, default=math.nan), "loo_hi": max(v, default=math.nan), "flipped_by": flipped[key]}
+        for key, v in values.items()
+    ]
+    return pd.DataFrame(rows)
+
+
+def decided(res, figure: str | None = None) -> pd.DataFrame:
+    """:func:`claims` with :func:`leave_one_out`'s columns, and the rule that a run decides only what no single
+    window decides for it: a reproduction's verdict that leaving out one window changes becomes :data:`HINGES`
+    ("hinges on one passage"), never counted as decided; ``verdict_all`` keeps the whole run's verdict, and
+    ``hinges_on`` says which windows and what the verdict is without each ("window 3: not reproduced")."""
+    res = as_summaries(res)
+    table = claims(res, figure).merge(leave_one_out(res, figure), on="key", how="left")
+    table["verdict_all"] = table["verdict"]
+    table["hinges_on"] = [
+        "; ".join(f"window {w}: {v}" for w, v in flips.items()) if kind == REPRODUCTION else ""
+        for flips, kind in zip(table["flipped_by"], table["kind"], strict=True)
+    ]
+    table.loc[table["hinges_on"] != "", "verdict"] = HINGES
+    return table
 
 
 def run_label(res) -> str:
