@@ -90,21 +90,15 @@ def shipped_root() -> Path:
 
 
 def versions() -> dict[str, str]:
-    """The versions of the libraries whose arithmetic a shard's numbers depend on (a shard's key holds them), and
-    Python's minor version (its syntax trees, which the code hash reads, change between minor versions)."""
-    import pyarrow
-    import scipy
-    import torch
-    import transformers
+    """The versions of the libraries whose arithmetic a shard's numbers depend on (a shard's key holds them), read
+    from their installed metadata without importing them (importing transformers in a notebook warns on stderr),
+    and Python's minor version (its syntax trees, which the code hash reads, change between minor versions)."""
+    from importlib.metadata import version
 
+    libraries = ("numpy", "pandas", "pyarrow", "scipy", "torch", "transformers")
     return {
-        "numpy": np.__version__,
-        "pandas": pd.__version__,
-        "pyarrow": pyarrow.__version__,
+        **{name: version(name) for name in libraries},
         "python": ".".join(platform.python_version_tuple()[:2]),  # the syntax trees the code hash reads
-        "scipy": scipy.__version__,
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
     }
 
 
