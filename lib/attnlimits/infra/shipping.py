@@ -159,8 +159,10 @@ def write_table(table: pd.DataFrame, path) -> Path:
 
 
 def read_table(path) -> pd.DataFrame:
-    """A table written by :func:`write_table`."""
-    return pd.read_parquet(path, engine="pyarrow")
+    """A table written by :func:`write_table`, read by pyarrow (the engine that wrote it)."""
+    import pyarrow.parquet
+
+    return pyarrow.parquet.read_table(path).to_pandas()
 
 
 def load_manifest(root=None) -> dict:
