@@ -173,7 +173,7 @@ lowest.nlargest(3, "q95")
 first = int(lowest["q95"].idxmax())
 start = res.provenance["window_starts"][res.provenance["windows"].index(first)]
 print(f"window {first}, from token {start:,} of the text, begins:")
-print(textwrap.fill(shipped.passage(text.provenance.name, res.preset, first), 88))
+print(textwrap.fill(shipped.passage(model, text, res.preset, first), 88))
 
 # %% [markdown]
 # One window stands apart: at the lowest temperature even its median head responds more strongly than the 95th

@@ -245,14 +245,14 @@ def fingerprint(name: str, p: Preset, window: int) -> dict:
     }
 
 
-def passage(name: str, preset: str | Preset, window: int, tokens: int = 60) -> str:
-    """The first ``tokens`` tokens of window ``window`` of the book's design on the text ``name``, decoded by the
-    shipped model's tokenizer: what a page quotes of a passage that decides a verdict."""
+def passage(loaded, text_read, preset: str | Preset, window: int, tokens: int = 60) -> str:
+    """The first ``tokens`` tokens of window ``window`` of ``preset``'s layout on ``text_read``, as ``loaded``'s
+    tokenizer reads and decodes them: what a page quotes of a passage that decides a verdict."""
     p = get_preset(preset)
     if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window < p.windows:
         raise ValueError(f"window: must be an integer in 0..{p.windows - 1}, got {window!r}")
-    ids = _window_ids(name, p.max_length, p.windows)[window]
-    return model().tokenizer.decode(ids[:tokens].tolist())
+    ids = hf_windows.windows(loaded.tokenizer, text_read, p.max_length, p.windows, total=p.windows)[window]
+    return loaded.tokenizer.decode(ids[:tokens].tolist())
 
 
 def load(text: str = texts.FALLBACK_NAME, preset: str | Preset = "paper", *, exclude_sink: bool = False, root=None):
