@@ -118,10 +118,14 @@ def _check_controls(controls) -> tuple[str, ...]:
     return controls
 
 
-@functools.cache
 def _loaded(name: str):
     """The model of the label ``name``, loaded once per process (never the fallback in its place)."""
-    return models.load(study.MODELS[name], allow_fallback=False)
+    return _load(study.MODELS[name])
+
+
+@functools.cache
+def _load(requested: str):
+    return models.load(requested, allow_fallback=False)
 
 
 def second_text():
@@ -148,7 +152,7 @@ def inputs(run: Run, preset, seed: int, text) -> tuple:
             raise NotImplementedError(f"{type(other).__name__}: {other}")
         return model, other, None
     if run.control in ("untrained", "entropy-matched"):
-        key = (run.model, run.control, p.name, seed, texts.sha256_of(text))
+        key = (model.provenance.sha256, run.control, p.name, seed, texts.sha256_of(text))
         if key not in _CONTROLLED:
             make = study.untrained if run.control == "untrained" else study.entropy_matched
             _CONTROLLED[key] = make(model, seed) if run.control == "untrained" else make(model, text, p, seed)
