@@ -27,23 +27,12 @@ from attnlimits.experiments import shipped
 from attnlimits.experiments.summaries import Summaries
 from attnlimits.infra import cache, provenance, shipping
 from attnlimits.models import texts
+from attnlimits.studies import several_models
 from attnlimits.studies.several_models import study
 from attnlimits.studies.several_models.study import CONTROLS, get_preset
 
-__all__ = [
-    "Run",
-    "SeveralModels",
-    "compute",
-    "manifest_path",
-    "model_entries",
-    "results",
-    "run_labels",
-    "shards",
-    "slug",
-    "study_folder",
-    "window_folder",
-    "write_manifest",
-]
+#: What the package names of this module (its lazy name table, the one list of them).
+__all__ = [name for name, where in several_models.NAMES.items() if where == __name__]
 
 #: The controls that run the trained model itself (on other tokens).
 _TRAINED_CONTROLS = ("shuffled", "second text")
