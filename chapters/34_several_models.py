@@ -184,7 +184,9 @@ trends
 #   {doc}`14_geometric_separability` proves is not valid in general, holds on both untrained controls and on
 #   the trained SmolLM2, on either text, but a few heads break it in every other run — the trained Gemma on
 #   both texts, both entropy-matched controls and both shuffled models — separating more of their tokens than it
-#   allows by at most 0.06.
+#   allows by at most 0.06. So the paper's "the upper bound tracks the maxima" is reproduced on the trained
+#   SmolLM2 alone (on either text) and not reproduced wherever a head breaks the bound; on the untrained controls
+#   the rule cannot decide, since there the bound never falls below 0.95 and a bound stuck near 1 tracks nothing.
 # - **The sink is learned, and it is not sharpness.** No untrained control puts more than 0.1 of a row's weight
 #   on token 0 — its median is within a factor 2 of what uniform attention gives, $\operatorname{mean}_t
 #   1/(t+1)$ — while both trained models send a large share of their rows there: SmolLM2 nearly all of some rows,
@@ -238,7 +240,7 @@ kinds = several_models.report.control_labels(manifest)
 matched, shuffled = kinds["entropy-matched"], kinds["shuffled"]
 v = values
 growth, plateau = s["d~ growth exponent"], s["N_s/N plateau"]
-bounds = verdicts.loc["fig3-bounds"]
+tracks = verdicts.loc["fig3-upper-tracks"]
 # the largest excess of a head's N_s/N over the reconstructed upper bound, in any window
 above = "quantity == 'upper-ns_frac' and N > 1"
 excess = {
@@ -262,10 +264,12 @@ not_reproduced = [
 moved = {m: list(verdicts.index[verdicts[m] != verdicts[f"{m} (second text)"]])
          for m in trained}
 statements = {
-    "fig3 bounds hold on the untrained and on SmolLM2 (both texts), fail elsewhere":
-        set(bounds[bounds == "holds"].index)
-        == {*controls, "SmolLM2-135M", "SmolLM2-135M (second text)"}
-        and (bounds[bounds != "holds"] == "violated").all(),
+    "the upper bound tracks the maxima on SmolLM2 (both texts) alone, is broken elsewhere":
+        set(tracks[tracks == "reproduced"].index) == {"SmolLM2-135M", "SmolLM2-135M (second text)"}
+        and set(tracks[tracks == "inconclusive"].index) == set(controls)
+        and set(tracks[tracks == "not reproduced"].index)
+        == {m for m, e in excess.items() if e > 1e-9},
+    "the lower bound holds in every run": (verdicts.loc["fig3-lower-bound"] == "holds").all(),
     "by at most 0.06": max(excess.values()) <= 0.06,
     "critical N / L in [0.59, 1) at every L where reached": fraction.dropna()
     .between(0.59, 0.999).all(),

@@ -315,7 +315,7 @@ def _run_long(args, out: Path) -> int:
     p = res.provenance
     _print(
         f"wrote {out}: report.html, report.md, long_stats.csv, long_critical.csv, long_exactness.csv, "
-        "long_claims.csv, long_summary.csv, long_provenance.json, "
+        "window_summary.csv, long_claims.csv, long_summary.csv, long_provenance.json, "
         f"figures\nlengths {', '.join(map(str, p['preset']['lengths']))}, {p['preset']['rows']} rows each, "
         f"windows {p['windows']}\nwall time {p['seconds']['total']:.1f} s (capture {p['seconds']['capture']:.1f} s), "
         f"peak memory {p['peak_memory_gb']:.2f} GB"

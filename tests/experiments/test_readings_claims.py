@@ -137,7 +137,7 @@ def test_a_sanity_check_is_never_counted_as_a_reproduction():
     table = rp.claims(_results())
     assert set(table.kind) <= set(verdicts.CLAIM_KINDS)
     sanity = table[table.kind == rp.SANITY_CHECK]
-    assert set(sanity.key) == {"fig2a-bound", "fig3-bounds"}
+    assert set(sanity.key) == {"fig2a-bound", "fig3-lower-bound"}
     assert set(sanity.verdict) <= set(verdicts.EXPECTATIONS)  # "holds" or "violated", never a claim's verdict
     reproduced = table[(table.kind == rp.REPRODUCTION) & (table.verdict == rp.REPRODUCED)]
     assert not set(reproduced.key) & set(sanity.key)

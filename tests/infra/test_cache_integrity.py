@@ -146,7 +146,9 @@ def _studies(model) -> dict[str, Study]:
             alternatives.study,
             "synthetic_tables",
         ),
-        "long_context": Study(lambda root: long_context.results(model, text, long, root=root), long_study, "run"),
+        "long_context": Study(
+            lambda root: long_context.results(model, text, long, root=root), long_study, "window_run"
+        ),
     }
 
 

@@ -175,3 +175,26 @@ def test_combine_gives_what_the_parts_of_a_rule_and_the_readings_each_gave_befor
             assert combine(parts) == _parts_must_all_hold(parts), parts
         for each in itertools.product((*verdicts.CLAIM_VERDICTS, HOLDS, VIOLATED), repeat=n):
             assert combine(each, readings=True) == _over_readings(each), each
+
+
+@pytest.mark.parametrize(
+    "found, expected",
+    [
+        (["reproduced", "reproduced"], "reproduced"),
+        (["not reproduced", "not reproduced"], "not reproduced"),
+        (["not reproduced", "reproduced"], "depends on the model"),
+        (["reproduced", "inconclusive", "not reproduced"], "depends on the model"),
+        (["reproduced", "inconclusive"], "inconclusive"),  # one model does not decide: the claim is not decided
+        (["not reproduced", "inconclusive"], "not reproduced"),
+        (["reproduced", "depends on the reading"], "depends on the reading"),
+        (["holds", "violated"], "violated"),
+    ],
+)
+def test_across_models_says_when_one_model_reproduces_a_claim_another_refutes(found, expected):
+    assert verdicts.across_models(found) == expected
+    assert verdicts.across_models(reversed(found)) == expected
+
+
+def test_a_proved_part_does_not_hide_that_a_claim_depends_on_the_model():
+    assert combine(["holds", "depends on the model"]) == "depends on the model"
+    assert combine(["not reproduced", "depends on the model"]) == "not reproduced"

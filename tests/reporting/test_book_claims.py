@@ -28,7 +28,8 @@ EXPERIMENT_KEYS = (
     "fig2c-critical",
     "fig2c-proportional",
     "fig3-plateau",
-    "fig3-bounds",
+    "fig3-lower-bound",
+    "fig3-upper-tracks",
     "fig4-slope",
     "fig4-drop",
     "fig4-printed-bound",
@@ -51,15 +52,26 @@ class _Results:
     }
 
 
+#: Chapter 32's tests of the guidelines, as :func:`attnlimits.studies.training.report.guideline_verdicts` gives them.
+_GUIDELINES = pd.DataFrame(
+    [
+        ("the error rises past N/L = 6 %", "softmax", 0.2, 0.15, 0.25, 5, "reproduced"),
+        ("a lower N_s/N comes with a higher error", "all", -0.1, -0.3, 0.1, 5, "inconclusive"),
+    ],
+    columns=["rule", "normalizer", "value", "lo", "hi", "seeds", "verdict"],
+)
+
+
 @pytest.fixture
 def fake(monkeypatch):
     """Every check holds and every experimental claim is reproduced, unless a test says otherwise."""
     state = {"violated": set(), "experiments": {k: paper_claims.REPRODUCED for k in EXPERIMENT_KEYS}, "values": {}}
 
-    def claims(res):
+    def claims(res, *args, **kwargs):
+        given = {**state["experiments"], **getattr(res, "verdicts", {})}  # another model's own verdicts
         rows = [
             {"key": k, "measured": f"{k} measured", "verdict": v, **state["values"].get(k, {})}
-            for k, v in state["experiments"].items()
+            for k, v in given.items()
         ]
         return pd.DataFrame(rows)
 
@@ -68,7 +80,7 @@ def fake(monkeypatch):
 
     def table():
         verdicts = [_verdict(i, violations=int(i in state["violated"])) for i in checks.CHECKS]
-        return book_claims.claims(verdicts, _Results()).set_index("claim")
+        return book_claims.claims(verdicts, _Results(), guidelines=_GUIDELINES).set_index("claim")
 
     return state, table
 
@@ -134,7 +146,8 @@ def test_temperature_guideline_follows_the_model_below_T_one_tenth(fake):
 
 
 SANITY = {"Lemma 1", "Corollary 1", r"Theorem 1: $d_{\max}$", "Theorem 1: expectation $E$", "Corollary 2 (ii)",
-          "Theorem 2: lower bound", "Multi-head coverage", r"Figure 2a: $d_{\max}$", "Figure 3: bounds"}  # fmt: skip
+          "Theorem 2: lower bound", "Multi-head coverage", r"Figure 2a: $d_{\max}$",
+          "Figure 3: lower bound"}  # fmt: skip
 
 
 def test_sanity_checks_are_shown_as_such_and_never_as_reproductions(fake):
@@ -144,8 +157,8 @@ def test_sanity_checks_are_shown_as_such_and_never_as_reproductions(fake):
     assert set(t.verdict[t.kind == book_claims.SANITY_CHECK].str.removesuffix(book_claims.RECONSTRUCTION)) == {"holds"}
     assert not t.verdict[t.kind == book_claims.REPRODUCTION].isin(["holds", "violated"]).any()
     # a proved bound applied to the model: the experiments' old words read as holds / violated
-    state["experiments"]["fig3-bounds"] = paper_claims.NOT
-    assert table().loc["Figure 3: bounds", "verdict"] == "violated"
+    state["experiments"]["fig3-lower-bound"] = paper_claims.NOT
+    assert table().loc["Figure 3: lower bound", "verdict"] == "violated" + book_claims.RECONSTRUCTION
     assert table().loc["Corollary 2 (ii)", "kind"] == book_claims.SANITY_CHECK
 
 
@@ -153,18 +166,18 @@ def test_the_experiments_kind_wins(fake, monkeypatch):
     state, table = fake
     base = paper_claims.claims
 
-    def with_kind(res):
+    def with_kind(res, *args, **kwargs):
         out = base(res)
         out["kind"] = [
-            book_claims.REPRODUCTION if k == "fig3-bounds" else book_claims.SANITY_CHECK if k == "fig2c-critical"
+            book_claims.REPRODUCTION if k == "fig3-lower-bound" else book_claims.SANITY_CHECK if k == "fig2c-critical"
             else book_claims.REPRODUCTION for k in out.key
         ]  # fmt: skip
         return out
 
     monkeypatch.setattr(paper_claims, "decided", with_kind)
     t = table()
-    assert t.loc["Figure 3: bounds", "kind"] == book_claims.REPRODUCTION
-    assert t.loc["Figure 3: bounds", "verdict"] == "reproduced"
+    assert t.loc["Figure 3: lower bound", "kind"] == book_claims.REPRODUCTION
+    assert t.loc["Figure 3: lower bound", "verdict"] == "reproduced" + book_claims.RECONSTRUCTION
     assert t.loc["Figure 2c", "kind"] == book_claims.SANITY_CHECK and t.loc["Figure 2c", "verdict"] == "holds"
     # a row that reads claims of both kinds keeps its own
     assert t.loc["Guideline: active set", "kind"] == book_claims.SANITY_CHECK  # its one claim is fig2c-critical
@@ -211,14 +224,16 @@ def test_counts_leave_out_sanity_checks_and_untestable_claims(fake):
     state["experiments"]["fig4-drop"] = paper_claims.NOT
     t = table().reset_index()
     c = book_claims.counts(t)
-    reproductions = len(book_claims.ROWS) - len(SANITY) - 2  # Lemma 2 and the normalisers' guideline
+    # Lemma 2 and the normalisers' guideline are not testable; three rows read a measurement again
+    reproductions = len(book_claims.ROWS) - len(SANITY) - 2 - 3
     assert sum(c[book_claims.REPRODUCTION].values()) == reproductions
-    assert c[book_claims.REPRODUCTION] == {"reproduced": reproductions - 1, "not reproduced": 1}
+    # the N_s/N guideline reads chapter 32's test, inconclusive in _GUIDELINES
+    assert c[book_claims.REPRODUCTION] == {"reproduced": reproductions - 2, "not reproduced": 1, "inconclusive": 1}
     assert c[book_claims.SANITY_CHECK] == {"holds": len(SANITY)}
     assert c["not testable here"] == {"not testable here": 2}
     lead = book_claims.markdown(t).split("````")[0]
     assert f"**{reproductions} claims tested**" in lead and f"**{len(SANITY)} sanity checks**" in lead
-    assert f"*reproduced* {reproductions - 1}, *not reproduced* 1" in lead
+    assert f"*reproduced* {reproductions - 2}, *not reproduced* 1, *inconclusive* 1" in lead
 
 
 def test_an_inconclusive_experiment_makes_its_rows_inconclusive(fake):
@@ -243,9 +258,10 @@ def test_a_claim_that_hinges_on_one_passage_says_which_and_is_not_counted_as_dec
         assert t.loc[claim, "verdict"] == paper_claims.HINGES, claim
     cell = t.loc["Figure 4: $1/T$", "value"]
     assert cell == "-0.37 [-0.8, 0.06] (one window left out: -0.38 to -0.15; without window 3: not reproduced)"
-    tested = book_claims.counts(t.reset_index())["reproduction"]
-    assert tested[paper_claims.HINGES] == 2  # counted apart, never as reproduced or not reproduced
-    assert "*hinges on one passage* 2" in book_claims.markdown(t.reset_index())
+    counted = book_claims.counts(t.reset_index())
+    assert counted["reproduction"][paper_claims.HINGES] == 1  # counted apart, never as reproduced or not reproduced
+    assert counted[book_claims.REPEATS][paper_claims.HINGES] == 1  # the guideline reads it again: not counted twice
+    assert "*hinges on one passage* 1" in book_claims.markdown(t.reset_index())
 
 
 def test_corollary_2_i_expectation_is_corrected_and_the_distance_has_its_own_row(fake):
@@ -440,6 +456,8 @@ def test_intro_table_is_written_by_make_results_and_checked_by_the_report(fake, 
 
     monkeypatch.setattr(checks, "run_all", run_all)
     monkeypatch.setattr(shipped, "summaries_of", results_of)
+    monkeypatch.setattr(book_claims, "chapter34", lambda res: calls.setdefault("chapter34", ({}, {})))
+    monkeypatch.setattr(book_claims, "training_guidelines", lambda: calls.setdefault("guidelines", _GUIDELINES))
     monkeypatch.setattr(book_claims, "INCLUDE", tmp_path / "claims.md")
     monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path / "results"))  # no stored verdicts: the checks run
     monkeypatch.delenv(experiments.PRESET_VARIABLE, raising=False)
@@ -447,6 +465,8 @@ def test_intro_table_is_written_by_make_results_and_checked_by_the_report(fake, 
     book_results.run([(study, study.preset())], inputs=SimpleNamespace(model="model", text="text"))
     assert calls["checks"] == {"trials": book_claims.CHECK_TRIALS, "seed": book_claims.CHECK_SEED}
     assert calls["experiments"] == ("model", "text", experiments.book_preset())
+    assert calls["chapter34"] == ({}, {})  # chapter 34's other trained models and controls were asked for
+    assert calls["guidelines"] is _GUIDELINES  # and chapter 32's tests of the guidelines
     _, table = fake
     assert (tmp_path / "claims.md").read_text() == book_claims.markdown(table().reset_index())
 
@@ -497,3 +517,55 @@ def test_check_verdicts_rerun_when_the_checks_code_changes(tmp_path, monkeypatch
     monkeypatch.setattr(book_claims.cache, "code_hash", lambda *modules: "another version of the checks")
     book_claims.check_verdicts(trials=3, seed=0)
     assert len(calls) == 2
+
+
+class _Other(_Results):
+    provenance = {**_Results.provenance, "model": {"model_id": "org/Other-1B"}, "windows": list(range(8))}
+    verdicts = {"fig3-plateau": paper_claims.NOT, "fig4-slope": paper_claims.INCONCLUSIVE}
+
+
+def test_a_claim_measured_on_several_models_reads_each_models_verdict(fake):
+    """Where one trained model reproduces a claim and another does not, the row says "depends on the model" and
+    names each model's verdict and number; a model that does not decide leaves the claim undecided."""
+    state, _ = fake
+    verdicts = [_verdict(i) for i in checks.CHECKS]
+    t = book_claims.claims(verdicts, _Results(), {"Other-1B": _Other()}).set_index("claim")
+    row = t.loc["Figure 3: plateau"]
+    assert row.verdict == "depends on the model"
+    assert "*model:* fig3-plateau measured" in row.ours and "*Other-1B:* fig3-plateau measured" in row.ours
+    assert "org/Other-1B on some-text, preset paper, 8 windows" in row.source
+    assert t.loc["Figure 4: $1/T$", "verdict"] == "inconclusive"
+    assert t.loc["Figure 2c", "verdict"] == "reproduced"  # both models agree
+    counted = book_claims.counts(t.reset_index())["reproduction"]
+    assert counted.get("depends on the model", 0) >= 1
+    alone = book_claims.claims(verdicts, _Results()).set_index("claim")
+    assert (
+        alone.loc["Figure 3: plateau", "verdict"] == "reproduced"
+        and "*model:*" not in alone.loc["Figure 3: plateau", "ours"]
+    )
+
+
+def test_the_n_s_guideline_reads_chapter_32s_own_test_and_each_measurement_counts_once(fake):
+    """The N_s/N guideline is chapter 32's test on the training sweep, not Figure 3's verdict again; a row that reads
+    a figure's measurement again (a corollary, a guideline) shows its verdict but is not counted a second time."""
+    state, table = fake
+    t = table()
+    row = t.loc["Guideline: $N_s/N$"]
+    assert row.verdict == "inconclusive" and row.value == "-0.1 [-0.3, 0.1]" and row.on == "training"
+    assert "5 seeds" in row["source"] and row["where"] == "32_training_low_temperature"
+    state["experiments"]["fig3-plateau"] = paper_claims.NOT
+    assert table().loc["Guideline: $N_s/N$", "verdict"] == "inconclusive"  # not Figure 3's
+    repeats = {c: r for c, r in zip(t.index, t.repeats, strict=True) if r}
+    assert repeats == {
+        r"Corollary 2 (i): $\tilde d$": r"Figure 2a: $\tilde d$",
+        "Guideline: active set": "Figure 2c",
+        "Guideline: temperature": "Figure 4: $1/T$",
+    }
+    assert all(r in t.index for r in repeats.values())
+    c = book_claims.counts(t.reset_index())
+    assert sum(c[book_claims.REPEATS].values()) == 3
+    text = book_claims.markdown(t.reset_index())
+    assert "3 rows read again a measurement counted above" in text
+    assert "the measurement of Figure 2c, not counted again" in text
+    unread = book_claims.claims([_verdict(i) for i in checks.CHECKS], _Results()).set_index("claim")
+    assert unread.loc["Guideline: $N_s/N$", "verdict"] == "not testable here"

@@ -75,7 +75,8 @@ def test_a_failing_part_is_named_in_the_error(n_jobs):
 def test_the_tables_do_not_depend_on_the_number_of_jobs(monkeypatch, tmp_path):
     """The quick experiments (each window a part) and training, once here with one job and once in two worker
     processes (the offline model and text, loaded in each process): the same tables, but for the times they
-    record."""
+    record. A worker runs torch on fewer threads, which may sum a float32 product in another order: floats agree to
+    float32 rounding (seen: 1e-7 relative), integers, counts and words exactly."""
     chosen = [(br.STUDIES[name], "quick") for name in ("experiments", "training")]
     for jobs in (1, 2):
         monkeypatch.setenv("ATTNLIMITS_RESULTS", str(tmp_path / f"jobs{jobs}"))
@@ -95,7 +96,9 @@ def test_the_tables_do_not_depend_on_the_number_of_jobs(monkeypatch, tmp_path):
         for table in tables:
             other = tmp_path / "jobs2" / folder / table.name
             one, two = (pd.read_csv(t).drop(columns="seconds", errors="ignore") for t in (table, other))
-            pd.testing.assert_frame_equal(one, two, check_exact=True, obj=str(other))
+            floats = list(one.select_dtypes("float").columns)
+            pd.testing.assert_frame_equal(one.drop(columns=floats), two.drop(columns=floats), check_exact=True)
+            pd.testing.assert_frame_equal(one[floats], two[floats], rtol=1e-5, atol=1e-9, obj=str(other))
 
 
 #: Each study's declaration in the pipeline, and the modules whose code its results cache keys on.

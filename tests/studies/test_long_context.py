@@ -236,9 +236,16 @@ def test_seeded_runs_repeat_exactly(tmp_path):
     pd.testing.assert_frame_equal(back.stats, one.stats, check_dtype=False)
     assert back.provenance["preset"]["lengths"] == [32, 64] and back.provenance["peak_memory_gb"] > 0
     assert set(one.stats.quantity) >= {"max_weight_x_len", "rest_max_x_len", "sink_weight", "d_tilde", "E", "g"}
-    # every run checks its SDPA capture against the eager one, and counts the windows its text holds
+    # every run checks its SDPA capture against the eager one
     assert one.exactness["same mask and window"].all() and (one.exactness["weights (max abs diff)"] < 1e-5).all()
-    assert one.text_windows(64) == one.provenance["text_tokens"] // 64 > 1000
+    # two windows spread over the whole text: the first at its start, the second its last full window
+    tokens = one.provenance["text_tokens"]
+    assert one.provenance["window_starts"] == [0, tokens - 64]
+    # each window has its own Algorithm 3 decision
+    assert set(one.critical.window) == {"0", "1"} and list(one.critical.columns)[0] == "window"
+    summaries = long_context.summarize(one)
+    assert summaries.windows == [0, 1] and summaries.text_windows(64) == tokens // 64 > 1000
+    assert summaries.provenance["heads"] == 30 * 9
 
 
 def test_results_read_back_exactly_and_save_the_same_bytes(tmp_path):
@@ -260,6 +267,41 @@ def test_results_read_back_exactly_and_save_the_same_bytes(tmp_path):
     assert files == sorted(f.name for f in (tmp_path / "two").iterdir())
     for name in files:
         assert (tmp_path / "two" / name).read_bytes() == (tmp_path / "one" / name).read_bytes(), name
+
+
+def test_each_windows_heads_are_summarised_per_layer_group():
+    """A window's summary is its heads' statistics at each grid point, per layer group (all layers and each kind):
+    the median of the heads' values, their largest, how many."""
+    rows = [
+        (str(w), layer, kind, h, 64, "softmax", "d_tilde", 5, math.nan, 10.0 * w + layer + h / 10, 0.0, 8, 64.0)
+        for w in (0, 1)
+        for layer, kind in ((0, "full"), (1, "sliding"))
+        for h in range(3)
+    ]
+    table = long_context.summary_table(pd.DataFrame(rows, columns=long_context.COLUMNS))
+    assert list(table.columns) == long_context.SUMMARY_COLUMNS
+    at = table.set_index(["window", "layer_type"])
+    assert at.loc[(1, "all"), "heads"] == 6 and at.loc[(1, "full"), "heads"] == 3
+    assert at.loc[(1, "all"), "q50"] == pytest.approx(np.median([10, 10.1, 10.2, 11, 11.1, 11.2]))
+    assert at.loc[(0, "sliding"), "max"] == pytest.approx(1.2) and at.loc[(0, "full"), "min"] == 0.0
+
+
+def test_a_window_is_computed_once_and_read_back_by_the_whole_run(tmp_path, monkeypatch):
+    """The results cache holds one entry per window: a window computed alone is read back, not recomputed, when the
+    whole run is asked for, and the first window checks the capture's exactness."""
+    model, text = models.load("fallback"), texts.load("pydoc-topics")
+    p = long_context.get_preset("quick").replace(windows=2, lengths=(32,), rows=4, g_rows=4, alg4_N=(1,), T=(1.0,))
+    ran = []
+    real = study.run
+    monkeypatch.setattr(study, "run", lambda *a, **k: ran.append(k["only"]) or real(*a, **k))
+    alone = long_context.results(model, text, p, window=1, root=tmp_path)
+    both = long_context.results(model, text, p, root=tmp_path)
+    assert ran == [[1], [0]] and alone.windows == [1] and both.windows == [0, 1]
+    assert alone.exactness.empty and both.exactness["same mask and window"].all()
+    pd.testing.assert_frame_equal(both.summary[both.summary.window == 1].reset_index(drop=True), alone.summary)
+    again = long_context.results(model, text, p, root=tmp_path)
+    assert ran == [[1], [0]]
+    pd.testing.assert_frame_equal(again.summary, both.summary, check_exact=True)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -309,36 +351,87 @@ def test_analyze_refuses_long_context_options_it_cannot_run(tmp_path, capsys, ex
 # ---------------------------------------------------------------------------------------------------------------
 # the chapter's summaries and verdicts
 # ---------------------------------------------------------------------------------------------------------------
-def _power_law(exponent, se=0.0, heads=30, lengths=(1024, 2048, 4096, 8192), kinds=("full",)):
-    rows = []
-    for kind in kinds:
-        for L in lengths:
-            for h in range(heads):
-                value = (1 + h / heads) * L**exponent
-                rows.append(("0", 0 if kind == "full" else 1, kind, h, L, "softmax", "d_tilde", 5, math.nan, value,
-                             se * value, 32, float(L)))  # fmt: skip
+LENGTHS = (1024, 2048, 4096, 8192)
+
+
+def _run(windows=6, kinds=("full",), drift=0.0, noise=0.0, critical=None, bump=None):
+    """Synthetic windows of every quantity the claims read, summarised by the study's own code: per head, l x the
+    largest weight flat (``drift``: growing like L**drift), d~ growing like L, N_s/N at 0.75 and g like 1/T, each
+    window's values scaled by its own factor, drawn with spread ``noise`` per window and length. ``critical(w, L)``:
+    each window's critical N/L (0.9 by default); ``bump(w, L)``: a factor on window w's d~ at L."""
+    rng = np.random.default_rng(7)
+    rows, crit = [], []
+    for w in range(windows):
+        for k, kind in enumerate(kinds):
+            for L in LENGTHS:
+                f = math.exp(noise * rng.standard_normal())
+                b = 1.0 if bump is None else bump(w, L)
+                for h in range(12):
+                    scale = f * (1 + h / 12)
+                    for quantity, N, T, value in (
+                        ("rest_max_x_len", math.nan, math.nan, 3.0 * scale * L**drift),
+                        ("d_tilde", 5, math.nan, b * scale * L),
+                        ("ns_frac", 64, math.nan, 0.75 + 0.001 * h),
+                        ("g", math.nan, 1e-3, scale * 1e3),
+                        ("g", math.nan, 1e-2, scale * 1e2),
+                    ):
+                        rows.append((str(w), k, kind, h, L, "softmax", quantity, N, T, value, 0.0, 32, L))
+        for group in ["all", *kinds] if len(kinds) > 1 else kinds:
+            for L in LENGTHS:
+                frac = 0.9 if critical is None else critical(w, L)
+                for reading in study.READINGS:
+                    crit.append((w, L, reading, group, 0.05, frac * L, frac, frac * L, frac * L, 12))
     stats = pd.DataFrame(rows, columns=long_context.COLUMNS)
-    prov = {"model": {"model_id": "org/tiny"}, "preset": {"N": 5}}
-    return long_context.LongResults(stats, pd.DataFrame(), pd.DataFrame(), prov)
+    columns = ["window", "L", "reading", "layer_type", "level", "critical_N", "critical_frac", "critical_N_lo"]
+    prov = {"model": {"model_id": "org/tiny"}, "preset": {"N": 5}, "windows": list(range(windows))}
+    return long_context.LongSummaries(
+        long_context.summary_table(stats),
+        pd.DataFrame(crit, columns=[*columns, "critical_N_hi", "heads"]),
+        pd.DataFrame(),
+        prov,
+    )
 
 
-def test_slope_recovers_a_power_law_and_its_interval_widens_with_the_errors():
+def test_slope_recovers_a_power_law_and_its_interval_widens_with_the_windows_spread():
     from attnlimits.studies.long_context import report
 
-    exact = report.slope(_power_law(0.7), "d_tilde", N=5)
-    assert exact == pytest.approx((0.7, 0.7, 0.7), abs=1e-9)
-    value, lo, hi = report.slope(_power_law(0.7, se=0.2), "d_tilde", N=5)
-    assert value == pytest.approx(0.7, abs=1e-9) and lo < 0.7 < hi and hi - lo > 0.02
-    t = report.trend(_power_law(1.0), "d_tilde", N=5)
-    assert list(t.L) == [1024, 2048, 4096, 8192] and (t.heads == 30).all()
-    assert t.value.iloc[0] == pytest.approx(np.median([(1 + h / 30) * 1024 for h in range(30)]))
+    assert report.slope(_run(), "d_tilde", N=5) == pytest.approx((1.0, 1.0, 1.0), abs=1e-9)
+    value, lo, hi = report.slope(_run(noise=0.1), "d_tilde", N=5)
+    assert lo < value < hi and hi - lo > 0.02 and abs(value - 1.0) < 0.1
+    wider = report.slope(_run(noise=0.3), "d_tilde", N=5)
+    assert wider[2] - wider[1] > hi - lo
+    t = report.trend(_run(), "d_tilde", N=5)
+    assert list(t.L) == list(LENGTHS) and (t.windows == 6).all()
+    assert t.value.iloc[0] == pytest.approx(np.median([(1 + h / 12) * 1024 for h in range(12)]))
+
+
+def test_a_trend_averages_each_windows_median_head_over_windows():
+    """Each window's median head first, then the mean over windows: three windows whose median heads are 1, 2 and
+    9 read 4 (the median over windows would read 2, and pooling the heads would read about 2)."""
+    from attnlimits.studies.long_context import report
+
+    res = _run(windows=3, bump=lambda w, L: (1.0, 2.0, 9.0)[w])
+    t = report.trend(res, "d_tilde", N=5)
+    median_head = np.median([1 + h / 12 for h in range(12)])
+    assert t.value.iloc[0] == pytest.approx(4 * median_head * 1024)
+    assert t.lo.iloc[0] < t.value.iloc[0] < t.hi.iloc[0]
+
+
+def test_one_window_decides_nothing():
+    """With one window there is nothing to resample: every interval is NaN and every verdict inconclusive, however
+    well the window fits the paper."""
+    from attnlimits.studies.long_context import report
+
+    alone = report.claims(_run(windows=1))
+    assert {c.verdict for c in alone} == {"inconclusive"} and all(math.isnan(c.value_lo) for c in alone)
+    assert "1 window, no interval" in alone[0].measured
 
 
 def test_groups_split_a_model_with_sliding_layers():
     from attnlimits.studies.long_context import report
 
-    both = _power_law(1.0, kinds=("full", "sliding"))
-    assert report.groups(both) == ["all", "full", "sliding"] and report.groups(_power_law(1.0)) == ["full"]
+    both = _run(kinds=("full", "sliding"))
+    assert report.groups(both) == ["all", "full", "sliding"] and report.groups(_run()) == ["full"]
     assert report.slope(both, "d_tilde", N=5, group="sliding")[0] == pytest.approx(1.0)
 
 
@@ -354,86 +447,24 @@ def test_flat_means_an_interval_around_zero_inside_the_band():
     assert "contains 0" in report.FLAT_RULE and "[-0.25, 0.25]" in report.FLAT_RULE
 
 
-def _critical(first, last, grid=()):
-    """A run whose critical table has (N, lo, hi) at L = 1024 and 8192 (reading E, full layers) and, when given,
-    the study's N grid (the same fractions of L at both lengths)."""
-    rows = [(1024, "E", "full", 0.05, first[0], first[0] / 1024, first[1], first[2], 10),
-            (8192, "E", "full", 0.05, last[0], last[0] / 8192, last[1], last[2], 10)]  # fmt: skip
-    columns = ["L", "reading", "layer_type", "level", "critical_N", "critical_frac", "critical_N_lo"]
-    crit = pd.DataFrame(rows, columns=[*columns, "critical_N_hi", "heads"])
-    stats = pd.DataFrame(
-        [
-            ("0", 0, "full", 0, L, "softmax", "E", round(f * L), math.nan, 1.0, 0.0, 32, L)
-            for L in (1024, 8192)
-            for f in grid
-        ],  # fmt: skip
-        columns=long_context.COLUMNS,
-    )
-    return long_context.LongResults(stats, crit, pd.DataFrame(), {})
-
-
-def test_the_critical_fraction_stays_put_by_its_slope_with_an_interval():
+def test_the_critical_fraction_stays_put_by_its_slope_over_windows():
+    """Each window's own critical N/L, averaged over windows, fitted across every length; the interval is over
+    windows, so windows that disagree widen it until it cannot decide."""
     from attnlimits.studies.long_context import report
 
-    def claim(first, last, grid=()):
-        return report._fraction_slope(_critical(first, last, grid), "full", "E")
+    def claim(frac):
+        return report._fraction_slope(_run(critical=frac), "full", "E")
 
-    same = claim((512, 500, 520), (4096, 4000, 4160))
-    assert same.verdict == "reproduced" and same.value == pytest.approx(0.0)
-    assert same.value_lo < 0 < same.value_hi and "contains 0" in same.rule
-    # wide intervals that overlap decide nothing (an overlap of the two would have called this reproduced)
-    assert claim((512, 40, 1000), (4096, 320, 8000)).verdict == "inconclusive"
-    # a fraction that falls like 1/L is not flat, however its intervals are placed
-    falls = claim((512, 480, 540), (512, 480, 540))
+    same = claim(lambda w, L: 0.9)
+    assert same.verdict == "reproduced" and same.value == pytest.approx(0.0, abs=1e-12)
+    assert "contains 0" in same.rule and "over 6 windows" in same.measured
+    falls = claim(lambda w, L: 0.9 * 1024 / L)  # a fixed N: the fraction falls like 1/L
     assert falls.verdict == "not reproduced" and falls.value == pytest.approx(-1.0)
-    # a small but measured drift is not flat either: the interval must contain 0
-    assert claim((500, 495, 505), (4400, 4380, 4420)).verdict == "not reproduced"
-    assert claim((512, 400, math.nan), (4096, 3000, 5000)).verdict == "inconclusive"  # an open end
-    assert claim((math.nan, 400, 600), (4096, 3000, 5000)).verdict == "inconclusive"
-
-
-def test_the_critical_fraction_is_bracketed_by_the_grid():
-    """The first N the test accepts lies between the grid point below it and itself: a coarse grid widens the
-    interval until it cannot decide."""
-    from attnlimits.studies.long_context import report
-
-    fine = report._fraction_slope(_critical((922, 922, 922), (7373, 7373, 7373), grid=(0.89, 0.9)), "full", "E")
-    assert fine.verdict == "reproduced"
-    coarse = report._fraction_slope(_critical((922, 922, 922), (7373, 7373, 7373), grid=(0.125, 0.9)), "full", "E")
-    assert coarse.verdict == "inconclusive"
-    assert coarse.value_lo == pytest.approx(math.log((1024 / 8192) / (922 / 1024)) / math.log(8))  # from L/8
-
-
-def _model(kinds=("full", "sliding"), drift=0.0):
-    """A run of every quantity the claims read: l x the largest weight flat, d~ growing like L, N_s/N at 0.75 and g
-    like 1/T, on each kind of layer, every value with a 2 % standard error; ``drift``: l x the largest weight grows
-    like L**drift instead."""
-    rows, crit = [], []
-    lengths = (1024, 2048, 4096, 8192)
-    for k, kind in enumerate(kinds):
-        for L in lengths:
-            for h in range(12):
-                scale = 1 + h / 12
-                for quantity, N, T, value in (
-                    ("rest_max_x_len", math.nan, math.nan, 3.0 * scale * L**drift),
-                    ("d_tilde", 5, math.nan, scale * L),
-                    ("ns_frac", 64, math.nan, 0.75 + 0.001 * h),
-                    ("g", math.nan, 1e-3, scale * 1e3),
-                    ("g", math.nan, 1e-2, scale * 1e2),
-                ):
-                    rows.append(("0", k, kind, h, L, "softmax", quantity, N, T, value, 0.02 * value, 32, L))
-    for group in ["all", *kinds] if len(kinds) > 1 else kinds:
-        for L in lengths:
-            for reading in study.READINGS:
-                crit.append((L, reading, group, 0.05, 0.9 * L, 0.9, 0.9 * L, 0.9 * L, 12))
-    columns = ["L", "reading", "layer_type", "level", "critical_N", "critical_frac", "critical_N_lo"]
-    prov = {"model": {"model_id": "org/tiny"}, "preset": {"N": 5}}
-    return long_context.LongResults(
-        pd.DataFrame(rows, columns=long_context.COLUMNS),
-        pd.DataFrame(crit, columns=[*columns, "critical_N_hi", "heads"]),
-        pd.DataFrame(),
-        prov,
-    )
+    scattered = claim(lambda w, L: 0.5 * (L / 1024) ** (0.5 if w % 2 else -0.5))  # half rise, half fall
+    assert scattered.verdict == "inconclusive" and scattered.value_hi - scattered.value_lo > 0.5
+    # a window that reaches no N of the grid at one length is left out of that length's mean, and said so
+    gaps = claim(lambda w, L: math.nan if (w, L) == (0, 8192) else 0.9)
+    assert gaps.verdict == "reproduced" and "1 of 6 windows reach no N of the grid at L = 8192" in gaps.measured
 
 
 def test_trends_in_L_are_decided_on_full_attention_layers_only():
@@ -441,23 +472,40 @@ def test_trends_in_L_are_decided_on_full_attention_layers_only():
     on it (nor on all layers pooled), and no claim sets the sink's weight up as the paper's."""
     from attnlimits.studies.long_context import report
 
-    both = {c.key: c for c in report.claims(_model())}
+    both = {c.key: c for c in report.claims(_run(kinds=("full", "sliding")))}
     assert set(both) == {
         "lemma1-full", "distance-full", "critical-E-full", "critical-E_full-full",
         "plateau-all", "plateau-full", "plateau-sliding", "gradient",
     }  # fmt: skip
-    assert report.length_groups(_model()) == ["full"]
-    alone = {c.key: c.verdict for c in report.claims(_model(kinds=("full",)))}
+    assert report.length_groups(_run(kinds=("full", "sliding"))) == ["full"]
+    alone = {c.key: c.verdict for c in report.claims(_run(noise=0.01))}
     assert alone == {
         "lemma1-full": "reproduced", "distance-full": "reproduced", "critical-E-full": "reproduced",
         "critical-E_full-full": "reproduced", "plateau-full": "reproduced", "gradient": "reproduced",
     }  # fmt: skip
     assert "contains 0" in both["lemma1-full"].rule
-    drifting = {c.key: c for c in report.claims(_model(kinds=("full",), drift=0.1))}["lemma1-full"]
-    assert drifting.value_lo > 0 and drifting.value_hi < 0.25 and drifting.verdict == "not reproduced"
-    table = report.claims_table([_model()])
-    assert not table.key.str.startswith("sink").any()
+    drifting = {c.key: c for c in report.claims(_run(drift=0.1, noise=0.01))}["lemma1-full"]
+    # a proved lemma whose conclusion fails: its premise (bounded logits) does not hold, not a refutation
+    assert drifting.value_lo > 0 and drifting.value_hi < 0.25 and drifting.verdict == "premise not met"
+    assert "premise not met" in drifting.rule
+    table = report.claims_table([_run(kinds=("full", "sliding"))])
+    assert not table.key.str.startswith("sink").any() and list(table.columns)[0] == "model"
     assert set(table.key[table.key.str.endswith(("sliding", "all"))]) == {"plateau-sliding", "plateau-all"}
+
+
+def test_a_verdict_one_window_flips_hinges_on_that_passage():
+    """Leaving out window 2, whose d~ grows like L**1.4 where the others grow like L, turns "not reproduced" into
+    "reproduced": the claim hinges on one passage, named, and is not decided; the others keep their verdict."""
+    from attnlimits.studies.long_context import report
+
+    res = _run(windows=8, noise=0.01, bump=lambda w, L: (L / 1024) ** 0.4 if w == 2 else 1.0)
+    table = report.decided(res).set_index("key")
+    row = table.loc["distance-full"]
+    assert row.verdict == "hinges on one passage" and row.verdict_all != "reproduced"
+    assert row.hinges_on == "window 2: reproduced" and row.loo_lo < 1.02 < row.loo_hi
+    assert table.loc["lemma1-full", "verdict"] == "reproduced" and table.loc["lemma1-full", "hinges_on"] == ""
+    steady = report.decided(_run(windows=8, noise=0.01)).set_index("key")
+    assert steady.loc["distance-full", "verdict"] == "reproduced"
 
 
 def test_book_results_reads_a_current_entry_without_loading_the_model(tmp_path, monkeypatch):
@@ -474,7 +522,7 @@ def test_book_results_reads_a_current_entry_without_loading_the_model(tmp_path, 
 
     monkeypatch.setattr(models, "load", no_model)
     (read,), _ = long_context.book_results("quick")
-    pd.testing.assert_frame_equal(read.stats, computed.stats, check_dtype=False)
+    pd.testing.assert_frame_equal(read.summary, computed.summary, check_dtype=False)
     # another preset's entry is not taken for this one: it would be computed (and needs the model)
     with pytest.raises(AssertionError, match="without loading the model"):
         long_context.book_results(quick.replace(rows=5))

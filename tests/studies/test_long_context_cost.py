@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import pandas as pd
 import pytest
 
 from attnlimits.studies.long_context import report
 
 
 def _run(label, layers, heads, capture, total, peak, scope=None):
-    stats = pd.DataFrame([(layer, head) for layer in range(layers) for head in range(heads)], columns=["layer", "head"])
-    prov = {"seconds": {"capture": capture, "total": total}, "peak_memory_gb": peak}
+    prov = {"seconds": {"capture": capture, "total": total}, "peak_memory_gb": peak, "heads": layers * heads}
     if scope is not None:
         prov["peak_memory_scope"] = scope
-    return SimpleNamespace(label=label, stats=stats, provenance=prov)
+    return SimpleNamespace(label=label, provenance=prov)
 
 
 def test_one_row_per_model_with_its_eager_memory_times_and_peak():

@@ -18,6 +18,9 @@ word                                                  what it means
                                                       the windows measured do not decide
 :data:`CORRECTED` "corrected"                         the paper's statement fails and the book proves a replacement that
                                                       holds
+:data:`PREMISE_NOT_MET` "premise not met"             the conclusion of a proved statement fails on the data, so its
+                                                      premise does not hold there (Lemma 1 on a model whose logits grow
+                                                      with L): the data are outside the statement, not against it
 :data:`NOT_MEASURED` "not measured"                   the run has no number for the claim (e.g. attention given without
                                                       its logits has no Algorithm 5 table)
 :data:`NOT_TESTABLE` "not testable here"              nothing this book computes decides the claim (advice, or results
@@ -28,6 +31,9 @@ word                                                  what it means
 :data:`HINGES` "hinges on one passage"                leaving out one window (one passage of the text) gives the claim
                                                       another verdict: the run does not decide it, and the page names
                                                       the window and the verdict without it
+:data:`DEPENDS_ON_MODEL` "depends on the model"       the claim is measured on several trained models, and one model
+                                                      reproduces it where another does not; each model's verdict is
+                                                      shown (:func:`across_models`)
 :data:`RECONSTRUCTION` "(the book's reconstruction)"  follows the verdict on a formula the paper does not print in full:
                                                       what was checked is the book's reading of it
 :data:`HOLDS` "holds"                                 a bound: no trial (random or adversarial) exceeds it; also what
@@ -57,6 +63,7 @@ __all__ = [
     "CLAIM_KINDS",
     "CLAIM_VERDICTS",
     "CORRECTED",
+    "DEPENDS_ON_MODEL",
     "DEPENDS_ON_READING",
     "EXPECTATIONS",
     "HINGES",
@@ -66,12 +73,14 @@ __all__ = [
     "NOT_REPRODUCED",
     "NOT_TESTABLE",
     "NO_VIOLATION",
+    "PREMISE_NOT_MET",
     "RECONSTRUCTION",
     "REPRODUCED",
     "REPRODUCTION",
     "SANITY_CHECK",
     "VIOLATED",
     "WORDS",
+    "across_models",
     "combine",
     "decide",
 ]
@@ -80,9 +89,11 @@ REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
 INCONCLUSIVE = "inconclusive"
 CORRECTED = "corrected"
+PREMISE_NOT_MET = "premise not met"
 NOT_MEASURED = "not measured"
 NOT_TESTABLE = "not testable here"
 DEPENDS_ON_READING = "depends on the reading"
+DEPENDS_ON_MODEL = "depends on the model"
 HINGES = "hinges on one passage"
 #: Appended to the verdict of a claim whose formula the paper does not print in full.
 RECONSTRUCTION = " (the book's reconstruction)"
@@ -100,6 +111,8 @@ CLAIM_VERDICTS = (
     NOT_MEASURED,
     NOT_TESTABLE,
     DEPENDS_ON_READING,
+    DEPENDS_ON_MODEL,
+    PREMISE_NOT_MET,
 )
 #: What the book expects of a bound it checks (:attr:`attnlimits.theory.checks.Verdict.expected`).
 EXPECTATIONS = (HOLDS, VIOLATED)
@@ -130,8 +143,8 @@ def combine(verdicts: Iterable[str], *, readings: bool = False) -> str:
     """One verdict of a claim from several verdicts of it: their common verdict when they agree.
 
     When they differ, over the parts of a rule that must all hold or over several measurements of the claim (the
-    default): the first of "not reproduced", "violated", "inconclusive", "hinges on one passage" and "depends on
-    the reading" among them,
+    default): the first of "not reproduced", "violated", "inconclusive", "hinges on one passage", "depends on
+    the reading" and "depends on the model" among them,
     else "not reproduced" (verdicts that differ otherwise never add up to a reproduction; so does no verdict at
     all). Over the readings of a formula the paper does not print in full (``readings=True``): "depends on the
     reading"; a reading "not measured" is left out, and the verdict is "not measured" when no reading is measured.
@@ -145,7 +158,18 @@ def combine(verdicts: Iterable[str], *, readings: bool = False) -> str:
         return found.pop()
     if readings:
         return DEPENDS_ON_READING
-    for word in (NOT_REPRODUCED, VIOLATED, INCONCLUSIVE, HINGES, DEPENDS_ON_READING):
+    for word in (NOT_REPRODUCED, VIOLATED, INCONCLUSIVE, HINGES, DEPENDS_ON_READING, DEPENDS_ON_MODEL):
         if word in found:
             return word
     return NOT_REPRODUCED
+
+
+def across_models(verdicts: Iterable[str]) -> str:
+    """One verdict of a claim measured on several trained models, from each model's verdict: their common verdict
+    when they agree; :data:`DEPENDS_ON_MODEL` when one model reproduces the claim and another refutes it (one says
+    "reproduced", another "not reproduced"), so that neither model's verdict speaks for the claim; otherwise
+    :func:`combine`'s (a model that does not decide leaves the claim undecided)."""
+    found = set(verdicts)
+    if {REPRODUCED, NOT_REPRODUCED} <= found:
+        return DEPENDS_ON_MODEL
+    return combine(found)

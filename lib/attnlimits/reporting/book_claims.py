@@ -21,8 +21,10 @@ shows it, and fails when the introduction's copy (:func:`read_include`) differs 
 
 Verdicts (the book's words, :mod:`attnlimits.infra.verdicts`): "reproduced", "not reproduced", "corrected" (the
 paper's statement fails and the book proves a replacement), "inconclusive" (the experiments' interval over windows
-does not decide), "depends on the reading" (the rule gives different verdicts under the readings of a formula the
-paper does not print, Eq. (10)), "not testable here"; a sanity check's "holds" or "violated"; "(the book's
+does not decide), "hinges on one passage" (leaving out one window changes it), "depends on the reading" (the rule
+gives different verdicts under the readings of a formula the paper does not print, Eq. (10)), "depends on the
+model" (the experiments on another trained model, chapter 34's, reproduce a claim that the book's model refutes,
+or the other way round), "not testable here"; a sanity check's "holds" or "violated"; "(the book's
 reconstruction)" marks a claim whose formula the paper does not print in full, so what is checked is the book's
 reading of it. A row read from several measurements is "not reproduced" ("violated") when one of them is, else
 "inconclusive" when one is, else "depends on the reading" when one does, else their common verdict ("not reproduced"
@@ -44,6 +46,7 @@ import math
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -52,7 +55,9 @@ from attnlimits.experiments import paper_claims
 from attnlimits.infra import cache, provenance
 from attnlimits.infra.verdicts import (
     CORRECTED,
+    DEPENDS_ON_MODEL,
     DEPENDS_ON_READING,
+    HINGES,
     HOLDS,
     INCONCLUSIVE,
     NOT_REPRODUCED,
@@ -62,6 +67,7 @@ from attnlimits.infra.verdicts import (
     REPRODUCTION,
     SANITY_CHECK,
     VIOLATED,
+    across_models,
     combine,
 )
 
@@ -76,11 +82,13 @@ __all__ = [
     "INCONCLUSIVE",
     "INTRO_COLUMNS",
     "NOT_TESTABLE",
+    "REPEATS",
     "REPRODUCTION",
     "ROWS",
     "SANITY_CHECK",
     "TABLE_CLASS",
     "VERDICTS",
+    "Chapter34",
     "Row",
     "check_verdicts",
     "claims",
@@ -88,13 +96,26 @@ __all__ = [
     "collapse_at_full_selection",
     "counts",
     "markdown",
+    "chapter34",
     "read_include",
+    "training_guidelines",
     "write_include",
 ]
 
 #: The verdicts a row can get (a reconstructed claim's verdict is followed by :data:`RECONSTRUCTION`): a
 #: reproduction's, then a sanity check's "holds" and "violated".
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, CORRECTED, INCONCLUSIVE, DEPENDS_ON_READING, NOT_TESTABLE, HOLDS, VIOLATED)
+VERDICTS = (
+    REPRODUCED,
+    NOT_REPRODUCED,
+    CORRECTED,
+    INCONCLUSIVE,
+    HINGES,
+    DEPENDS_ON_READING,
+    DEPENDS_ON_MODEL,
+    NOT_TESTABLE,
+    HOLDS,
+    VIOLATED,
+)
 #: A sanity check's verdict for the verdict a rule of the experiments gives it (until they speak its words).
 _SANITY_WORDS = {REPRODUCED: HOLDS, NOT_REPRODUCED: VIOLATED}
 #: The introduction's columns: the verdict second, so that a reader sees it first; ``measured`` is the number the
@@ -127,7 +148,10 @@ class Row:
     ``experiments``: :mod:`attnlimits.experiments.paper_claims` claim keys; ``synthetic``: the name of a computation
     of this module. ``reconstructed``: the paper does not print the formula in full. ``kind``: "reproduction" or
     "sanity check" (a statement true by proof or construction; the experiments' own kind wins where they give one).
-    ``note``: what the row says when nothing decides it (the verdict is then "not testable here").
+    ``note``: what the row says when nothing decides it (the verdict is then "not testable here"). ``repeats``: the
+    claim of the row whose measurements this row reads again (a corollary or guideline restating a figure): shown
+    with its verdict, never counted a second time (:func:`counts`). ``training``: the rule of chapter 32's training
+    sweep that tests the claim (a ``rule`` of :func:`attnlimits.studies.training.report.guideline_verdicts`).
     """
 
     claim: str
@@ -140,6 +164,8 @@ class Row:
     reconstructed: bool = False
     kind: str = REPRODUCTION
     note: str = "not measured by this book"
+    repeats: str = ""
+    training: str = ""
 
 
 ROWS = (
@@ -185,6 +211,7 @@ ROWS = (
         r"$N$ fixed: the distance $\tilde d$ of the top-$N$ selection grows about linearly in $L$",
         "22_distance_vs_length",
         experiments=("fig2a-distance-linear",),
+        repeats=r"Figure 2a: $\tilde d$",
     ),
     Row(
         "Corollary 2 (ii)",
@@ -281,11 +308,19 @@ ROWS = (
         experiments=("fig3-plateau",),
     ),
     Row(
-        "Figure 3: bounds",
-        "lower bound conservative, upper tracks the maxima",
+        "Figure 3: lower bound",
+        "the lower bound is conservative",
         "24_separability",
-        experiments=("fig3-bounds",),
+        experiments=("fig3-lower-bound",),
+        reconstructed=True,
         kind=SANITY_CHECK,
+    ),
+    Row(
+        "Figure 3: upper bound",
+        "the upper bound tracks the maxima",
+        "24_separability",
+        experiments=("fig3-upper-tracks",),
+        reconstructed=True,
     ),
     Row(
         "Figure 4: $1/T$",
@@ -310,12 +345,14 @@ ROWS = (
         r"keep the active set below about 6 % of the tokens ($N \lesssim 0.06\,L$)",
         "23_critical_n",
         experiments=("fig2c-critical",),
+        repeats="Figure 2c",
     ),
     Row(
         "Guideline: $N_s/N$",
-        r"monitor $N_s/N$; it saturates near 70–80 %",
-        "24_separability",
-        experiments=("fig3-plateau",),
+        r"monitor $N_s/N$ (a lower $N_s/N$ warns of a selection that fails); it saturates near 70–80 %",
+        "32_training_low_temperature",
+        training="a lower N_s/N comes with a higher error",
+        note="chapter 32's training sweep was not read",
     ),
     Row(
         "Guideline: temperature",
@@ -323,6 +360,7 @@ ROWS = (
         "25_gradient_in_the_model",
         ("cor3-spectral",),
         experiments=("fig4-slope",),
+        repeats="Figure 4: $1/T$",
     ),
     Row(
         "Guideline: normalisers",
@@ -430,10 +468,30 @@ def _check_row(row: Row, by_id: dict, kind: str) -> tuple[str, str, str, str]:
     return ours, source, value, verdict
 
 
-def _experiment_row(row: Row, by_key: dict, where_from: str, kind: str) -> tuple[str, str, str, str]:
-    missing = [k for k in row.experiments if k not in by_key]
-    if len(missing) == len(row.experiments):  # results computed before the claim existed
+def _experiment_row(row: Row, by_model: dict, where: dict, kind: str) -> tuple[str, str, str, str]:
+    """A row's experimental side: each model's measurement, number and verdict (:func:`_one_model`); measured on
+    several trained models, each model named, and one verdict across them
+    (:func:`attnlimits.infra.verdicts.across_models`: "depends on the model" where one reproduces the claim and
+    another does not)."""
+    found = {label: _one_model(row, by_key, kind) for label, by_key in by_model.items()}
+    found = {label: f for label, f in found.items() if f is not None}
+    if not found:  # results computed before the claim existed
         return "the experiments' results do not measure it (computed before the claim existed)", "", "", NOT_TESTABLE
+    if len(found) == 1:
+        label, (ours, value, verdict) = next(iter(found.items()))
+        return ours, where[label], value, verdict
+    ours = " ".join(f"*{label}:* {o}" for label, (o, _, _) in found.items())
+    value = "; ".join(f"{label}: {v} ({verdict})" for label, (_, v, verdict) in found.items())
+    source = "; ".join(where[label] for label in found)
+    return ours, source, value, across_models(v for _, _, v in found.values())
+
+
+def _one_model(row: Row, by_key: dict, kind: str) -> tuple[str, str, str] | None:
+    """One model's measurements of a row's experimental claims: what was measured, the numbers (each with its
+    interval and its range with one window left out) and one verdict; None when the run does not measure them."""
+    missing = [k for k in row.experiments if k not in by_key]
+    if len(missing) == len(row.experiments):
+        return None
     if missing:
         raise KeyError(
             f"experimental claims {missing} are missing from attnlimits.experiments.paper_claims.claims(results)"
@@ -441,11 +499,30 @@ def _experiment_row(row: Row, by_key: dict, where_from: str, kind: str) -> tuple
     found = [by_key[k] for k in row.experiments]
     values = [_with_interval(*(_float(c.get(f)) for f in ("value", "value_lo", "value_hi"))) for c in found]
     values = [v + _left_out(c) for v, c in zip(values, found, strict=True)]
-    value = "; ".join(v for v in values if v)
     verdicts = [c["verdict"] for c in found]
     if kind == SANITY_CHECK:
         verdicts = [_SANITY_WORDS.get(v, v) for v in verdicts]
-    return "; ".join(c["measured"] for c in found), where_from, value, combine(verdicts)
+    return "; ".join(c["measured"] for c in found), "; ".join(v for v in values if v), combine(verdicts)
+
+
+def _training_row(row: Row, guidelines: pd.DataFrame) -> tuple[str, str, str, str]:
+    """A row read from chapter 32's test of a guideline on its training sweep (over every normaliser's runs)."""
+    g = guidelines[(guidelines["rule"] == row.training) & (guidelines["normalizer"] == "all")].iloc[0]
+    ours = f"chapter 32's training sweep: {row.training}, Spearman's correlation of N_s/N with the error"
+    source = f"training sweep, {int(g.seeds)} seeds"
+    return ours, source, _with_interval(g.value, g.lo, g.hi), g.verdict
+
+
+def training_guidelines(preset: str | None = None) -> pd.DataFrame:
+    """Chapter 32's tests of the paper's guidelines (:func:`attnlimits.studies.training.report.guideline_verdicts`)
+    on its training sweep at ``preset`` (the book's, :func:`attnlimits.studies.book_preset`, by default), read from
+    the shipped results."""
+    from attnlimits import studies
+    from attnlimits.studies import training
+
+    studies.restore()
+    final = training.results(training.get_preset(preset or studies.book_preset())).final
+    return training.report.guideline_verdicts(training.report.fraction_runs(final))
 
 
 def _left_out(claim: dict) -> str:
@@ -467,7 +544,7 @@ def _kind(row: Row, by_key: dict) -> str:
     return row.kind
 
 
-def claims(verdicts, results) -> pd.DataFrame:
+def claims(verdicts, results, others=None, guidelines=None, controls=None) -> pd.DataFrame:
     """The claims table: columns ``claim, kind, paper, source, on, run, value, ours, verdict, where`` (``where``:
     the chapter's file name; ``kind``: "reproduction" or "sanity check"; ``source``: what the verdict was measured
     on; ``on``: the same in a word ("synthetic", "model" or both); ``run``: the experiments' model, text, preset and
@@ -475,15 +552,27 @@ def claims(verdicts, results) -> pd.DataFrame:
     where the experiments give one).
 
     ``verdicts``: the registry's verdict records (:func:`attnlimits.theory.checks.run_all`); ``results``: the
-    experiments' :class:`attnlimits.experiments.Results` the Experiments part reads.
+    experiments' :class:`attnlimits.experiments.Results` the Experiments part reads; ``others``: the same experiments
+    on other trained models, ``{label: Summaries}`` (:func:`chapter34`). A row measured on several
+    models reads each model's verdict, and "depends on the model" where one reproduces the claim and another does
+    not. ``guidelines``: chapter 32's tests of the paper's guidelines on its training sweep
+    (:func:`training_guidelines`), which the rows with a ``training`` rule read. ``controls``: each model's untrained
+    control (``{label: Summaries}``, :func:`chapter34`): a reading of the expectation whose rule the control passes
+    too cannot tell, and is left out of that model's verdict
+    (:func:`attnlimits.experiments.paper_claims.untrained_passes`).
     """
     by_id = {v.id: v for v in verdicts}
-    by_key = {c["key"]: c for c in paper_claims.decided(results).to_dict("records")}
-    p = results.provenance
-    where_from = (
-        f"{p['model'].get('model_id')} on {p['text'].get('name')}, preset {p['preset']['name']}, "
-        f"{len(p['windows'])} windows"
-    )
+    runs = {_label(results): results, **(others or {})}
+    controls = controls or {}
+    blind = {label: paper_claims.untrained_passes([controls[label]]) if label in controls else frozenset()
+             for label in runs}  # fmt: skip
+    by_model = {
+        label: {c["key"]: c for c in paper_claims.decided(r, cannot_tell=blind[label]).to_dict("records")}
+        for label, r in runs.items()
+    }
+    where = {label: _where_from(r) for label, r in runs.items()}
+    by_key = by_model[_label(results)]
+    where_from = "; ".join(where.values())
     rows = []
     for row in ROWS:
         kind = _kind(row, by_key)
@@ -492,8 +581,11 @@ def claims(verdicts, results) -> pd.DataFrame:
             parts.append(_check_row(row, by_id, kind))
             on.append("synthetic")
         if row.experiments:
-            parts.append(_experiment_row(row, by_key, where_from, kind))
+            parts.append(_experiment_row(row, by_model, where, kind))
             on.append("model" if parts[-1][1] else "")
+        if row.training and guidelines is not None:
+            parts.append(_training_row(row, guidelines))
+            on.append("training")
         if row.synthetic:
             value, sentence = globals()[row.synthetic]()
             source = f"synthetic, {COLLAPSE_ROWS} seeded rows at each of $L$ = {', '.join(map(str, COLLAPSE_LENGTHS))}"
@@ -508,20 +600,69 @@ def claims(verdicts, results) -> pd.DataFrame:
         rows.append(
             {"claim": row.claim, "kind": kind, "paper": row.paper, "source": source,
              "on": ", ".join(dict.fromkeys(o for o in on if o)), "run": where_from if "model" in on else "",
-             "value": value, "ours": ours, "verdict": verdict, "where": row.where}
+             "value": value, "ours": ours, "verdict": verdict, "where": row.where, "repeats": row.repeats}
         )  # fmt: skip
     return pd.DataFrame(rows)
 
 
+def _label(res) -> str:
+    """A run's model as the table names it (its id without the organisation)."""
+    return res.provenance["model"].get("model_id", "model").split("/")[-1]
+
+
+def _where_from(res) -> str:
+    """What a run measured on: its model, text, preset and windows."""
+    p = res.provenance
+    return (
+        f"{p['model'].get('model_id')} on {p['text'].get('name')}, preset {p['preset']['name']}, "
+        f"{len(p['windows'])} windows"
+    )
+
+
+class Chapter34(NamedTuple):
+    """What the claims table reads of chapter 34's shipped run (:func:`chapter34`): ``others``, the Experiments on
+    its other trained models (``{label: Summaries}``), and ``controls``, each model's untrained control by the label
+    the table gives the model (the experiments' own model included)."""
+
+    others: dict
+    controls: dict
+
+
+def chapter34(results) -> Chapter34:
+    """Chapter 34's shipped run (read without loading a model), as the claims table reads it beside the
+    experiments' run ``results``: its trained models other than ``results``' own, and each model's untrained
+    control."""
+    from attnlimits.studies import several_models
+
+    run = several_models.results()
+    own = results.provenance["model"].get("model_id")
+    present = [e for e in run.manifest["models"] if e.get("present")]
+    trained = {e["model"]: e for e in present if e.get("control") is None}
+    others = {e["label"]: run.results[e["label"]] for e in trained.values() if e.get("model_id") != own}
+    controls = {}
+    for e in present:
+        if e.get("control") == "untrained" and e["model"] in trained:
+            mine = trained[e["model"]].get("model_id") == own
+            controls[_label(results) if mine else e["model"]] = run.results[e["label"]]
+    return Chapter34(others, controls)
+
+
+#: :func:`counts`' group of the rows that read again a measurement counted in another row.
+REPEATS = "repeats"
+
+
 def counts(table: pd.DataFrame) -> dict[str, dict[str, int]]:
     """How many rows of each verdict, apart for the reproductions (claims a measurement could refute), the sanity
-    checks (never counted as reproductions) and the claims nothing here tests: ``{"reproduction": {verdict: n},
-    "sanity check": {verdict: n}, "not testable here": {verdict: n}}``, verdicts without the reconstruction mark, in
-    the order of :data:`VERDICTS`."""
-    out: dict[str, dict[str, int]] = {REPRODUCTION: {}, SANITY_CHECK: {}, NOT_TESTABLE: {}}
+    checks (never counted as reproductions), the claims nothing here tests and the rows that read again another
+    row's measurement (``repeats``: a corollary or guideline restating a figure; each measurement is counted once):
+    ``{"reproduction": {verdict: n}, "sanity check": {verdict: n}, "not testable here": {verdict: n}, "repeats":
+    {verdict: n}}``, verdicts without the reconstruction mark, in the order of :data:`VERDICTS`."""
+    out: dict[str, dict[str, int]] = {REPRODUCTION: {}, SANITY_CHECK: {}, NOT_TESTABLE: {}, REPEATS: {}}
     for r in table.to_dict("records"):
         verdict = r["verdict"].removesuffix(RECONSTRUCTION)
-        group = NOT_TESTABLE if verdict == NOT_TESTABLE else r.get("kind", REPRODUCTION)
+        group = (
+            NOT_TESTABLE if verdict == NOT_TESTABLE else REPEATS if r.get("repeats") else r.get("kind", REPRODUCTION)
+        )
         out[group][verdict] = out[group].get(verdict, 0) + 1
     order = {v: i for i, v in enumerate(VERDICTS)}
     return {g: dict(sorted(c.items(), key=lambda kv: order.get(kv[0], len(order)))) for g, c in out.items()}
@@ -541,7 +682,9 @@ def _lead(table: pd.DataFrame, columns) -> str:
         f"**{_plural(sum(c[REPRODUCTION].values()), 'claim')} tested** (a measurement could refute each): {tested}. "
         f"**{_plural(sum(c[SANITY_CHECK].values()), 'sanity check')}**, not counted among them (proved bounds and "
         f"statements true by construction): {sanity or 'none'}. "
-        f"**{sum(c[NOT_TESTABLE].values())} not testable here.**"
+        f"**{sum(c[NOT_TESTABLE].values())} not testable here.** "
+        f"{_plural(sum(c[REPEATS].values()), 'row')} read again a measurement counted above (a corollary or "
+        "guideline restating a figure), and are not counted again."
     ]
     if "source" not in columns:
         runs = [r for r in dict.fromkeys(table.get("run", pd.Series(dtype=str))) if r]
@@ -558,10 +701,12 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _verdict_cell(verdict: str, kind: str) -> str:
-    """The verdict in bold, then what kind of row it is and whether it reads the book's reconstruction."""
+def _verdict_cell(verdict: str, kind: str, repeats: str = "") -> str:
+    """The verdict in bold, then what kind of row it is, whether it reads the book's reconstruction and which row's
+    measurement it reads again."""
     base = verdict.removesuffix(RECONSTRUCTION)
     notes = [SANITY_CHECK] * (kind == SANITY_CHECK) + ["the book's reconstruction"] * (base != verdict)
+    notes += [f"the measurement of {repeats}, not counted again"] * bool(repeats)
     return f"**{_cell(base)}**" + (f" ({', '.join(notes)})" if notes else "")
 
 
@@ -581,7 +726,7 @@ def markdown(table: pd.DataFrame, *, columns=INTRO_COLUMNS) -> str:
             if c == "where":
                 cells.append(f"{{doc}}`{r[c].split('_')[0]} <{r[c]}>`")
             elif c == "verdict":
-                cells.append(_verdict_cell(r[c], r.get("kind", REPRODUCTION)))
+                cells.append(_verdict_cell(r[c], r.get("kind", REPRODUCTION), r.get("repeats", "")))
             elif c == "measured":
                 cells.append(f"*{r['on']}:* {_cell(r['value'])}" if r["value"] and r["on"] else _cell(r["value"]))
             else:

@@ -1,7 +1,7 @@
 """The claims table's place in the book's results pipeline (:mod:`attnlimits.reporting.book_results`): every theory
 check's verdict, then the introduction's claims table (:func:`attnlimits.reporting.book_claims.write_include`) from
-those and the experiments' results, at the experiments' presets. It comes after the experiments in the pipeline:
-its collect step reads their results."""
+those, the experiments' results at the experiments' presets and chapter 34's other trained models. It comes last in
+the pipeline: its collect step reads the experiments' results and chapter 34's."""
 
 from __future__ import annotations
 
@@ -21,12 +21,15 @@ def _checks(preset: str, *, inputs, n_jobs: int, progress) -> None:
 
 
 def _claims(preset: str, values: list, inputs, n_jobs: int, progress) -> str:
-    """The introduction's claims table from every check's verdict and the experiments' run at ``preset``: the
-    shipped one where the book ships it, else computed window by window first."""
+    """The introduction's claims table from every check's verdict, the experiments' run at ``preset`` (the shipped
+    one where the book ships it, else computed window by window first), chapter 34's other trained models and
+    untrained controls, and chapter 32's tests of the guidelines."""
     from attnlimits.reporting import book_claims as r
 
     res = shipped.summaries_of(inputs.model, inputs.text, e.get_preset(preset))
-    return places(r.write_include(r.claims(r.check_verdicts(), res)))
+    others, controls = r.chapter34(res)
+    table = r.claims(r.check_verdicts(), res, others, r.training_guidelines(), controls)
+    return places(r.write_include(table))
 
 
 STUDY = Study(

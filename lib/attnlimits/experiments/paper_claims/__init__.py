@@ -46,8 +46,9 @@ from attnlimits.experiments.paper_claims.figure2 import (
     figure2_readings,
     reading_predictions,
     readings_claims,
+    untrained_passes,
 )
-from attnlimits.experiments.paper_claims.figure3 import FLAT, fig3_bounds, fig3_plateau
+from attnlimits.experiments.paper_claims.figure3 import FLAT, TRACKS, fig3_lower_bound, fig3_plateau, fig3_upper_tracks
 from attnlimits.experiments.paper_claims.figure4 import (
     G_QUANTILE,
     fig4_drop,
@@ -113,6 +114,7 @@ __all__ = [
     "SEED",
     "SINK_VARIANT",
     "TABLES",
+    "TRACKS",
     "VIOLATED",
     "Claim",
     "across_runs",
@@ -132,6 +134,7 @@ __all__ = [
     "rows_read",
     "run_label",
     "save_tables",
+    "untrained_passes",
 ]
 
 
@@ -144,14 +147,15 @@ CLAIMS = (
     fig2c_critical,
     fig2c_proportional,
     fig3_plateau,
-    fig3_bounds,
+    fig3_lower_bound,
+    fig3_upper_tracks,
     fig4_slope,
     fig4_drop,
     fig4_printed_bound,
 )
 
 
-def claims(res, figure: str | None = None) -> pd.DataFrame:
+def claims(res, figure: str | None = None, cannot_tell=frozenset()) -> pd.DataFrame:
     """Every claim (or those of one ``figure``: "2a", "2b", "2c", "3", "4") decided on a run ``res`` (its
     :class:`attnlimits.experiments.summaries.Summaries`, or a per-head :class:`attnlimits.experiments.Results`,
     summarised once here) as a table, one row per claim, with its ``units`` (windows) and ``kind`` (a sanity check
@@ -159,27 +163,39 @@ def claims(res, figure: str | None = None) -> pd.DataFrame:
 
     Only the asked figure's claims are computed (a claim function's name starts with ``fig<figure>_``). The claims
     on the expectation (:data:`READING_RULES`) are held to every reading; :func:`readings_claims` has each.
+    ``cannot_tell``: the ``(key, reading)`` pairs an untrained network reproduces (:func:`untrained_passes`), left
+    out of those claims' verdicts.
     """
     figures = {c.__name__.split("_")[0].removeprefix("fig") for c in CLAIMS}
     if figure is not None and figure not in figures:
         raise ValueError(f"figure: must be one of {sorted(figures)} or None, got {figure!r}")
     chosen = [c for c in CLAIMS if figure is None or c.__name__.startswith(f"fig{figure}_")]
     res = as_summaries(res)
-    return pd.DataFrame([c(res).as_dict() for c in chosen])
+    return pd.DataFrame([_claim_of(c, res, cannot_tell).as_dict() for c in chosen])
 
 
-def leave_one_out(res, figure: str | None = None) -> pd.DataFrame:
+def _claim_of(claim, res, cannot_tell) -> Claim:
+    """One claim function on ``res``; a rule on the expectation also told which readings cannot tell."""
+    return claim(res, cannot_tell) if claim.__name__ in _ON_READINGS else claim(res)
+
+
+#: The claim functions held to every reading of the expectation (they take the readings an untrained network
+#: reproduces).
+_ON_READINGS = {"fig2a_expectation", "fig2b_convergence", "fig2c_critical", "fig2c_proportional"}
+
+
+def leave_one_out(res, figure: str | None = None, cannot_tell=frozenset()) -> pd.DataFrame:
     """Each claim of :func:`claims` (of one ``figure``, or all) decided again on the run with each window left out
     in turn: one row per claim (``key``) with ``loo_lo`` and ``loo_hi``, the range of its number over those runs, and
     ``flipped_by``, ``{window: verdict}`` for each window whose leaving out gives the claim another verdict than the
     whole run's (empty when none does). The windows are the run's passages of text, the units every interval
     resamples: a verdict one of them changes is not decided by the run."""
     res = as_summaries(res)
-    base = claims(res, figure).set_index("key")
+    base = claims(res, figure, cannot_tell).set_index("key")
     values = {key: [] for key in base.index}
     flipped = {key: {} for key in base.index}
     for window in res.windows:
-        left = claims(res.without(window), figure).set_index("key")
+        left = claims(res.without(window), figure, cannot_tell).set_index("key")
         for key in base.index:
             values[key].append(float(left.loc[key, "value"]))
             if left.loc[key, "verdict"] != base.loc[key, "verdict"]:
@@ -191,13 +207,14 @@ def leave_one_out(res, figure: str | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def decided(res, figure: str | None = None) -> pd.DataFrame:
+def decided(res, figure: str | None = None, cannot_tell=frozenset()) -> pd.DataFrame:
     """:func:`claims` with :func:`leave_one_out`'s columns, and the rule that a run decides only what no single
     window decides for it: a reproduction's verdict that leaving out one window changes becomes :data:`HINGES`
     ("hinges on one passage"), never counted as decided; ``verdict_all`` keeps the whole run's verdict, and
-    ``hinges_on`` says which windows and what the verdict is without each ("window 3: not reproduced")."""
+    ``hinges_on`` says which windows and what the verdict is without each ("window 3: not reproduced").
+    ``cannot_tell``: as :func:`claims`'."""
     res = as_summaries(res)
-    table = claims(res, figure).merge(leave_one_out(res, figure), on="key", how="left")
+    table = claims(res, figure, cannot_tell).merge(leave_one_out(res, figure, cannot_tell), on="key", how="left")
     table["verdict_all"] = table["verdict"]
     table["hinges_on"] = [
         "; ".join(f"window {w}: {v}" for w, v in flips.items()) if kind == REPRODUCTION else ""

@@ -36,6 +36,7 @@ from attnlimits.infra.verdicts import (
     combine,
     decide,
 )
+from attnlimits.infra.verdicts import INCONCLUSIVE as UNSURE
 from attnlimits.infra.verdicts import NOT_REPRODUCED as NOT
 
 #: The readings of Eq. (10)'s expectation (:data:`attnlimits.experiments.algorithms.READINGS`) every rule on the
@@ -104,9 +105,9 @@ def _expectation_growth(res, reading: str, counting: str = "visible") -> tuple[C
                          counting)  # fmt: skip
 
 
-def fig2a_expectation(res) -> Claim:
+def fig2a_expectation(res, cannot_tell=frozenset()) -> Claim:
     """Figure 2a: the random-selection expectation grows about linearly in L, under every reading of it."""
-    return _over_readings(as_summaries(res), "fig2a-expectation-linear")
+    return _over_readings(as_summaries(res), "fig2a-expectation-linear", cannot_tell)
 
 
 def fig2a_bound(res) -> Claim:
@@ -200,9 +201,9 @@ def _convergence(res, reading: str, counting: str = "visible") -> tuple[Claim, s
     return claim, show_interval(iv.value, iv.lo, iv.hi, 3)
 
 
-def fig2b_convergence(res) -> Claim:
+def fig2b_convergence(res, cannot_tell=frozenset()) -> Claim:
     """Figure 2b: true and expected distances converge as N grows to 100, under every reading of the expectation."""
-    return _over_readings(as_summaries(res), "fig2b-convergence")
+    return _over_readings(as_summaries(res), "fig2b-convergence", cannot_tell)
 
 
 def _critical(res, reading: str = "E", counting: str = "visible") -> PerWindow | None:
@@ -296,10 +297,10 @@ def _critical_fraction(res, reading: str, counting: str = "visible") -> tuple[Cl
     return claim, f"$L = {int(row.L)}$: {show_interval(row.fraction, row.lo, row.hi, 3)}"
 
 
-def fig2c_critical(res) -> Claim:
+def fig2c_critical(res, cannot_tell=frozenset()) -> Claim:
     """Figure 2c: the critical N is about 6 % of L (a constant fraction, the paper's "fewer than 6 %"), decided per
     length under every reading of the expectation."""
-    return _over_readings(as_summaries(res), "fig2c-critical")
+    return _over_readings(as_summaries(res), "fig2c-critical", cannot_tell)
 
 
 _PROPORTIONAL_PAPER = "critical $N$ grows in proportion to $L$"
@@ -340,9 +341,9 @@ def _proportional(res, reading: str, counting: str = "visible") -> tuple[Claim, 
     return claim, show_interval(iv.value, iv.lo, iv.hi)
 
 
-def fig2c_proportional(res) -> Claim:
+def fig2c_proportional(res, cannot_tell=frozenset()) -> Claim:
     """Figure 2c: the critical N grows in proportion to L, under every reading of the expectation."""
-    return _over_readings(as_summaries(res), "fig2c-proportional")
+    return _over_readings(as_summaries(res), "fig2c-proportional", cannot_tell)
 
 
 #: The rules on the expectation, per claim key: the function that holds one reading to the rule.
@@ -354,16 +355,23 @@ READING_RULES = {
 }
 
 
-def _over_readings(res, key: str) -> Claim:
+def _over_readings(res, key: str, cannot_tell=frozenset()) -> Claim:
     """The claim ``key`` held to every reading the run holds: the common verdict of those measured when they agree,
     :data:`DEPENDS_ON_READING` when they differ; each reading's verdict in the measured text, the primary reading
-    E's numbers in ``value``, ``value_lo``, ``value_hi``."""
+    E's numbers in ``value``, ``value_lo``, ``value_hi``. A reading that reproduces the claim where an untrained
+    network reproduces it too (``(key, reading)`` in ``cannot_tell``, :func:`untrained_passes`) cannot tell a
+    trained model from a random one: it is shown, and left out of the verdict (with every reading left out, the
+    verdict is "inconclusive")."""
     rule = READING_RULES[key]
     per = {reading: rule(res, reading) for reading in _readings_held(res)}
-    verdict = combine((c.verdict for c, _ in per.values()), readings=True)
+    blind = {r for r, (c, _) in per.items() if c.verdict == REPRODUCED and (key, r) in cannot_tell}
+    counted = [c.verdict for r, (c, _) in per.items() if r not in blind]
+    verdict = combine(counted, readings=True) if counted else UNSURE
     primary = next(iter(per.values()))[0]
     said = "; ".join(
-        f"{reading}: {c.verdict}" + ("" if c.verdict == NOT_MEASURED else f" ({brief})")
+        f"{reading}: {c.verdict}"
+        + ("" if c.verdict == NOT_MEASURED else f" ({brief})")
+        + (" — an untrained network passes too: this reading cannot tell" if reading in blind else "")
         for reading, (c, brief) in per.items()
     )
     return Claim(
@@ -374,13 +382,28 @@ def _over_readings(res, key: str) -> Claim:
         + f"{said}. {next(iter(per))}: {primary.measured}",
         verdict,
         f"{primary.rule}; {_BY_READING}: their common verdict when the readings measured agree, "
-        f"'{DEPENDS_ON_READING}' when they differ; value, lo, hi: the reading E's",
+        f"'{DEPENDS_ON_READING}' when they differ; a reading that reproduces the claim where an untrained network "
+        "(chapter 34's control) reproduces it too cannot tell, and is left out of the verdict; value, lo, hi: the "
+        "reading E's",
         primary.value,
         primary.value_lo,
         primary.value_hi,
         primary.units,
         REPRODUCTION,
     )
+
+
+def untrained_passes(controls) -> frozenset:
+    """The ``(key, reading)`` pairs of :data:`READING_RULES` whose rule an untrained network reproduces: the rule
+    applied to each run of ``controls`` (untrained controls' :class:`~attnlimits.experiments.summaries.Summaries`,
+    chapter 34's), a pair kept when any of them reproduces it. A reading's rule that passes on random weights cannot
+    tell the trained model's attention from a random network's (:func:`_over_readings` leaves it out)."""
+    out = set()
+    for res in controls:
+        res = as_summaries(res)
+        for key, rule in READING_RULES.items():
+            out |= {(key, r) for r in _readings_held(res) if rule(res, r)[0].verdict == REPRODUCED}
+    return frozenset(out)
 
 
 #: The columns of :func:`readings_claims`.

@@ -18,15 +18,24 @@ from attnlimits.experiments.paper_claims.rules import (
 )
 from attnlimits.infra.verdicts import (
     HOLDS,
+    REPRODUCED,
     SANITY_CHECK,
     VIOLATED,
     combine,
     decide,
 )
+from attnlimits.infra.verdicts import INCONCLUSIVE as UNSURE
 from attnlimits.infra.verdicts import NOT_REPRODUCED as NOT
 
 #: Figure 3's flatness: the level moves by at most 5 % from N = 16 to the largest N (a still-falling series fails).
 FLAT = (0.95, 1.05)
+
+#: "Tracks the maxima": the largest gap between the upper bound and the largest head's N_s/N, at most 0.10 (set
+#: on 2026-12-06, when the claim was first decided; before, the gap was shown and not decided).
+TRACKS = (0.0, 0.10)
+
+#: An upper bound that never falls below this at any N is not informative: it cannot be told from maxima near 1.
+INFORMATIVE = 0.95
 
 #: How far below 0 a bound's margin (a head's N_s/N - lower, or upper - N_s/N) may fall by rounding alone.
 ROUNDING = 1e-9
@@ -79,42 +88,80 @@ def fig3_plateau(res, tokens: str = "value") -> Claim:
     )
 
 
-def fig3_bounds(res) -> Claim:
-    """Figure 3: the lower bound is conservative, the upper bound tracks the empirical maxima (the book's
-    reconstruction of Theorem 2's bounds). A sanity check: whether both bounds hold for every head of every window
-    (each window's smallest margin); how close the upper bound (the median over a window's heads, averaged over
-    windows) comes to the largest N_s/N of any head in any window, and whether it is informative at all, is
-    shown, not decided."""
-    res = as_summaries(res)
+def _bounds(res):
+    """The separability summaries at N > 1 and, per window and N, each bound's smallest margin over the heads."""
     t = res.alg4()
     t = t[(t.N > 1) & (t.heads > 0)]
-    margins = t.pivot_table(index=["window", "N"], columns="quantity", values="min")
-    lower_ok = float((margins["ns_frac-lower"] >= -ROUNDING).mean())
-    upper_ok = float((margins["upper-ns_frac"] >= -ROUNDING).mean())
-    upper = PerWindow(t, "N").means(None, "upper")
-    top = np.nanmax(PerWindow(t, "N", stat="max").per_window("ns_frac"), axis=0)
-    gap = float(np.abs(upper - top).max())
-    below_one = float(upper.min())
-    informative = "informative: below 0.95" if below_one <= 1 - 0.05 else "not informative: never below 0.95"
+    return t, t.pivot_table(index=["window", "N"], columns="quantity", values="min")
+
+
+def fig3_lower_bound(res) -> Claim:
+    """Figure 3: the lower bound is conservative (the book's reconstruction of Theorem 2's lower bound, which
+    chapter 14 proves). A sanity check: whether it holds for every head of every window (each window's smallest
+    margin N_s/N - lower over its heads); how far below N_s/N it lies (each window's median head's margin,
+    averaged over windows and N) is shown."""
+    res = as_summaries(res)
+    t, margins = _bounds(res)
+    ok = float((margins["ns_frac-lower"] >= -ROUNDING).mean())
+    pw = PerWindow(t, "N")
+    below = float(np.nanmean(pw.means(None, "ns_frac-lower")))
+    bound = float(np.nanmean(pw.means(None, "lower")))
     windows = t.window.nunique()
     return make_claim(
         res,
-        "fig3-bounds",
+        "fig3-lower-bound",
         "3",
-        "the lower bound is conservative and the upper bound tracks the maxima (tested on the book's "
-        "reconstruction of Theorem 2)",
-        rf"lower bound $\le N_s/N$ for every head in {lower_ok:.1%} of the (window, $N > 1$) pairs; the "
-        rf"reconstructed upper bound $\ge N_s/N$ for every head in {upper_ok:.1%}; the upper bound (the median over "
-        rf"a window's heads, averaged over windows) is within {gap:.3f} of the largest $N_s/N$ of any head in any "
-        f"window at every $N > 1$ and reaches {below_one:.3f} at its lowest ({informative}); "
-        f"{windows_text(windows)}",
-        HOLDS if lower_ok == 1.0 and upper_ok == 1.0 else VIOLATED,
-        "a sanity check, not a reproduction: holds when both bounds of the book's reconstruction of Theorem 2 hold "
-        f"for every head of every window (each window's smallest margin over its heads >= -{ROUNDING:g}), violated "
-        "otherwise; how close the upper bound (the median over a window's heads, averaged over windows) comes to "
-        "the largest N_s/N of any head in any window, and whether it falls below 0.95 at some N (a bound stuck at 1 "
-        "tracks nothing), is shown",
-        gap,
+        "the lower bound is conservative (tested on the book's reconstruction of Theorem 2, which chapter 14 proves)",
+        rf"lower bound $\le N_s/N$ for every head in {ok:.1%} of the (window, $N > 1$) pairs; the median head's "
+        rf"$N_s/N$ lies {below:.3f} above it and the bound itself is {bound:.3f} (averaged over windows and $N$"
+        + ("; a bound below 0 says nothing" if bound < 0 else "")
+        + f"); {windows_text(windows)}",
+        HOLDS if ok == 1.0 else VIOLATED,
+        "a sanity check, not a reproduction (the bound is proved): holds when the lower bound holds for every head "
+        f"of every window (each window's smallest margin over its heads >= -{ROUNDING:g}), violated otherwise",
+        below,
         units=windows,
         kind=SANITY_CHECK,
+    )
+
+
+def fig3_upper_tracks(res) -> Claim:
+    """Figure 3: the upper bound tracks the empirical maxima (the book's reconstruction of Theorem 2's upper bound,
+    which chapter 14 refutes: so this claim can fail on data). Three parts, each a rule that can fail: the bound
+    holds for every head of every window (a bound some head exceeds bounds nothing); it tracks the maxima, the
+    largest over N > 1 of the gap between each window's median head's bound and its largest N_s/N over heads,
+    averaged over windows, decided on its interval over windows against :data:`TRACKS`; and it is informative,
+    below 0.95 at some N (a bound stuck at 1 cannot be told from maxima near 1)."""
+    res = as_summaries(res)
+    t, margins = _bounds(res)
+    ok = float((margins["upper-ns_frac"] >= -ROUNDING).mean())
+    bound, top = PerWindow(t, "N"), PerWindow(t, "N", stat="max")
+
+    def gap(counts):
+        return np.abs(bound.means(counts, "upper") - top.means(counts, "ns_frac")).max(axis=-1)
+
+    iv = bound.interval(gap)
+    lowest = float(np.nanmin(bound.means(None, "upper")))
+    informative = lowest <= INFORMATIVE
+    parts = [REPRODUCED if ok == 1.0 else NOT, decide(iv.lo, iv.hi, TRACKS), REPRODUCED if informative else UNSURE]
+    return make_claim(
+        res,
+        "fig3-upper-tracks",
+        "3",
+        "the upper bound tracks the maxima (tested on the book's reconstruction of Theorem 2, which chapter 14 "
+        "refutes)",
+        rf"upper bound $\ge N_s/N$ for every head in {ok:.1%} of the (window, $N > 1$) pairs; its largest gap to "
+        rf"the largest head's $N_s/N$ over $N > 1$ (each window's, averaged over windows): "
+        rf"{show_interval(iv.value, iv.lo, iv.hi, 3)} ({stated(iv)}); its lowest value {lowest:.3f} "
+        + ("(informative: below 0.95)" if informative else "(not informative: never below 0.95)"),
+        combine(parts),
+        "three parts: the bound holds for every head of every window (each window's smallest margin upper - N_s/N "
+        f">= -{ROUNDING:g}), else not reproduced; the largest gap over N > 1 between each window's median head's "
+        "bound and its largest N_s/N, averaged over windows, has its 95 % interval (jackknife t over windows) in "
+        f"[{TRACKS[0]:g}, {TRACKS[1]:g}] (reproduced), wholly above (not reproduced), else inconclusive; and the "
+        "bound falls below 0.95 at some N, else inconclusive (a bound stuck at 1 tracks nothing)",
+        iv.value,
+        iv.lo,
+        iv.hi,
+        units=iv.units,
     )

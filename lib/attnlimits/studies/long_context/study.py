@@ -19,6 +19,10 @@ The quantities (the ``quantity`` column of :attr:`LongResults.stats`; the experi
   (Algorithm 3's critical N is read on that grid), ``E_full`` (the inner factor N/(l-1) replaced by 1) at N;
 - ``ns_frac`` (Algorithm 4's N_s/N on the values) and ``g`` (Algorithm 5's g(T, eps) on the model's logits).
 
+The windows (passages of the text, spread evenly over it) are run one at a time, each with its own Algorithm 3
+decision, and each is summarised over its heads (:func:`summarize`): the windows are the units chapter 35's
+intervals resample, and what the book ships of a run is its windows' summaries (:class:`LongSummaries`).
+
 One concept, one module (over 600 lines): the long-context study, from the row sample through every
 quantity to the stored result; each quantity is a few lines on the same sampled rows, and split they would each
 need the sample's state.
@@ -39,14 +43,16 @@ import torch
 
 from attnlimits import models
 from attnlimits.core import normalizers, rowstats
+from attnlimits.experiments.summaries import STATS, over_heads
 from attnlimits.infra import cache, presets, provenance
 from attnlimits.infra.ks import KS_LEVEL, first_reaching, ks_test, reaches
 from attnlimits.infra.profiling import peak_memory
 from attnlimits.infra.progress import progress_bar
 from attnlimits.models import registry, texts
 from attnlimits.models.describing import model_record
-from attnlimits.models.kv_capture import capture_long, exactness
+from attnlimits.models.kv_capture import capture_ids, exactness
 from attnlimits.models.windows import check_windows, token_count, window_bos
+from attnlimits.models.windows import windows as cut_windows
 
 __all__ = [
     "BOOK_MODELS",
@@ -55,6 +61,8 @@ __all__ = [
     "BookRuns",
     "LongPreset",
     "LongResults",
+    "LongSummaries",
+    "SUMMARY_COLUMNS",
     "book_results",
     "critical_grid",
     "critical_table",
@@ -68,18 +76,22 @@ __all__ = [
     "run",
     "sample_rows",
     "stats_table",
+    "summarize",
+    "summary_table",
+    "window_folder",
+    "window_run",
 ]
 
 
 @dataclass(frozen=True)
 class LongPreset(presets.StudyPreset):
-    """The lengths, row sample and grids of the long-context study.
+    """The lengths, windows, row sample and grids of the long-context study.
 
-    ``lengths``: explicit lengths, or None for the powers of two from ``min_length`` up to ``max_length`` (None:
-    the model's context). ``rows``: query rows sampled per length (every row when ``rows >= L``); ``g_rows`` the
-    rows of Algorithm 5 (its T grid costs two normalisations per T). ``N``: Algorithm 1's fixed N;
-    ``critical_points`` and ``critical_fractions``: the N grid Algorithm 3's critical N is read on
-    (:func:`critical_grid`).
+    ``windows``: passages of the longest length, spread evenly over the text. ``lengths``: explicit lengths, or
+    None for the powers of two from ``min_length`` up to ``max_length`` (None: the model's context). ``rows``:
+    query rows sampled per length (every row when ``rows >= L``); ``g_rows`` the rows of Algorithm 5 (its T grid
+    costs two normalisations per T). ``N``: Algorithm 1's fixed N; ``critical_points`` and ``critical_fractions``:
+    the N grid Algorithm 3's critical N is read on (:func:`critical_grid`).
     """
 
     windows: int
@@ -111,9 +123,9 @@ class LongPreset(presets.StudyPreset):
 PRESETS = presets.Registry(
     "long context",
     LongPreset,
-    # what the book's build computes (chapter 35, `make results`): each model up to 8,192 tokens, one window,
-    # 32 rows per length (16 for Algorithm 5 and the other normalisers)
-    LongPreset(name="reduced", windows=1, rows=32, max_length=8192, g_rows=16),
+    # what the book ships (chapter 35, `make results`): each model up to 8,192 tokens, 8 windows spread over the
+    # text, 32 rows per length (16 for Algorithm 5 and the other normalisers)
+    LongPreset(name="reduced", windows=8, rows=32, max_length=8192, g_rows=16),
     # `make long`: each model's whole context (Gemma-3-270M: 32,768 tokens), two windows, 128 rows per length
     LongPreset(name="full", windows=2, rows=128, max_length=None, g_rows=64),
     LongPreset(
@@ -411,15 +423,16 @@ def _critical(wide: pd.DataFrame, reading: str, level: float, rng) -> tuple[floa
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# a run, its provenance and the results cache
+# a run, its summaries over heads, its provenance and the results cache
 # ----------------------------------------------------------------------------------------------------------------
 @dataclass
 class LongResults:
-    """The long-context tables of one model and text: ``stats`` (:data:`COLUMNS`), ``critical``
-    (:func:`critical_table`), ``exactness`` (the SDPA capture against the eager one per layer type:
-    :func:`attnlimits.models.kv_capture.exactness`) and ``provenance`` (model, text, preset, lengths, rows,
-    windows, seed, seconds, the run's own peak memory (:func:`attnlimits.infra.profiling.peak_memory`), the
-    text's tokens and whether windows start with BOS)."""
+    """The long-context tables of one model and text, per head: ``stats`` (:data:`COLUMNS`), ``critical``
+    (:func:`critical_table` of each window on its own, ``window`` first), ``exactness`` (the SDPA capture against
+    the eager one per layer type: :func:`attnlimits.models.kv_capture.exactness`; empty when not checked) and
+    ``provenance`` (model, text, preset, lengths, rows, windows and their start offsets, seed, seconds, the run's
+    own peak memory (:func:`attnlimits.infra.profiling.peak_memory`), the text's tokens, whether windows start with
+    BOS and how many heads the model has). What the chapter reads of it is :func:`summarize`'s."""
 
     stats: pd.DataFrame
     critical: pd.DataFrame
@@ -429,21 +442,102 @@ class LongResults:
     TABLES = ("stats", "critical", "exactness")
 
     def save(self, folder) -> Path:
-        """Write ``long_<table>.csv`` for each of :attr:`TABLES` (floats to 17 significant digits, so that they
-        read back exactly) and ``long_provenance.json`` into ``folder``; returns ``folder``."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in self.TABLES:
-            getattr(self, name).to_csv(folder / f"long_{name}.csv", index=False, float_format="%.17g")
-        (folder / "long_provenance.json").write_text(json.dumps(self.provenance, indent=2, sort_keys=True) + "\n")
-        return folder
+        """Write ``long_<table>.csv`` for each of :attr:`TABLES` and ``long_provenance.json`` into ``folder``
+        (:func:`_save`); returns ``folder``."""
+        return _save(self, folder, "long_")
 
     @classmethod
     def load(cls, folder) -> LongResults:
         """The tables and provenance :meth:`save` wrote into ``folder``."""
-        folder = Path(folder)
-        tables = {name: pd.read_csv(folder / f"long_{name}.csv", dtype={"window": str}) for name in cls.TABLES}
-        return cls(**tables, provenance=json.loads((folder / "long_provenance.json").read_text()))
+        return _load(cls, folder, "long_", {"window": str})
+
+
+def _save(res, folder, prefix: str) -> Path:
+    """Write ``<prefix><table>.csv`` for each table of ``res`` (floats to 17 significant digits, so that they read
+    back exactly) and ``<prefix>provenance.json`` into ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in res.TABLES:
+        getattr(res, name).to_csv(folder / f"{prefix}{name}.csv", index=False, float_format="%.17g")
+    (folder / f"{prefix}provenance.json").write_text(json.dumps(res.provenance, indent=2, sort_keys=True) + "\n")
+    return folder
+
+
+def _load(cls, folder, prefix: str, dtype: dict):
+    """What :func:`_save` wrote into ``folder``, as ``cls``. An empty table (no exactness checked) reads back empty."""
+    folder = Path(folder)
+    tables = {}
+    for name in cls.TABLES:
+        try:
+            tables[name] = pd.read_csv(folder / f"{prefix}{name}.csv", dtype=dtype)
+        except pd.errors.EmptyDataError:
+            tables[name] = pd.DataFrame()
+    return cls(**tables, provenance=json.loads((folder / f"{prefix}provenance.json").read_text()))
+
+
+#: The columns of :attr:`LongSummaries.summary`: a window's heads summarised per layer group (``layer_type``:
+#: ``all``, ``full`` or ``sliding``, :func:`layer_groups`) and grid point, with the statistics over heads of the
+#: experiments' shipped windows (:data:`attnlimits.experiments.summaries.STATS`).
+SUMMARY_COLUMNS = ["window", "layer_type", "L", "normalizer", "quantity", "N", "T", *STATS]
+
+
+def summary_table(stats: pd.DataFrame) -> pd.DataFrame:
+    """Each window's heads summarised over heads per layer group, L, normaliser, quantity, N and T
+    (:data:`SUMMARY_COLUMNS`): how many heads have a value, their mean, minimum, quantiles and maximum. The window
+    is the unit an interval resamples (a passage of text); its heads, which share its tokens, are summarised first,
+    as the experiments' windows are (:func:`attnlimits.experiments.summaries.over_heads`)."""
+    parts = []
+    for group in layer_groups(stats):
+        t = in_group(stats, group).rename(columns={"quantity": "measure"})
+        t = t.assign(window=t["window"].astype(int))
+        s = over_heads(t, ["L", "normalizer", "measure", "N", "T"], ["value"])
+        parts.append(s.drop(columns="quantity").rename(columns={"measure": "quantity"}).assign(layer_type=group))
+    return pd.concat(parts, ignore_index=True)[SUMMARY_COLUMNS]
+
+
+@dataclass
+class LongSummaries:
+    """What chapter 35 reads of a run, window by window: ``summary`` (:func:`summary_table`), ``critical`` (each
+    window's own Algorithm 3 decision, :func:`critical_table`), ``exactness`` (the first window's check of the SDPA
+    capture against the eager one) and ``provenance`` (:class:`LongResults`'s, with every window's number and start
+    offset, the seconds summed over windows and the largest peak memory). What the book ships of chapter 35."""
+
+    summary: pd.DataFrame
+    critical: pd.DataFrame
+    exactness: pd.DataFrame
+    provenance: dict
+
+    TABLES = ("summary", "critical", "exactness")
+
+    def save(self, folder) -> Path:
+        """Write ``<table>.csv`` for each of :attr:`TABLES` and ``provenance.json`` into ``folder``."""
+        return _save(self, folder, "")
+
+    @classmethod
+    def load(cls, folder) -> LongSummaries:
+        """What :meth:`save` wrote into ``folder``."""
+        return _load(cls, folder, "", {"window": int})
+
+    @classmethod
+    def joined(cls, parts: list[LongSummaries]) -> LongSummaries:
+        """Runs of single windows as one run: their tables stacked, the exactness of the one that checked it, and
+        one provenance (each window's number and start, the seconds summed, the largest peak memory)."""
+        if not parts:
+            raise ValueError("parts: needs at least one run")
+        prov = dict(parts[0].provenance)
+        prov["windows"] = [w for p in parts for w in p.provenance["windows"]]
+        prov["window_starts"] = [s for p in parts for s in p.provenance["window_starts"]]
+        prov["seconds"] = {k: round(sum(p.provenance["seconds"][k] for p in parts), 3) for k in prov["seconds"]}
+        prov["peak_memory_gb"] = max(p.provenance["peak_memory_gb"] for p in parts)
+        scopes = {p.provenance.get("peak_memory_scope") for p in parts}
+        prov["peak_memory_scope"] = scopes.pop() if len(scopes) == 1 else "process"
+        checked = [p.exactness for p in parts if len(p.exactness)]
+        return cls(
+            pd.concat([p.summary for p in parts], ignore_index=True),
+            pd.concat([p.critical for p in parts], ignore_index=True),
+            checked[0] if checked else pd.DataFrame(),
+            prov,
+        )
 
     def text_windows(self, length: int) -> int:
         """How many windows of ``length`` tokens the run's text holds for the run's model (its tokenizer)."""
@@ -453,6 +547,18 @@ class LongResults:
     def label(self) -> str:
         """The model's name as the book shows it."""
         return self.provenance["model"].get("model_id", "model").split("/")[-1]
+
+    @property
+    def windows(self) -> list[int]:
+        """The windows read (the units every interval resamples)."""
+        return sorted(int(w) for w in self.provenance["windows"])
+
+
+def summarize(res: LongResults) -> LongSummaries:
+    """A run's per-head tables as the chapter reads them: summarised over heads per window (:func:`summary_table`),
+    with its per-window critical N, its exactness and its provenance."""
+    critical = res.critical.assign(window=res.critical["window"].astype(int)) if len(res.critical) else res.critical
+    return LongSummaries(summary_table(res.stats), critical, res.exactness, res.provenance)
 
 
 #: The length at which every run checks its SDPA capture against the eager one (beyond Gemma's 512-token window).
@@ -468,6 +574,13 @@ def _context(model) -> int | None:
     return models.facts(model).get("max_positions")
 
 
+def _capture(model, text, length: int, window: int, total: int):
+    """Window ``window`` of ``total`` spread evenly over the text (:func:`attnlimits.models.windows.windows`),
+    captured by one SDPA forward pass: the capture and the window's first text token."""
+    ids, starts = cut_windows(model, text, length=length, count=1, first=window, total=total, return_starts=True)
+    return capture_ids(model, ids[0], index=window, bos=window_bos(model) is not None), starts[0]
+
+
 def run(
     model,
     text,
@@ -476,13 +589,18 @@ def run(
     lengths=None,
     rows: int | None = None,
     windows: int | None = None,
+    only=None,
+    exact: bool = True,
     seed: int = 0,
     progress=None,
 ) -> LongResults:
-    """The long-context study of ``model`` on ``text``: window by window, an SDPA capture of the longest length and
-    its :func:`stats_table` (so one window's q, k, v are held at a time), then :func:`critical_table` on them all.
-    ``lengths``, ``rows`` and ``windows`` override the preset's, and are checked before anything is captured:
-    lengths up to the model's context, rows and windows integers >= 1, and a text that holds the windows."""
+    """The long-context study of ``model`` on ``text``: window by window, an SDPA capture of the longest length, its
+    :func:`stats_table` and its own :func:`critical_table` (one window's q, k, v are held at a time). The windows
+    are ``windows`` (the preset's by default) spread evenly over the whole text, passages from every part of it;
+    ``only``: the numbers of the windows of that layout to run (all by default). ``exact``: also compare the SDPA
+    capture with the eager one on the first :data:`EXACTNESS_LENGTH` tokens. ``lengths``, ``rows`` and
+    ``windows`` override the preset's, and are checked before anything is captured: lengths up to the model's
+    context, rows and windows integers >= 1, and a text that holds the windows."""
     p = get_preset(preset)
     for name, value in (("rows", rows), ("windows", windows)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -491,6 +609,9 @@ def run(
     p = p.replace(
         lengths=tuple(lens), rows=p.rows if rows is None else rows, windows=p.windows if windows is None else windows
     )
+    chosen = list(range(p.windows)) if only is None else list(only)
+    if not chosen or any(isinstance(w, bool) or not isinstance(w, int) or not 0 <= w < p.windows for w in chosen):
+        raise ValueError(f"only: must be window numbers in 0..{p.windows - 1}, got {only!r}")
     tokens, bos = text_tokens(model, text), window_bos(model) is not None
     if tokens // (lens[-1] - bos) < p.windows:
         raise ValueError(
@@ -499,60 +620,91 @@ def run(
         )
     with peak_memory() as memory:  # this run's own peak, not the process's (it may have run other studies)
         started = time.perf_counter()
-        captured, parts, kinds = 0.0, [], {}
-        for i in range(p.windows):
+        captured, parts, critical, kinds, starts = 0.0, [], [], {}, []
+        for i in chosen:
             t0 = time.perf_counter()
-            (cap,) = capture_long(model, text, length=lens[-1], count=1, first_window=i, progress=progress)
+            cap, start = _capture(model, text, lens[-1], i, p.windows)
             captured += time.perf_counter() - t0
-            parts.append(stats_table([cap], lens, p, seed=seed, progress=progress))
+            starts.append(start)
+            stats = stats_table([cap], lens, p, seed=seed, progress=progress)
+            parts.append(stats)
+            critical.append(critical_table(stats, p.ks_level, seed=seed).assign(window=str(i)))
             kinds = {str(layer): layer_type(cap, layer) for layer in cap.layer_ids}
             del cap  # one window's q, k and v at a time
         stats = pd.concat(parts, ignore_index=True)
-        critical = critical_table(stats, p.ks_level, seed=seed)
+        critical = pd.concat(critical, ignore_index=True)
         checked = time.perf_counter()
-        exact = exactness(model, text, length=min(EXACTNESS_LENGTH, lens[-1])).reset_index()
+        agreed = exactness(model, text, length=min(EXACTNESS_LENGTH, lens[-1])).reset_index() if exact else None
     prov = {
         "model": model_record(model),
         "text": text.provenance.as_dict() if hasattr(text, "provenance") else {"name": "string"},
         "preset": p.as_dict(),
-        "windows": list(range(p.windows)),
+        "windows": chosen,
+        "window_starts": starts,
         "seed": seed,
         "layer_types": kinds,
+        "heads": int(stats.groupby("layer")["head"].nunique().sum()),
         "text_tokens": tokens,
         "bos": bos,
         "seconds": {
             "capture": round(captured, 3),
-            "exactness": round(time.perf_counter() - checked, 3),
+            "exactness": round(time.perf_counter() - checked, 3) if exact else 0.0,
             "total": round(time.perf_counter() - started, 3),
         },
         "peak_memory_gb": round(memory["gb"], 3),
         "peak_memory_scope": memory["scope"],
     }
-    return LongResults(stats, critical, exact, prov)
+    critical = critical[["window", *[c for c in critical.columns if c != "window"]]]
+    return LongResults(stats, critical, pd.DataFrame() if agreed is None else agreed, prov)
+
+
+def window_folder(window: int, preset: str | LongPreset) -> str:
+    """A window's entry of a run, relative to the run's folder: ``window-<i>-of-<W>``."""
+    return f"window-{window:02d}-of-{get_preset(preset).windows:02d}"
+
+
+def window_run(model, text, preset: str | LongPreset = "reduced", window: int = 0, *, seed: int = 0, progress=None):
+    """Window ``window`` of the run summarised over its heads (:func:`summarize`), the first window with the
+    capture's exactness: what the results cache holds of each window (:class:`LongSummaries`)."""
+    return summarize(run(model, text, preset, only=[window], exact=window == 0, seed=seed, progress=progress))
 
 
 def results(
-    model, text, preset: str | LongPreset = "reduced", *, seed: int = 0, root=None, progress=None
-) -> LongResults:
-    """:func:`run` from the results cache when the same model, text, preset, seed and code produced it, else
-    computed now and cached (``<root>/<model>/<text>/long-<preset>``)."""
+    model,
+    text,
+    preset: str | LongPreset = "reduced",
+    *,
+    window: int | None = None,
+    seed: int = 0,
+    root=None,
+    progress=None,
+) -> LongSummaries:
+    """The run's :class:`LongSummaries`, window by window from the results cache when the same model, text, preset,
+    seed, window and code produced it, else computed now (:func:`window_run`) and cached
+    (``<root>/<model>/<text>/long-<preset>/window-<i>-of-<W>``); ``window``: that window alone (all by default)."""
     p = get_preset(preset)
-    text_sha = _text_sha(text)
+    chosen = range(p.windows) if window is None else [window]
+    parts = [_window_results(model, text, p, w, seed, root, progress) for w in chosen]
+    return parts[0] if len(parts) == 1 else LongSummaries.joined(parts)
+
+
+def _window_results(model, text, p: LongPreset, window: int, seed: int, root, progress) -> LongSummaries:
     key = cache.study_key(
         __name__,
         model_sha256=model_record(model).get("sha256"),
-        text_sha256=text_sha,
+        text_sha256=_text_sha(text),
         preset=p.as_dict(),
         context=_context(model),
         seed=seed,
+        window=window,
     )
-    folder = _folder(model_record(model)["model_id"], text, p, root)
+    folder = _folder(model_record(model)["model_id"], text, p, root) / window_folder(window, p)
     return cache.cached(
         folder,
         key,
-        compute=lambda: run(model, text, p, seed=seed, progress=progress),
+        compute=lambda: window_run(model, text, p, window, seed=seed, progress=progress),
         save=lambda res, f: res.save(f),
-        load=LongResults.load,
+        load=LongSummaries.load,
     )
 
 
@@ -561,7 +713,7 @@ def _text_sha(text) -> str:
 
 
 def _folder(model_id: str, text, preset: LongPreset, root=None) -> Path:
-    """Where :func:`results` caches a run: ``<root>/<model>/<text>/long-<preset>``."""
+    """Where :func:`results` caches a run's windows: ``<root>/<model>/<text>/long-<preset>``."""
     text_name = text.provenance.name if hasattr(text, "provenance") else "string-" + _text_sha(text)[:12]
     root = Path(provenance.results_root() if root is None else root)
     return root / model_id.replace("/", "--") / text_name / f"long-{preset.name}"
@@ -576,14 +728,14 @@ class BookRuns(NamedTuple):
     :data:`BOOK_MODELS`) and a sentence per absent model saying why it did not run (``not_run``). A tuple, so
     ``found, not_run = book_results(...)`` unpacks it."""
 
-    results: list[LongResults]
+    results: list[LongSummaries]
     not_run: list[str]
 
 
 def book_results(preset: str | LongPreset = "reduced", *, progress=None) -> BookRuns:
     """:func:`results` of every model of :data:`BOOK_MODELS` that is present, on the book's text, and a sentence per
-    absent model saying why it is not there (:class:`BookRuns`). A cached entry of this code, preset and text is
-    read without loading the model (a chapter reads it in a second); a missing or stale one is computed."""
+    absent model saying why it is not there (:class:`BookRuns`). Windows cached by this code, preset and text are
+    read without loading the model (a chapter reads them in a second); a missing or stale window is computed."""
     p = get_preset(preset)
     text = texts.load()
     found, absent = [], []
@@ -593,15 +745,18 @@ def book_results(preset: str | LongPreset = "reduced", *, progress=None) -> Book
         if not present:
             absent.append(f"{entry.label}: {why}")
             continue
-        folder = _folder(entry.model_id, text, p)
-        try:
-            stored = cache.Entry(folder, {}).stored_key()
-            if stored.get("preset") == json.loads(json.dumps(p.as_dict())) and stored.get("text_sha256") == (
-                _text_sha(text)
-            ):
-                found.append(cache.load_current(folder, __name__, LongResults.load))
-                continue
-        except cache.StaleEntry:
-            pass
-        found.append(results(models.load(name), text, p, progress=progress))
+        parts, model = [], None
+        for w in range(p.windows):
+            folder = _folder(entry.model_id, text, p) / window_folder(w, p)
+            try:
+                stored = cache.Entry(folder, {}).stored_key()
+                wanted = json.loads(json.dumps(p.as_dict()))
+                if stored.get("preset") == wanted and stored.get("text_sha256") == _text_sha(text):
+                    parts.append(cache.load_current(folder, __name__, LongSummaries.load))
+                    continue
+            except cache.StaleEntry:
+                pass
+            model = models.load(name) if model is None else model
+            parts.append(results(model, text, p, window=w, progress=progress))
+        found.append(LongSummaries.joined(parts))
     return BookRuns(found, absent)
