@@ -130,8 +130,12 @@ plotting.finish(fig, "33_gradient")
 # The same diagnostics, post hoc, on one window of the model's text: for each captured layer and head, the
 # query rows $t = m-1, \dots$ restricted to their first $m$ tokens (every such row sees all of them), the model's
 # own scaled logits $q\cdot k/\sqrt{d_{\text{head}}}$ and value vectors. Each normaliser replaces softmax on the
-# same logits; nothing is retrained, so this measures what each map does to the scores the model learned
-# for softmax.
+# same logits; nothing is retrained, so this shows what each map does to the scores the model learned for
+# softmax.
+#
+# **An illustration, not a measurement:** one window of one text, four layers, four query rows per length and no
+# interval. It shows what each map does to one passage's logits; no verdict of the book rests on it, and the
+# sentences at the end of the page describe this passage, not the model.
 
 # %%
 model = al.models.load()
@@ -202,9 +206,10 @@ plotting.finish(fig, "33_ssmax_figure1")
 #
 # The second is the *sink rate* of Gu et al. {cite}`gu2025attention`: a head is a sink head when token 0's
 # importance score — the mean weight the first 64 rows give it — exceeds 0.3, and the sink rate is the share of
-# such heads. The table measures it on the models of {doc}`34_several_models` and their controls (their first window),
-# under each normaliser applied to the same logits (`softmax` is the model's own weights). For a row that does
-# not sum to one the threshold is still an absolute weight.
+# such heads. The table measures it on the models of {doc}`34_several_models` and their controls under each
+# normaliser applied to the same logits (`softmax` is the model's own weights). For a row that does not sum to one
+# the threshold is still an absolute weight. **An illustration:** each run's first window only, with no interval
+# over passages; nothing is decided on it.
 
 # %%
 sink = several_models.results("reduced")  # read back from results/, no model loaded

@@ -50,8 +50,8 @@ from attnlimits.studies import long_context
 plotting.set_theme()
 pd.set_option("display.precision", 3)
 report = long_context.report
-# computed once by `make results` (long_context.book_results), shipped in results/ window by
-# window: the run of each model that is present, and why each other model did not run
+# computed once by `make results` (long_context.book_results), shipped in results/
+# window by window: each model's run, and why each other model did not run
 al.studies.restore()
 results, not_run = long_context.book_results("reduced")
 for res in results:
@@ -305,7 +305,8 @@ statements |= {
         < verdicts.query("key == 'distance-full'").set_index("model").value[smol]
     ),
     "E_full: SmolLM2's critical fraction falls (slope below -0.5)": bool(
-        verdicts.query("key == 'critical-E_full-full'").set_index("model").value[smol] < -0.5
+        verdicts.query("key == 'critical-E_full-full'").set_index("model").value[smol]
+        < -0.5
     ),
     "g at T = 0.001 exceeds g at T = 1 at every length": bool(
         (largest_g(1e-3) > largest_g(1.0)).all()

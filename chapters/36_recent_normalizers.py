@@ -122,9 +122,11 @@ print("windows behind each interval:", sorted(set(tidy.windows)))
 # %% [markdown]
 # ## The sink rate on both offline models and their controls
 #
-# Gu et al.'s sink rate over every layer and head of the models of {doc}`34_several_models` and their controls
-# (the first of their windows), under each normaliser applied to the same logits (`softmax` is the model's own weights):
-# the measurement that the softpick and sink papers report, here on models trained with softmax.
+# Gu et al.'s sink rate over every layer and head of the models of {doc}`34_several_models` and their controls,
+# under each normaliser applied to the same logits (`softmax` is the model's own weights): the measurement that the
+# softpick and sink papers report, here on models trained with softmax. **An illustration:** each run's first
+# window only, with no interval over passages (the diagnostics above carry intervals over 8 windows); the
+# sentences below that read it describe that window.
 
 # %%
 sink = several_models.results("reduced")  # read back from results/, no model loaded

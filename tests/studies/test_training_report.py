@@ -107,18 +107,28 @@ def test_the_learning_rate_is_chosen_on_the_training_loss_and_judged_on_the_test
 
 
 @pytest.mark.parametrize(
-    ("default", "scaled", "verdict"),
+    ("scaled_stalls", "verdict"),
     [
-        ([1.1, 1.05, 1.12, 1.08], [1.0, 1.1, 0.98, 1.02], "reproduced"),  # stalls under both
-        ([1.1, 1.05, 1.12, 1.08], [0.01, 0.02, 0.0, 0.01], "not reproduced"),  # learns once scaled
-        ([1.1, 1.05, 1.12, 1.08], [0.0, 1.1, 0.0, 1.1], "inconclusive"),  # half the seeds learn
+        (20, "reproduced"),  # stalls under both initialisations
+        (15, "reproduced"),  # 15 of 20: the exact interval [0.51, 0.91] lies above one half
+        (14, "inconclusive"),  # 14 of 20: [0.46, 0.88] straddles one half
+        (2, "not reproduced"),  # learns once the query is scaled
     ],
 )
-def test_stall_verdicts(default, scaled, verdict):
-    lr = _lr_table({("default", 0.01, 0.01): default, ("scaled", 0.01, 0.01): scaled, ("scaled", 1.0, 0.01): scaled})
-    table = report.stall_verdicts(report.best_learning_rates(lr))
+def test_stall_verdicts_count_the_runs_on_seeds_kept_apart(scaled_stalls, verdict):
+    """The rate is chosen on the choosing seeds, the claim decided on 20 other seeds at that rate: the share of runs
+    that stall, with its exact binomial interval, against one half."""
+    choose = _lr_table({("default", 0.01, 0.01): [1.1] * 4, ("scaled", 0.01, 0.01): [0.01] * 4,
+                        ("scaled", 0.01, 0.1): [1.0] * 4, ("scaled", 1.0, 0.01): [0.01] * 4})  # fmt: skip
+    scaled = [1.1] * scaled_stalls + [0.01] * (20 - scaled_stalls)
+    decide = _lr_table({("default", 0.01, 0.01): [1.1] * 20, ("scaled", 0.01, 0.01): scaled,
+                        ("scaled", 0.01, 0.1): [0.0] * 20}).assign(experiment="learning-rate-decide")  # fmt: skip
+    table = report.stall_verdicts(report.best_learning_rates(choose), decide)
     assert table["T"].tolist() == [0.01]  # T = 1 is not a low temperature
-    assert table.verdict.iloc[0] == verdict and table["default init"].iloc[0] == "reproduced"
+    row = table.iloc[0]
+    assert row.verdict == verdict and row["default init"] == "reproduced"
+    assert row["scaled stalled"].startswith(f"{scaled_stalls}/20 [")  # at the rate chosen, 0.01, not 0.1
+    assert report.decision_runs(decide).equals(decide) and report.decision_runs(choose).empty
 
 
 def _fraction_table(error_of, ns_of, seeds=5):

@@ -166,7 +166,8 @@ def summary(results: dict) -> pd.DataFrame:
 def value_table(manifest: dict) -> pd.DataFrame:
     """One row per present run of the manifest: the share of its values' squared norm in their common mean, and
     Figure 3's plateau with uniform weights on its values
-    (:func:`attnlimits.studies.several_models.window_facts`)."""
+    (:func:`attnlimits.studies.several_models.window_facts`). An illustration: each run's first window only, with
+    no interval over passages, so no verdict reads it."""
     rows = [
         {"model": e["label"], "values' common-mean share": e["window"]["mean_share"],
          "N_s/N plateau, uniform weights": e["window"]["uniform_plateau"]}
@@ -178,7 +179,8 @@ def value_table(manifest: dict) -> pd.DataFrame:
 def sink_rate_table(manifest: dict) -> pd.DataFrame:
     """The sink rate of token 0 (Gu et al.: the share of heads whose importance score of token 0 exceeds 0.3 over
     the first 64 tokens), one row per present run of the manifest and one column per normaliser applied to its
-    logits (``softmax``: the model's own weights)."""
+    logits (``softmax``: the model's own weights). An illustration: each run's first window only, with no interval
+    over passages, so no verdict reads it."""
     rows = {e["label"]: e["window"]["sink_rate"] for e in manifest["models"] if e["present"] and "window" in e}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("model")
 

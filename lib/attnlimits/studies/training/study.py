@@ -508,9 +508,11 @@ class TrainingPreset(presets.StudyPreset):
     paper's family, :func:`attnlimits.core.normalizers.names`) and seed, at learning rate ``lr``.
     The learning-rate grid: the temperature grid again for each normaliser of ``lr_normalizers``, at every
     learning rate of ``lr_grid`` and with each query initialisation of ``inits`` (:data:`INITS`), for
-    ``lr_steps`` steps (none when ``lr_grid`` is empty). ``recent_normalizers``: the normalisers proposed after the
-    paper (chapter 36), trained on the N/L grid only (T = 1, learning rate ``lr``; experiment ``"fraction-recent"``,
-    the same seeds and tasks as softmax's ``"fraction"`` runs)."""
+    ``lr_steps`` steps (none when ``lr_grid`` is empty). ``decision_seeds``: seeds kept apart from ``seeds``, on
+    which the learning-rate grid is trained again (experiment ``"learning-rate-decide"``), so that a claim judged at
+    the learning rate chosen on ``seeds`` is decided on runs that did not choose it. ``recent_normalizers``: the
+    normalisers proposed after the paper (chapter 36), trained on the N/L grid only (T = 1, learning rate ``lr``;
+    experiment ``"fraction-recent"``, the same seeds and tasks as softmax's ``"fraction"`` runs)."""
 
     seeds: tuple[int, ...]
     steps: int
@@ -529,6 +531,7 @@ class TrainingPreset(presets.StudyPreset):
     lr_normalizers: tuple[str, ...] = ("softmax",)
     lr_steps: int = 1000
     inits: tuple[str, ...] = INITS
+    decision_seeds: tuple[int, ...] = ()
     recent_normalizers: tuple[str, ...] = ()
     notes: str = field(default="", compare=False)
 
@@ -536,6 +539,8 @@ class TrainingPreset(presets.StudyPreset):
 _T_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 #: Adam's learning rates of the learning-rate grid: half decades around the sweep's 0.03.
 _LR_GRID = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+#: The 20 seeds that decide the claims judged at a chosen learning rate, apart from the seeds that choose it.
+_DECISION_SEEDS = tuple(range(100, 120))
 PRESETS = presets.Registry(
     "training",
     TrainingPreset,
@@ -553,10 +558,11 @@ PRESETS = presets.Registry(
         pool=256,
         lr_grid=_LR_GRID,
         lr_steps=1000,
+        decision_seeds=_DECISION_SEEDS,
         recent_normalizers=tuple(normalizers.names("recent")),
         notes="reduced: L = 128 for the temperature and N/L grids, 5 seeds, 250 Adam steps of 32 sequences; "
-        "softmax's temperature grid again at 5 learning rates and 2 initialisations, 1000 steps; the later "
-        "normalisers on the N/L grid",
+        "softmax's temperature grid again at 5 learning rates and 2 initialisations, 1000 steps, on those 5 seeds "
+        "and on 20 others; the later normalisers on the N/L grid",
     ),
     TrainingPreset(
         name="full",
@@ -573,6 +579,7 @@ PRESETS = presets.Registry(
         lr_grid=_LR_GRID,
         lr_normalizers=tuple(normalizers.names("paper")),
         lr_steps=1500,
+        decision_seeds=_DECISION_SEEDS,
         recent_normalizers=tuple(normalizers.names("recent")),
         notes="full: 5 seeds, 1500 Adam steps of 64 sequences, 11 fractions N/L; the temperature grid of every "
         "normaliser of the paper's family at 5 learning rates and 2 initialisations",
@@ -620,7 +627,7 @@ class _Group:
 
 def _groups(p: TrainingPreset) -> list[_Group]:
     """The preset's groups: the temperature and N/L grids, the later normalisers' N/L grid, the length grid, then
-    the learning-rate grid."""
+    the learning-rate grid, on the preset's seeds and again on its decision seeds."""
     t_runs = [(p.N_fixed, T, s) for T in p.temperatures for s in p.seeds]
     f_runs = [(max(1, round(f * p.L)), 1.0, s) for f in p.fractions for s in p.seeds]
     plain = {"lr": p.lr, "init": "default", "steps": p.steps, "normalizers": p.normalizers}
@@ -632,9 +639,12 @@ def _groups(p: TrainingPreset) -> list[_Group]:
             groups.append(
                 _Group("length", L, [(max(1, round(p.length_fraction * L)), 1.0, s) for s in p.seeds], **plain)
             )
+    d_runs = [(p.N_fixed, T, s) for T in p.temperatures for s in p.decision_seeds]
     for lr in p.lr_grid:
         for init in p.inits:
             groups.append(_Group("learning-rate", p.L, t_runs, lr, init, p.lr_steps, p.lr_normalizers))
+            if d_runs:
+                groups.append(_Group("learning-rate-decide", p.L, d_runs, lr, init, p.lr_steps, p.lr_normalizers))
     return groups
 
 
@@ -662,7 +672,7 @@ def _train_group(g: _Group, name: str, p: TrainingPreset) -> tuple[pd.DataFrame,
         init=g.init,
     )
     seconds = time.perf_counter() - t0
-    if g.experiment == "learning-rate":  # its final rows carry what it needs (final_loss, tail_change)
+    if g.experiment.startswith("learning-rate"):  # its final rows carry what it needs (final_loss, tail_change)
         out.history = out.history.iloc[:0]
     out.history.insert(0, "experiment", g.experiment)
     out.final.insert(0, "experiment", g.experiment)
@@ -672,7 +682,8 @@ def _train_group(g: _Group, name: str, p: TrainingPreset) -> tuple[pd.DataFrame,
 
 def sweep(preset="reduced", *, progress: bool = False, n_jobs: int = 1) -> Training:
     """Every group of the preset for every normaliser; ``final`` gains an ``experiment`` column
-    (``temperature``, ``fraction``, ``fraction-recent``, ``length`` or ``learning-rate``) and ``seconds`` (the
+    (``temperature``, ``fraction``, ``fraction-recent``, ``length``, ``learning-rate`` or
+    ``learning-rate-decide``) and ``seconds`` (the
     group's wall time).
     ``history`` holds the steps of every experiment but the learning-rate grid's (hundreds of runs: its final rows
     keep the loss at the end and how much it still moved).
