@@ -215,14 +215,17 @@ def test_scaled_initialisation_starts_every_temperature_from_the_logits_of_t_1()
 
 
 def test_the_learning_rate_grid_trains_every_temperature_at_every_rate_and_initialisation():
-    p = TINY.replace(temperatures=(0.1, 1.0), lr_grid=(1e-2, 1e-1), lr_steps=4, normalizers=("sparsemax",))
+    p = TINY.replace(
+        temperatures=(0.1, 1.0), lr_grid=(1e-2, 1e-1), lr_steps=4, normalizers=("sparsemax",), decision_seeds=(7, 8)
+    )
     out = training.sweep(p, n_jobs=2)
-    grid = out.final[out.final.experiment == "learning-rate"]
-    assert set(grid.normalizer) == {"softmax"}  # lr_normalizers, whatever the sweep's normalisers
-    assert sorted(grid.groupby(["lr", "init", "T"]).size().index) == [
-        (lr, init, T) for lr in (1e-2, 1e-1) for init in ("default", "scaled") for T in (0.1, 1.0)
-    ]
-    assert (out.final[out.final.experiment != "learning-rate"].lr == p.lr).all()
+    cells = [(lr, init, T) for lr in (1e-2, 1e-1) for init in ("default", "scaled") for T in (0.1, 1.0)]
+    # the grid on the seeds that choose the rate, and again on the seeds kept apart to decide at it
+    for experiment, seeds in (("learning-rate", set(p.seeds)), ("learning-rate-decide", {7, 8})):
+        grid = out.final[out.final.experiment == experiment]
+        assert set(grid.normalizer) == {"softmax"}  # lr_normalizers, whatever the sweep's normalisers
+        assert sorted(grid.groupby(["lr", "init", "T"]).size().index) == cells and set(grid.seed) == seeds
+    assert (out.final[~out.final.experiment.str.startswith("learning-rate")].lr == p.lr).all()
     assert set(out.history.experiment) == {"temperature", "fraction", "length"}  # no step rows for the grid
     one = training.sweep(p, n_jobs=1)  # the same runs whatever the number of processes
     pd.testing.assert_frame_equal(out.final.drop(columns="seconds"), one.final.drop(columns="seconds"))
