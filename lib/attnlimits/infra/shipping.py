@@ -775,7 +775,10 @@ def _compare_file(shipped: Path, fresh: Path, records: Sequence[str], same: bool
         return {}, [] if a == b else ["the entries' keys differ"]
     a, b = _unpacked(shipped), _unpacked(fresh)
     if name.endswith(".csv"):
-        x, y = (pd.read_csv(io.BytesIO(v)) for v in (a, b))
+        try:
+            x, y = (pd.read_csv(io.BytesIO(v)) for v in (a, b))
+        except pd.errors.EmptyDataError:  # a table without columns (nothing checked there): its bytes decide
+            return {}, [] if a == b else ["its bytes differ"]
         return compare_tables(_results_only(x, records), _results_only(y, records), **tolerance(name, same))
     if name.endswith(".json"):
         return {}, compare_json(json.loads(a), json.loads(b), **tolerance(name, same), skip=records)
