@@ -135,6 +135,8 @@ __all__ = [
     "run_label",
     "save_tables",
     "untrained_passes",
+    "windows_left_out",
+    "with_hinges",
 ]
 
 
@@ -191,11 +193,19 @@ def leave_one_out(res, figure: str | None = None, cannot_tell=frozenset()) -> pd
     whole run's (empty when none does). The windows are the run's passages of text, the units every interval
     resamples: a verdict one of them changes is not decided by the run."""
     res = as_summaries(res)
-    base = claims(res, figure, cannot_tell).set_index("key")
+    base = claims(res, figure, cannot_tell)
+    return windows_left_out(base, res.windows, lambda w: claims(res.without(w), figure, cannot_tell))
+
+
+def windows_left_out(base: pd.DataFrame, windows, claims_without) -> pd.DataFrame:
+    """:func:`leave_one_out`'s table for any claims: ``base`` (columns ``key``, ``value``, ``verdict``) decided on
+    the whole run, and ``claims_without(window)`` the same claims with ``window`` left out, for each of
+    ``windows``."""
+    base = base.set_index("key")
     values = {key: [] for key in base.index}
     flipped = {key: {} for key in base.index}
-    for window in res.windows:
-        left = claims(res.without(window), figure, cannot_tell).set_index("key")
+    for window in windows:
+        left = claims_without(window).set_index("key")
         for key in base.index:
             values[key].append(float(left.loc[key, "value"]))
             if left.loc[key, "verdict"] != base.loc[key, "verdict"]:
@@ -204,7 +214,7 @@ def leave_one_out(res, figure: str | None = None, cannot_tell=frozenset()) -> pd
         {"key": key, "loo_lo": min(v, default=math.nan), "loo_hi": max(v, default=math.nan), "flipped_by": flipped[key]}
         for key, v in values.items()
     ]
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["key", "loo_lo", "loo_hi", "flipped_by"])
 
 
 def decided(res, figure: str | None = None, cannot_tell=frozenset()) -> pd.DataFrame:
@@ -214,7 +224,15 @@ def decided(res, figure: str | None = None, cannot_tell=frozenset()) -> pd.DataF
     ``hinges_on`` says which windows and what the verdict is without each ("window 3: not reproduced").
     ``cannot_tell``: as :func:`claims`'."""
     res = as_summaries(res)
-    table = claims(res, figure, cannot_tell).merge(leave_one_out(res, figure, cannot_tell), on="key", how="left")
+    base = claims(res, figure, cannot_tell)
+    left = windows_left_out(base, res.windows, lambda w: claims(res.without(w), figure, cannot_tell))
+    return with_hinges(base, left)
+
+
+def with_hinges(base: pd.DataFrame, left: pd.DataFrame) -> pd.DataFrame:
+    """``base`` claims (with ``key``, ``verdict``, ``kind``) joined to their :func:`windows_left_out` table, each
+    reproduction that one window flips reading :data:`HINGES` (:func:`decided`'s rule)."""
+    table = base.merge(left, on="key", how="left")
     table["verdict_all"] = table["verdict"]
     table["hinges_on"] = [
         "; ".join(f"window {w}: {v}" for w, v in flips.items()) if kind == REPRODUCTION else ""

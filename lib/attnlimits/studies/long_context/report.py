@@ -27,11 +27,11 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from attnlimits.experiments.paper_claims import INVERSE_T, LINEAR, SATURATION, Claim
+from attnlimits.experiments.paper_claims import INVERSE_T, LINEAR, SATURATION, Claim, windows_left_out, with_hinges
 from attnlimits.experiments.paper_claims.figure4 import G_QUANTILE
 from attnlimits.experiments.paper_claims.rules import PerWindow, log_slopes, stated
 from attnlimits.infra import statistics
-from attnlimits.infra.verdicts import HINGES, INCONCLUSIVE, NOT_REPRODUCED, PREMISE_NOT_MET, REPRODUCTION, decide
+from attnlimits.infra.verdicts import INCONCLUSIVE, NOT_REPRODUCED, PREMISE_NOT_MET, decide
 from attnlimits.studies.long_context.study import READINGS, LongSummaries
 
 __all__ = [
@@ -300,28 +300,16 @@ def claims(res: LongSummaries) -> list[Claim]:
 
 
 def decided(res: LongSummaries) -> pd.DataFrame:
-    """:func:`claims` of one model as a table, each decided again with every window left out in turn: ``loo_lo`` and
-    ``loo_hi`` (the range of its number), ``verdict_all`` (the whole run's verdict) and ``hinges_on`` (each window
-    whose leaving out changes a reproduction's verdict, and that verdict). Such a verdict reads
-    :data:`attnlimits.infra.verdicts.HINGES`: one passage decides it, not the run."""
+    """:func:`claims` of one model as a table, each decided again with every window left out in turn
+    (:func:`attnlimits.experiments.paper_claims.decided`'s rule and columns): ``loo_lo`` and ``loo_hi`` (the range
+    of its number), ``verdict_all`` (the whole run's verdict) and ``hinges_on`` (each window whose leaving out
+    changes a reproduction's verdict, and that verdict). Such a verdict reads
+    :data:`attnlimits.infra.verdicts.HINGES`: one passage decides it, not the run. With two windows or fewer no
+    window is left out (one left would have no interval)."""
     table = pd.DataFrame([c.as_dict() for c in claims(res)])
-    values = {key: [] for key in table.key}
-    flipped = {key: [] for key in table.key}
-    base = dict(zip(table.key, table.verdict, strict=True))
-    if len(res.windows) > 2:  # with two windows, one left out leaves no interval: nothing to decide again
-        for window in res.windows:
-            for c in claims(without(res, window)):
-                values[c.key].append(c.value)
-                if c.verdict != base[c.key]:
-                    flipped[c.key].append(f"window {window}: {c.verdict}")
-    table["loo_lo"] = [min(values[k], default=math.nan) for k in table.key]
-    table["loo_hi"] = [max(values[k], default=math.nan) for k in table.key]
-    table["verdict_all"] = table["verdict"]
-    table["hinges_on"] = [
-        "; ".join(flipped[k]) if kind == REPRODUCTION else "" for k, kind in zip(table.key, table.kind, strict=True)
-    ]
-    table.loc[table["hinges_on"] != "", "verdict"] = HINGES
-    return table
+    windows = res.windows if len(res.windows) > 2 else []
+    left = windows_left_out(table, windows, lambda w: pd.DataFrame([c.as_dict() for c in claims(without(res, w))]))
+    return with_hinges(table, left)
 
 
 def claims_table(results: list[LongSummaries]) -> pd.DataFrame:
