@@ -21,7 +21,8 @@ def test_every_band_in_the_code_has_its_row_with_its_value_and_date():
     for band in rules.BANDS:
         assert rules.current(band.where) == band.value, band.where
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", band.since), band.where
-        assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", c.until) and c.why for c in band.history), band.where
+        assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", c.until) and c.why and c.moved for c in band.history), band
+    assert "'inconclusive' at 10 % -> 'not reproduced' at 5 %" in rules.rules_table().earlier.str.cat()
     table = rules.rules_table()
     assert list(table.band) == [b.name for b in rules.BANDS] and (table.since != "").all()
     assert "tightened to 5 %" in table.set_index("where").loc["experiments.paper_claims.figure3", "earlier"].iloc[0]

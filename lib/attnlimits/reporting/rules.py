@@ -25,11 +25,13 @@ __all__ = ["BANDS", "Band", "Change", "band_sensitivity", "current", "rules_tabl
 
 @dataclass(frozen=True)
 class Change:
-    """An earlier value of a band: what it was until ``until`` (a date) and why it changed."""
+    """An earlier value of a band: what it was until ``until`` (a date), why it changed, and the verdicts the change
+    moved, old beside new (``moved``)."""
 
     until: str
     value: str
     why: str
+    moved: str
 
 
 @dataclass(frozen=True)
@@ -74,11 +76,15 @@ BANDS = (
          history=(Change("2026-12-03", "largest minus smallest median N_s/N over N >= 16 at most 0.1, no interval",
                          "decided on an interval over windows (the ratio's) instead of a point; tightened to 5 % "
                          "after results existed: the no-sink run's verdict reads 'not reproduced' at 5 % and "
-                         "'inconclusive' at 10 % (the sensitivity table shows it)"),)),
+                         "'inconclusive' at 10 % (the sensitivity table shows it)",
+                         "Figure 3's plateau without token 0: 'inconclusive' at 10 % -> 'not reproduced' at 5 %; with "
+                         "token 0 'not reproduced' under both (the fraction still falls)"),)),
     Band("attnlimits.experiments.paper_claims.figure3.TRACKS", (0.0, 0.10),
          "the upper bound lies within 0.10 of the largest head's N_s/N", ("fig3-upper-tracks",), "2026-12-06",
          history=(Change("2026-12-06", "the gap shown, not decided", "made a claim with a rule (a referee asked "
-                         "that 'the upper bound tracks the maxima' be decided); set after the gaps were seen"),)),
+                         "that 'the upper bound tracks the maxima' be decided); set after the gaps were seen",
+                         "'Figure 3: bounds' (holds, a sanity check) -> 'the upper bound tracks the maxima': "
+                         "SmolLM2 reproduced (gap 0.041), Gemma-3-270M not reproduced (heads break the bound)"),)),
     Band("attnlimits.studies.long_context.report.FLAT", (-0.25, 0.25),
          "a log-log slope of about 0 (stays put as L grows), and the interval must contain 0",
          ("lemma1-full", "critical-*"), "2026-12-02"),
@@ -90,7 +96,9 @@ BANDS = (
          "2026-12-06",
          history=(Change("2026-12-06", "the mean error over 5 seeds against STALLED, the seeds that chose the rate",
                          "decided on 20 seeds kept apart from those that choose the learning rate, counting runs "
-                         "with an exact binomial interval (the 5 seeds were bimodal)"),)),
+                         "with an exact binomial interval (the 5 seeds were bimodal)",
+                         "T-scaled initialisation: T = 0.01 'inconclusive' (3 of 5 learn) -> 'not reproduced' (2 of 20 "
+                         "stall); T = 0.03 'not reproduced' -> 'not reproduced'"),)),
     Band(f"{_TRAINING}.MATCHES", (-0.05, 0.05), "matches softmax: within 0.05 of its error", ("matches softmax",),
          "2026-12-03"),
 )  # fmt: skip
@@ -104,10 +112,10 @@ def current(where: str):
 
 def rules_table() -> pd.DataFrame:
     """One row per band: its constant, value, meaning, the claims that read it, the date it got its value, and its
-    earlier values ("until <date>: <value> (<why>)")."""
+    earlier values ("until <date>: <value> (<why>; moved: <verdicts, old -> new>)")."""
     rows = []
     for b in BANDS:
-        earlier = "; ".join(f"until {c.until}: {c.value} ({c.why})" for c in b.history)
+        earlier = "; ".join(f"until {c.until}: {c.value} ({c.why}; moved: {c.moved})" for c in b.history)
         rows.append({"band": b.name, "where": b.where.rsplit(".", 1)[0].removeprefix("attnlimits."),
                      "value": _shown(b.value), "means": b.meaning, "read by": ", ".join(b.claims),
                      "since": b.since, "earlier": earlier or "none"})  # fmt: skip
