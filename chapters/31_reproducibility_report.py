@@ -246,7 +246,7 @@ assert book_claims.read_include() == book_claims.markdown(claims), (
 # %%
 from attnlimits.reporting import rules  # noqa: E402
 
-rules.rules_table()
+rules.rules_table().style.hide(axis="index")  # every cell whole: the dates and reasons
 
 # %% [markdown]
 # Every claim of the experiments decided again with each band's half-width halved and doubled around its centre
