@@ -2,12 +2,12 @@
 (:class:`attnlimits.experiments.summaries.Summaries`; a per-head :class:`attnlimits.experiments.Results` is
 summarised first).
 
-Each function returns a matplotlib figure and never computes anything but the summaries' averages: per window, a
-statistic over its heads (a median, a 10-90 % range, a maximum where the paper takes one); then the mean over
-windows. Two kinds of uncertainty are drawn apart: the spread across heads (a band: 10-90 % of a window's heads,
-averaged over windows) says how heads differ; the 95 % interval over windows (:func:`window_interval`, the jackknife
-t; error bars, or a band where a figure shows no spread across heads) says how far the curve would move on other
-text. :func:`save_all` writes them all as PNG and SVG (what ``attnlimits analyze`` does).
+Each function returns a matplotlib figure and never computes anything but the summaries' medians: per window, a
+statistic over its heads (a median, a 10-90 % range, a maximum where the paper takes one); then the median over windows,
+the number the claims read. Two kinds of uncertainty are drawn apart: the spread across heads (a band: 10-90 % of a
+window's heads, median over windows) says how heads differ; the 95 % interval over windows (:func:`window_interval`,
+order statistics; error bars, or a band where a figure shows no spread across heads) says how far the curve would move
+on other text. :func:`save_all` writes them all as PNG and SVG (what ``attnlimits analyze`` does).
 """
 
 from __future__ import annotations
@@ -57,23 +57,23 @@ _READINGS = {
     "E_perm": ("$E_{perm}$: permutation null", "C5"),
 }
 
-_HEADS_LABEL = "10-90 % of a window's heads, averaged over windows (band)"
+_HEADS_LABEL = "10-90 % of a window's heads, median over windows (band)"
 _WINDOWS_LABEL = "median, 95 % over windows (bars)"
 
 
 def spread(table: pd.DataFrame, by: str, quantity: str, lo: str = "q10", hi: str = "q90") -> pd.DataFrame:
-    """Per value of ``by``: the mean over windows of each window's median (``median``), ``lo`` and ``hi``
+    """Per value of ``by``: the median over windows of each window's median (``median``), ``lo`` and ``hi``
     quantiles (columns of :data:`attnlimits.experiments.summaries.STATS`) and mean over its heads of ``quantity``,
     from a table of summaries over heads (one row per window and value of ``by``)."""
     t = _quantity_rows(table, quantity)
     stats = {"median": "q50", "lo": lo, "hi": hi, "mean": "mean"}
-    columns = {name: PerWindow(t, by, stat).means(None, quantity) for name, stat in stats.items()}
+    columns = {name: PerWindow(t, by, stat).medians(quantity) for name, stat in stats.items()}
     return pd.DataFrame(columns, index=pd.Index(PerWindow(t, by).levels, name=by))
 
 
 def window_interval(table: pd.DataFrame, by: str, quantity: str) -> pd.DataFrame:
-    """Per value of ``by``: the mean over windows of each window's median over its heads of ``quantity``, and its
-    95 % interval over windows: the jackknife t of the claims
+    """Per value of ``by``: the median over windows of each window's median over its heads of ``quantity``, and its
+    95 % interval over windows: the order statistics of the claims
     (:func:`attnlimits.experiments.paper_claims.rules.interval_over_windows`), which covers at the book's window
     counts. Columns value, lo, hi.
 
@@ -106,7 +106,7 @@ def _window_bars(ax, s: pd.DataFrame, color, x=None, label=None):
 
 
 def _band(ax, table, by, quantity, label, color):
-    """The median over a window's heads averaged over windows (line), the 10-90 % of a window's heads averaged
+    """The median over a window's heads, its median over windows (line), the 10-90 % of a window's heads, median
     over windows (shaded) and the line's 95 % interval over windows (error bars)."""
     s = spread(table, by, quantity)
     ax.plot(s.index, s["median"], "o-", color=color, label=label)
@@ -149,8 +149,8 @@ def _distance_figure(table, by: str, ticks, xlabel: str, title: str, ax):
 def distance_vs_length(res, ax=None, counting: str = "visible"):
     """Figure 2a: d~, E and d_max against L at the preset's fixed N.
 
-    Line: the median over a window's heads, averaged over windows; band: 10-90 % of a window's heads, averaged over
-    windows (the spread across heads); error bars: the line's 95 % interval over windows (jackknife t).
+    Line: the median over a window's heads, its median over windows; band: 10-90 % of a window's heads, median over
+    windows (the spread across heads); error bars: the line's 95 % interval over windows (order statistics).
     ``counting``: the distance table's counting of a row's tokens ("visible" or "row"; d_max only for visible).
     """
     res = as_summaries(res)
@@ -178,7 +178,7 @@ def _readings_figure(table, by: str, ticks, xlabel: str, title: str, ax):
         ax.fill_between(s.index, s["lo"], s["hi"], color=color, alpha=0.25, lw=0)
     ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="distance (median over a window's heads)", title=title)
     _log_ticks(ax, ticks)
-    _legend(ax, _shade_key("averaged over windows, 95 % over windows (band)"), fontsize="small")
+    _legend(ax, _shade_key("median over windows, 95 % over windows (band)"), fontsize="small")
     return fig
 
 
@@ -187,8 +187,8 @@ def readings_vs_length(res, counting: str = "visible", ax=None):
     exact expectation over random N-subsets, Monte Carlo), E_full (Eq. 10 with its inner factor 1) and E_perm (the
     permutation null) against L at the preset's fixed N, under ``counting``.
 
-    Line: the median over a window's heads, averaged over windows; band: its 95 % interval over windows (jackknife
-    t; not the spread across heads). Readings the run did not measure are left out.
+    Line: the median over a window's heads, its median over windows; band: its 95 % interval over windows (order
+    statistics; not the spread across heads). Readings the run did not measure are left out.
     """
     res = as_summaries(res)
     p = res.preset
@@ -224,7 +224,7 @@ def _critical_rows(res, reading: str | None = None, level: float | None = None) 
 def critical_over_windows(crit: pd.DataFrame) -> pd.DataFrame:
     """Per L of ``crit`` (each window's own critical N for one reading at one KS level, a row per window): the mean
     over windows of the critical N, a window where no evaluated N reached the level counting as N = L (``value``),
-    its 95 % interval over windows (jackknife t; ``lo``, ``hi``), and how many windows reached the level
+    its 95 % interval over windows (order statistics; ``lo``, ``hi``), and how many windows reached the level
     (``reached``) of how many (``windows``). Lengths where no window reached it are left out."""
     rows = {}
     for L, t in crit.sort_values("window").groupby("L"):
@@ -248,9 +248,9 @@ def _unreached(s: pd.DataFrame) -> str:
 
 def critical_figure(res, reading: str = "E", ax=None):
     """Figure 2c: the critical N against L at each KS level for one ``reading`` of the expectation ("E": the book's
-    reconstruction): each window's own critical N (Algorithm 3 on that window's heads), averaged over windows (a
+    reconstruction): each window's own critical N (Algorithm 3 on that window's heads), median over windows (a
     window where no evaluated N reached the level counts as N = L; a length where none did is not drawn), with its
-    95 % interval over windows (jackknife t) as error bars; the paper's 0.06 L and N = L - 1."""
+    95 % interval over windows (order statistics) as error bars; the paper's 0.06 L and N = L - 1."""
     res = as_summaries(res)
     fig, ax = _axes(ax)
     rows = _critical_rows(res, reading)
@@ -258,7 +258,7 @@ def critical_figure(res, reading: str = "E", ax=None):
         s = critical_over_windows(t)
         if s.empty:
             continue
-        label = f"critical N, KS level {level:g}: a window's own, averaged over {t.window.nunique()} windows"
+        label = f"critical N, KS level {level:g}: a window's own, median over {t.window.nunique()} windows"
         label += _unreached(s)
         ax.plot(s.index, s["value"], "o-", color=f"C{i}", label=label)
         _window_bars(ax, s, f"C{i}")
@@ -278,7 +278,7 @@ def _critical_axes(ax, lengths, ylabel: str, title: str) -> None:
 
 
 def critical_readings_figure(res, level: float = KS_LEVEL, ax=None):
-    """Figure 2c for every reading: critical N / L against L at KS ``level``, each window's own critical N averaged
+    """Figure 2c for every reading: critical N / L against L at KS ``level``, each window's own critical N, median
     over windows (as :func:`critical_figure`), each reading with its 95 % interval over windows as error bars;
     dashed: the paper's 0.06, shaded: the band [0.03, 0.12] the book's verdict on Figure 2c accepts as a constant
     fraction like the paper's."""
@@ -296,16 +296,16 @@ def critical_readings_figure(res, level: float = KS_LEVEL, ax=None):
         line = ax.plot(s.index, s["value"], "o-", color=color, label=reading + _unreached(found))[0]
         _window_bars(ax, s, line.get_color())
     lengths = np.array(sorted(crit.L.unique()), dtype=float)
-    title = f"Critical N per reading of the expectation (KS level {level:g}; a window's own, averaged)"
+    title = f"Critical N per reading of the expectation (KS level {level:g}; a window's own, median)"
     _critical_axes(ax, lengths, "critical $N / L$", title)
     return fig
 
 
 def separability_figure(res, ax=None, tokens: str = "value"):
-    """Figure 3: per N, box plots of N_s/N over a window's heads averaged over windows (box: the quartiles, line:
-    the median, whiskers: the 5th and 95th percentiles, each the mean over windows of that window's), Theorem 2's
-    bounds (the median over a window's heads, averaged over windows) and the 95 % interval over windows (jackknife
-    t) of the averaged median N_s/N (error bars beside each box).
+    """Figure 3: per N, box plots of N_s/N over a window's heads, median over windows (box: the quartiles, line:
+    the median, whiskers: the 5th and 95th percentiles, each the median over windows of that window's), Theorem 2's
+    bounds (the median over a window's heads, median over windows) and the 95 % interval over windows (order
+    statistics) of the median N_s/N (error bars beside each box).
 
     ``tokens``: which tokens Algorithm 4 measured on (default the value vectors, the paper's reading; or
     "embedding").
@@ -313,7 +313,7 @@ def separability_figure(res, ax=None, tokens: str = "value"):
     res = as_summaries(res)
     fig, ax = _axes(ax)
     t = res.alg4(tokens)
-    stats = {s: PerWindow(t, "N", s).means(None, "ns_frac") for s in ("q05", "q25", "q50", "q75", "q95")}
+    stats = {s: PerWindow(t, "N", s).medians("ns_frac") for s in ("q05", "q25", "q50", "q75", "q95")}
     medians = PerWindow(t, "N")
     ns = medians.levels
     x = np.arange(len(ns))
@@ -323,8 +323,8 @@ def separability_figure(res, ax=None, tokens: str = "value"):
         for i, n in enumerate(ns)
     ]  # fmt: skip
     ax.bxp(boxes, positions=x, widths=0.5, showfliers=False)
-    ax.plot(x, medians.means(None, "upper"), "v--", color="C3", label="upper bound (as reconstructed), median")
-    lower = np.clip(medians.means(None, "lower"), 0, None)
+    ax.plot(x, medians.medians("upper"), "v--", color="C3", label="upper bound (as reconstructed), median")
+    lower = np.clip(medians.medians("lower"), 0, None)
     ax.plot(x, lower, "^--", color="C2", label="lower bound (Theorem 2, clipped at 0), median")
     interval = window_interval(t, "N", "ns_frac")
     _window_bars(ax, interval, "C0", x=x + 0.34, label="median $N_s/N$, 95 % over windows")
@@ -332,7 +332,7 @@ def separability_figure(res, ax=None, tokens: str = "value"):
     ax.set_xticks(x, [str(n) for n in ns])
     ax.set(
         xlabel="selected tokens $N$",
-        ylabel="$N_s / N$ (a window's heads, averaged over windows)",
+        ylabel="$N_s / N$ (a window's heads, median over windows)",
         ylim=(-0.02, 1.02),
         title=f"Distinguishable fraction (L = {int(t.L.iloc[0])})",
     )
@@ -343,9 +343,9 @@ def separability_figure(res, ax=None, tokens: str = "value"):
 
 def gradient_figure(res, scaling: str = "model", ax=None):
     """Figure 4: g(T, eps) against T, per eps: the paper's g (the largest head's) read per window, each window's
-    maximum over its heads averaged over windows. At the smallest eps, the quantile over a window's heads Figure
-    4's rules are decided on (:func:`attnlimits.experiments.paper_claims.g_quantile`, the 95th percentile, averaged
-    over windows) with its 95 % interval over windows (jackknife t, shaded). The printed min{1/(4T), sqrt 2}
+    maximum over its heads, median over windows. At the smallest eps, the quantile over a window's heads Figure
+    4's rules are decided on (:func:`attnlimits.experiments.paper_claims.g_quantile`, the 95th percentile, median
+    over windows) with its 95 % interval over windows (order statistics, shaded). The printed min{1/(4T), sqrt 2}
     dashed, the book's sharp 1/(2T) solid grey."""
     res = as_summaries(res)
     fig, ax = _axes(ax)
@@ -369,7 +369,7 @@ def gradient_figure(res, scaling: str = "model", ax=None):
         xscale="log",
         yscale="log",
         xlabel="temperature $T$",
-        ylabel="$g(T, \\varepsilon)$, averaged over windows",
+        ylabel="$g(T, \\varepsilon)$, median over windows",
         title=f"Sensitivity vs temperature (logits: {'model-scaled' if scaling == 'model' else 'raw q.k'})",
     )
     ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)  # below the curves

@@ -32,38 +32,38 @@ from attnlimits.infra.verdicts import INCONCLUSIVE, NOT_MEASURED, NOT_REPRODUCED
 __all__ = ["CAPTIONS", "LONG_CAPTIONS", "Page", "page_of", "write", "write_long"]
 
 #: What each figure of a run of Algorithms 1-5 shows (:data:`attnlimits.experiments.figures.FIGURES`). Every
-#: statistic is read per window (over the window's heads), then averaged over the windows; every interval is over
-#: the windows (jackknife t).
+#: statistic is read per window (over the window's heads), then its median over the windows; every interval is over
+#: the windows (order statistics).
 CAPTIONS = {
     "fig2a_distance_vs_length": "Figure 2a: the true distance $\\tilde d$, the book's reconstruction $E$ of the "
     "paper's expectation and the bound $d_{\\max}$ against the length $L$ at fixed $N$ (line: each window's median "
-    "over its heads, averaged over the windows; band: 10-90 % of a window's heads, averaged over the windows; bars: "
+    "over its heads, median over the windows; band: 10-90 % of a window's heads, median over the windows; bars: "
     "95 % interval over windows).",
     "fig2a_readings": "Figure 2a under every reading of the paper's expectation (the book's reconstruction $E$, the "
     "exact $E_{mc}$, $E_{full}$ with the inner factor replaced by 1, a permutation null) beside $\\tilde d$: each "
-    "window's median over its heads, averaged over the windows (band: 95 % interval over windows).",
+    "window's median over its heads, median over the windows (band: 95 % interval over windows).",
     "fig2b_distance_vs_n": "Figure 2b: $\\tilde d$, $E$ and $d_{\\max}$ against the number of selected tokens $N$ "
     "at the longest $L$ (line, band and bars as in Figure 2a).",
     "fig2b_readings": "Figure 2b under every reading of the expectation (as the readings of Figure 2a).",
     "fig2c_critical_n": "Figure 2c: the critical $N$ (Algorithm 3: the smallest $N$ at which a two-sample KS test "
     "no longer tells the selected tokens' distances from the expectation's) against $L$: each window's own "
-    "critical $N$, averaged over the windows (a window where no evaluated $N$ reached the level counts as $N = L$), "
+    "critical $N$, median over the windows (a window where no evaluated $N$ reached the level counts as $N = L$), "
     "with its 95 % interval over windows, beside the paper's $0.06\\,L$.",
     "fig2c_readings": "Figure 2c's critical $N / L$ under each reading of the expectation (each window's own, "
-    "averaged over the windows; bars: 95 % interval over windows).",
+    "median over the windows; bars: 95 % interval over windows).",
     "fig3_separability": "Figure 3: the fraction $N_s/N$ of the selected tokens that are geometrically "
-    "distinguishable, against $N$ (boxes: a window's heads, quartiles and 5-95 %, averaged over the windows; bars: "
-    "the averaged median's 95 % interval over windows), with the book's reconstruction of Theorem 2's bounds.",
+    "distinguishable, against $N$ (boxes: a window's heads, quartiles and 5-95 %, median over the windows; bars: "
+    "the median's 95 % interval over windows), with the book's reconstruction of Theorem 2's bounds.",
     "fig4_gradient": "Figure 4: the softmax's sensitivity $g(T, \\varepsilon)$ against the temperature $T$: the "
-    "paper's $g$ read per window (each window's maximum over its heads, averaged over the windows) and each "
-    "window's 95th percentile over its heads, averaged over the windows, with its 95 % interval over windows, "
+    "paper's $g$ read per window (each window's maximum over its heads, median over the windows) and each "
+    "window's 95th percentile over its heads, median over the windows, with its 95 % interval over windows, "
     "beside the paper's printed bound $\\min\\{1/(4T), \\sqrt 2\\}$ and the book's sharp $1/(2T)$.",
 }
 
 #: What each figure of the long-context study shows (:mod:`attnlimits.studies.long_context.report`).
 LONG_CAPTIONS = {
     "weights": "Lemma 1 at long contexts: $L$ times the largest attention weight (without the sink) and the sink's "
-    "weight against $L$ (each window's median head, averaged over the windows; band: 95 % interval over windows).",
+    "weight against $L$ (each window's median head, median over the windows; band: 95 % interval over windows).",
     "distance": "The true distance $\\tilde d$ and the expectations $E$ and $E_{full}$ against $L$.",
     "critical": "The critical $N / L$ of Algorithm 3 under $E$ and $E_{full}$ against $L$.",
     "plateau_g": "The plateau of $N_s/N$ and the slope of $g(T)$ at low temperature against $L$.",
@@ -300,8 +300,8 @@ def page_of(res, folder, command: str | None = None) -> Page:
             f"The paper's Algorithms 1-5 (arXiv:2508.17821) on every head of {heads} heads x "
             f"{len(p['windows'])} windows, preset {preset['name']}, written {time.strftime('%Y-%m-%d %H:%M')} by "
             f"attnlimits {__version__}. Every statistic is read per window (over the window's heads: a median, a "
-            "quantile, a maximum where the paper takes one, the window's own critical $N$), then averaged over the "
-            "windows; every interval is a 95 % interval over the windows (jackknife t)."
+            "quantile, a maximum where the paper takes one, the window's own critical $N$), then its median over "
+            "the windows; every interval is a 95 % interval over the windows (order statistics)."
         ),
         command=command,
         facts=_facts(p, more),
@@ -352,7 +352,7 @@ def write_long(res, folder, *, command: str | None = None) -> list[Path]:
         facts=_facts(p, more),
         claims=claims,
         tables=[
-            ("Summary (each window's median head, averaged over the windows)", summary),
+            ("Summary (each window's median head, median over the windows)", summary),
             ("SDPA against eager attention", res.exactness),
         ],
         figures=drawn,

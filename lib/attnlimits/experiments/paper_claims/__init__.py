@@ -8,10 +8,11 @@ summaries (:class:`attnlimits.experiments.summaries.Summaries`, what the book sh
 (``value``) and its 95 % interval over the run's windows (``lo``, ``hi``) and compares the interval with a band
 (:func:`attnlimits.infra.verdicts.decide`), so a verdict never claims more than the windows support. The windows
 (passages of text) are the units: the number is, per window, a statistic over its heads (e.g. the median over a
-window's heads, or the window's own critical N), then the mean over the windows; its interval resamples the windows
-(:class:`.rules.PerWindow`, :func:`attnlimits.infra.statistics.bootstrap_units`, the jackknife t of
-:data:`.rules.METHOD`: the method that covers at the book's sizes), and every claim says how many windows it rests on
-(``units``). Trends are decided per length or by their slope, never by a median over a grid of lengths.
+window's heads, or the window's own critical N), then each window's own number (its slope, ratio, level), then
+the median over the windows with its exact order-statistic interval (:class:`.rules.PerWindow`,
+:func:`attnlimits.infra.statistics.median_interval`, :data:`.rules.METHOD`: it covers whatever the passages' tails
+do), and every claim says how many windows it rests on (``units``). Trends are decided per length or by their
+slope, never by a median over a grid of lengths.
 
 Verdicts (the book's words, :mod:`attnlimits.infra.verdicts`): "reproduced" (the interval lies inside the band),
 "not reproduced" (wholly outside it, or the claim's shape fails), "inconclusive" (the interval straddles an edge),

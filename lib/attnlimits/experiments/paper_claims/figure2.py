@@ -3,7 +3,8 @@ on the expectation held to every reading of Eq. (10), and what tells the reading
 
 Each claim reads a run's summaries per window (:class:`attnlimits.experiments.summaries.Summaries`; a per-head
 :class:`attnlimits.experiments.Results` is summarised first): per window a statistic over its heads (the median
-by default), then the mean over windows, with its interval over windows."""
+by default), then each window's own number (a slope, a ratio, a critical N), then their median over windows with
+its interval over windows."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def _readings_held(res, counting: str = "visible") -> list[str]:
 
 
 def _growth_claim(res, quantity: str, key: str, name: str, counting: str = "visible") -> tuple[Claim, str]:
-    """Figure 2a: the log-log slope in L of the mean over windows of each window's median over heads of
+    """Figure 2a: the median over windows of each window's log-log slope in L of its median over heads of
     ``quantity`` at N = alg1_N."""
     p = res.provenance["preset"]
     pw = PerWindow(res.alg1(counting), "L")
@@ -73,19 +74,19 @@ def _growth_claim(res, quantity: str, key: str, name: str, counting: str = "visi
         return log_slopes(pw.levels, pw.means(counts, quantity))
 
     iv = pw.interval(statistic)
-    mean = pw.means(None, quantity)
+    mean = pw.medians(quantity)
     claim = make_claim(
         res,
         key,
         "2a",
         f"at $N = {p['alg1_N']}$, the {name} grows about linearly with $L$",
-        f"{_MEDIAN}, averaged over the windows, grows as $L^{{{iv.value:.2f}}}$ [{iv.lo:.2f}, {iv.hi:.2f}] "
-        f"($L$ = {min(p['alg1_L'])}...{max(p['alg1_L'])}; ×{mean[-1] / mean[0]:.1f} over a "
+        f"{_MEDIAN} grows as $L^{{{iv.value:.2f}}}$ [{iv.lo:.2f}, {iv.hi:.2f}] (each window's own slope, their "
+        f"median over the windows; $L$ = {min(p['alg1_L'])}...{max(p['alg1_L'])}; ×{mean[-1] / mean[0]:.1f} over a "
         f"×{max(p['alg1_L']) // min(p['alg1_L'])} longer context; {stated(iv)})",
         decide(iv.lo, iv.hi, LINEAR),
-        "reproduced when the 95 % interval (jackknife t over windows) of the log-log slope in L of the median over "
-        "a window's heads, averaged over the windows, lies in [0.8, 1.2], not reproduced when it lies outside, else "
-        "inconclusive",
+        "reproduced when the 95 % interval (order statistics over windows) of the median over windows of each "
+        "window's log-log slope in L of the median over its heads lies in [0.8, 1.2], not reproduced when it lies "
+        "outside, else inconclusive",
         iv.value,
         iv.lo,
         iv.hi,
@@ -158,11 +159,11 @@ def fig2b_plateau(res) -> Claim:
         "fig2b-plateau",
         "2b",
         f"at $L = {p['alg2_L']}$, the distance plateaus beyond $N = 20$",
-        rf"{_MEDIAN} of $\tilde d$, averaged over the windows, changes by ×{show_interval(iv.value, iv.lo, iv.hi)} "
-        rf"from $N = {ns[0]}$ to $N = {ns[-1]}$ ({stated(iv)})",
+        rf"{_MEDIAN} of $\tilde d$ changes by ×{show_interval(iv.value, iv.lo, iv.hi)} from $N = {ns[0]}$ to "
+        rf"$N = {ns[-1]}$ (each window's own factor, their median over the windows; {stated(iv)})",
         decide(iv.lo, iv.hi, PLATEAU),
-        "reproduced when the 95 % interval (jackknife t over windows, on the log scale) of the factor by which the "
-        "median over a window's heads of d~, averaged over the windows, changes from N = 20 to the largest N lies in "
+        "reproduced when the 95 % interval (order statistics over windows) of the median over windows of the "
+        "factor by which each window's median over its heads of d~ changes from N = 20 to the largest N lies in "
         "[0.8, 1.25], not reproduced when it lies outside, else inconclusive",
         iv.value,
         iv.lo,
@@ -172,7 +173,7 @@ def fig2b_plateau(res) -> Claim:
 
 
 def _convergence(res, reading: str, counting: str = "visible") -> tuple[Claim, str]:
-    """Figure 2b's convergence under one reading: each window's median head ratio reading / d~, averaged over the
+    """Figure 2b's convergence under one reading: each window's median head ratio reading / d~, its median over the
     windows, at the smallest and the largest N of Algorithm 2."""
     p = res.provenance["preset"]
     first, last = min(p["alg2_N"]), max(p["alg2_N"])
@@ -186,12 +187,12 @@ def _convergence(res, reading: str, counting: str = "visible") -> tuple[Claim, s
         "fig2b-convergence",
         "2b",
         f"true and expected distances converge as $N$ grows to {last}",
-        rf"{_MEDIAN} of {reading}$/\tilde d$ (each head's ratio), averaged over the windows, = {start:.3f} at "
+        rf"{_MEDIAN} of {reading}$/\tilde d$ (each head's ratio), its median over the windows, = {start:.3f} at "
         rf"$N = {first}$ and {show_interval(iv.value, iv.lo, iv.hi, 3)} at $N = {last}$ ({stated(iv)})",
         decide(iv.lo, iv.hi, CONVERGED) if closer else NOT,
         f"not reproduced when reading/d~ at N = {last} is no closer to 1 than at N = {first}; else decided on the "
-        f"95 % interval (jackknife t over windows, on the log scale) of the median over a window's heads of each "
-        f"head's reading / d~, averaged over the windows, at N = {last}: reproduced inside [2/3, 3/2], not "
+        f"95 % interval (order statistics over windows) of the median over windows of each window's median over "
+        f"its heads of each head's reading / d~ at N = {last}: reproduced inside [2/3, 3/2], not "
         f"reproduced outside, else inconclusive",
         iv.value,
         iv.lo,
@@ -243,7 +244,7 @@ def _missed_text(pw: PerWindow) -> str:
 
 
 def _fractions(pw: PerWindow) -> pd.DataFrame:
-    """Per L, the mean over windows of each window's critical N / L and its interval over windows, with the verdict
+    """Per L, the median over windows of each window's critical N / L and its interval over windows, with the verdict
     of each L against :data:`FRACTION`."""
     rows = []
     for L in pw.levels:
@@ -267,9 +268,9 @@ def _not_searched(res, key: str, paper: str, rule: str, reading: str, counting: 
 _OWN = "each window's own critical $N$ (Algorithm 3 on that window's heads alone)"
 _FRACTION_PAPER = r"critical $N \approx 0.06\,L$ (fewer than 6 % of the tokens)"
 _FRACTION_RULE = (
-    "decided per length, never on a summary over lengths: each L's mean over windows of each window's own critical "
+    "decided per length, never on a summary over lengths: each L's median over windows of each window's own critical "
     "N / L (Algorithm 3 run on that window's heads alone; a window where no N < L reaches the KS level counts as "
-    "N = L) with its 95 % interval (jackknife t over windows); reproduced when every L's interval lies in "
+    "N = L) with its 95 % interval (order statistics over windows); reproduced when every L's interval lies in "
     "[0.03, 0.12], not reproduced when some L's interval lies wholly outside it, else inconclusive; value, lo, hi: "
     "the deciding length's (the largest L outside, else the largest L straddling, else the largest L)"
 )
@@ -287,7 +288,7 @@ def _critical_fraction(res, reading: str, counting: str = "visible") -> tuple[Cl
     per_l = ", ".join(f"{r.L}: {show_interval(r.fraction, r.lo, r.hi, 3)}" for r in t.itertuples())
     outside = [int(r.L) for r in t.itertuples() if r.verdict == NOT]
     measured = (
-        f"{_OWN} over $L$ for {reading}, averaged over the windows, by $L$ (KS level {KS_LEVEL:g}; 95 % interval, "
+        f"{_OWN} over $L$ for {reading}, its median over the windows, by $L$ (KS level {KS_LEVEL:g}; 95 % interval, "
         f"{stated(row.interval)}): {per_l}"
         + (f"; wholly outside [0.03, 0.12] at $L$ = {', '.join(map(str, outside))}" if outside else "")
         + (f"; {_missed_text(pw)}, counted as $N = L$" if _missed(pw) else "")
@@ -305,8 +306,8 @@ def fig2c_critical(res, cannot_tell=frozenset()) -> Claim:
 
 _PROPORTIONAL_PAPER = "critical $N$ grows in proportion to $L$"
 _PROPORTIONAL_RULE = (
-    "reproduced when the 95 % interval (jackknife t over windows) of the log-log slope in L of the mean over "
-    "windows of each window's own critical N (Algorithm 3 run on that window's heads alone) lies in [0.8, 1.2], not "
+    "reproduced when the 95 % interval (order statistics over windows) of the median over windows of each window's "
+    "log-log slope in L of its own critical N (Algorithm 3 run on that window's heads alone) lies in [0.8, 1.2], not "
     "reproduced when outside, else inconclusive; a length where some window reaches no N < L at the KS level is left "
     "out (counted as N = L it would grow as L by construction; not reproduced when fewer than two lengths remain); "
     "untrained controls show it too, so proportionality alone is no evidence that attention selects by content"
@@ -314,8 +315,8 @@ _PROPORTIONAL_RULE = (
 
 
 def _proportional(res, reading: str, counting: str = "visible") -> tuple[Claim, str]:
-    """Figure 2c's proportionality under one reading: the log-log slope in L of the mean over windows of each
-    window's own critical N, over the lengths where every window reached one."""
+    """Figure 2c's proportionality under one reading: the median over windows of each window's log-log slope in L
+    of its own critical N, over the lengths where every window reached one."""
     pw = _critical(res, reading, counting)
     if pw is None:
         return _not_searched(res, "fig2c-proportional", _PROPORTIONAL_PAPER, _PROPORTIONAL_RULE, reading, counting)
@@ -333,8 +334,9 @@ def _proportional(res, reading: str, counting: str = "visible") -> tuple[Claim, 
     at = np.searchsorted(pw.levels, lengths)
     iv = pw.interval(lambda counts: log_slopes(lengths, pw.means(counts, "critical_N")[..., at]))
     measured = (
-        f"{_OWN} for {reading}, averaged over the windows, grows as $L^{{{iv.value:.2f}}}$ [{iv.lo:.2f}, "
-        f"{iv.hi:.2f}] (KS level {KS_LEVEL:g}; $L$ = {', '.join(str(int(L)) for L in lengths)}; {stated(iv)}){left}"
+        f"{_OWN} for {reading} grows as $L^{{{iv.value:.2f}}}$ [{iv.lo:.2f}, {iv.hi:.2f}] (each window's own "
+        f"slope, their median over the windows; KS level {KS_LEVEL:g}; "
+        f"$L$ = {', '.join(str(int(L)) for L in lengths)}; {stated(iv)}){left}"
     )
     claim = make_claim(res, "fig2c-proportional", "2c", _PROPORTIONAL_PAPER, measured, decide(iv.lo, iv.hi, LINEAR),
                        _PROPORTIONAL_RULE, iv.value, iv.lo, iv.hi, units=iv.units)  # fmt: skip
@@ -415,7 +417,7 @@ def readings_claims(res, countings=("visible",)) -> pd.DataFrame:
     the largest N, 2c's constant fraction decided per length, 2c's proportionality) held to every reading the run
     holds (E, E_mc, E_full, E_perm), one row per (key, reading, counting): columns :data:`READINGS_COLUMNS`.
 
-    ``value``, ``lo``, ``hi``: the number the rule reads (a mean over windows of each window's statistic over its
+    ``value``, ``lo``, ``hi``: the number the rule reads (a median over windows of each window's statistic over its
     heads, or of its own critical N) and its 95 % interval over ``units`` windows; ``verdict`` by the claim's rule
     ("not measured" where the run has no number: Algorithm 3 searches neither E_mc nor the row counting).
     ``countings``: of :data:`COUNTINGS`, those the run holds (default the visible tokens, so one row per (key,
@@ -446,9 +448,10 @@ _WIDE = {
 
 def figure2_readings(res) -> pd.DataFrame:
     """:func:`readings_claims` on both countings, one row per (reading, counting): for each rule its number and
-    interval (``growth``, ``ratio``, ``fraction``: the deciding length's mean over windows of each window's critical
-    N / L, ``slope``: the exponent in L of the windows' mean critical N; each with ``_lo`` and ``_hi``) and its
-    verdict (``verdict_2a``, ``verdict_2b``, ``verdict_2c``, ``verdict_2c_proportional``), and ``units``."""
+    interval (``growth``, ``ratio``, ``fraction``: the deciding length's median over windows of each window's
+    critical N / L, ``slope``: the median over windows of each window's exponent in L of its critical N; each with
+    ``_lo`` and ``_hi``) and its verdict (``verdict_2a``, ``verdict_2b``, ``verdict_2c``,
+    ``verdict_2c_proportional``), and ``units``."""
     long = readings_claims(res, COUNTINGS)
     rows = []
     for (reading, counting), t in long.groupby(["reading", "counting"], sort=False):
@@ -465,14 +468,15 @@ def reading_predictions(res) -> pd.DataFrame:
     """What each reading of the expectation predicts, so that a reader holding the paper's Figure 2 can tell which
     reading the paper computed: one row per reading the run holds (visible tokens).
 
-    Columns, each number with its 95 % interval (``_lo``, ``_hi``; jackknife t over windows), each a mean over the
-    windows of the median over a window's heads: ``expected`` and ``d_tilde``, the reading's and the true
-    distance's magnitude at N = alg1_N and the largest alg1_L (Figure 2a's right end); ``ratio``, the median head
-    ratio reading / d~ there; ``growth``, the exponent in L at N = alg1_N (Figure 2a's slope); ``change_in_N``, the
-    factor by which the reading moves from the smallest to the largest alg2_N at alg2_L (Figure 2b: E_full barely
-    moves, so its "convergence" is d~ rising to it); ``critical_growth``, the exponent in L of the windows' mean
-    critical N (Figure 2c, :func:`fig2c_proportional`'s; NaN where Algorithm 3 did not search the reading or where
-    fewer than two lengths have a critical N in every window); ``units``, the windows; ``shows``, the same in words.
+    Columns, each number with its 95 % interval (``_lo``, ``_hi``; order statistics over windows), each a median over
+    the windows of each window's own number from the median over its heads: ``expected`` and ``d_tilde``, the reading's
+    and the true distance's magnitude at N = alg1_N and the largest alg1_L (Figure 2a's right end); ``ratio``, the
+    median head ratio reading / d~ there; ``growth``, the exponent in L at N = alg1_N (Figure 2a's slope);
+    ``change_in_N``, the factor by which the reading moves from the smallest to the largest alg2_N at alg2_L (Figure 2b:
+    E_full barely moves, so its "convergence" is d~ rising to it); ``critical_growth``, the median over windows of each
+    window's exponent in L of its critical N (Figure 2c, :func:`fig2c_proportional`'s; NaN where Algorithm 3 did not
+    search the reading or where fewer than two lengths have a critical N in every window); ``units``, the windows;
+    ``shows``, the same in words.
     ``attrs``: N, L, and the N range of ``change_in_N``.
     """
     res = as_summaries(res)

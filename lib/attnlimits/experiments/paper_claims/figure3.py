@@ -1,5 +1,5 @@
 """Figure 3's claims (Algorithm 4): the separable fraction N_s/N and Theorem 2's bounds, read per window (a
-statistic over the window's heads) and averaged over windows."""
+statistic over the window's heads), each window's own number, and their median over windows."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def fig3_plateau(res, tokens: str = "value") -> Claim:
     """Figure 3: N_s/N falls until N ~ 16, then saturates at 0.70-0.85, measured on the heads' values (or on the
     ``tokens`` of the separability table: ``"embedding"``, the input token embeddings).
 
-    The curve is, per N, the median over a window's heads of N_s/N averaged over the windows. Three parts, each a
+    The curve is, per N, the median over a window's heads of N_s/N, its median over the windows. Three parts, each a
     rule that can fail: it falls from the smallest N to N = 16; it is flat from N = 16 to the largest N (the ratio's
     interval over windows in :data:`FLAT`); its level there lies in 0.70-0.85."""
     res = as_summaries(res)
@@ -53,7 +53,7 @@ def fig3_plateau(res, tokens: str = "value") -> Claim:
     ns = pw.levels
     start = min(16, ns[-2])  # a small preset: its two largest N
     at_start, tail = int(np.flatnonzero(ns == start)[0]), ns >= start
-    med = pw.means(None, "ns_frac")
+    med = pw.medians("ns_frac")
     falls = bool(med[0] > med[at_start])
 
     def change(counts):
@@ -71,16 +71,16 @@ def fig3_plateau(res, tokens: str = "value") -> Claim:
         "3",
         "$N_s/N$ falls until $N = 16$, then saturates at 0.70–0.85",
         ("" if tokens == "value" else f"on the {TOKEN_NAMES.get(tokens, tokens)}: ")
-        + rf"the median over a window's heads of $N_s/N$, averaged over the {windows_text(lvl.units)}, by $N$: "
+        + rf"the median over a window's heads of $N_s/N$, its median over the {windows_text(lvl.units)}, by $N$: "
         rf"{series}; change from $N = {int(start)}$ to $N = {int(ns[-1])}$: "
         rf"×{show_interval(flat.value, flat.lo, flat.hi, 3)}; level for $N \ge {int(start)}$: "
         rf"{show_interval(lvl.value, lvl.lo, lvl.hi)} ({stated(lvl)})",
         combine([decide(flat.lo, flat.hi, FLAT), decide(lvl.lo, lvl.hi, SATURATION)]) if falls else NOT,
-        "not reproduced unless the median over a window's heads of N_s/N, averaged over the windows, falls from the "
-        "smallest N to N = 16; then both parts decided on their 95 % intervals (jackknife t over windows) of that "
-        "average: flat, the ratio of its value at the largest N to that at N = 16 (its interval on the log scale) "
-        "in [0.95, 1.05]; level, its mean over N >= 16 in [0.70, 0.85]; reproduced when both lie inside, not "
-        "reproduced when either lies wholly outside, else inconclusive",
+        "not reproduced unless the median over a window's heads of N_s/N, its median over the windows, falls from "
+        "the smallest N to N = 16; then both parts decided on the 95 % intervals (order statistics over windows) of "
+        "the median over windows of each window's own number: flat, the ratio of its value at the largest N to that "
+        "at N = 16, in [0.95, 1.05]; level, its mean over N >= 16, in [0.70, 0.85]; reproduced when both lie "
+        "inside, not reproduced when either lies wholly outside, else inconclusive",
         lvl.value,
         lvl.lo,
         lvl.hi,
@@ -98,14 +98,14 @@ def _bounds(res):
 def fig3_lower_bound(res) -> Claim:
     """Figure 3: the lower bound is conservative (the book's reconstruction of Theorem 2's lower bound, which
     chapter 14 proves). A sanity check: whether it holds for every head of every window (each window's smallest
-    margin N_s/N - lower over its heads); how far below N_s/N it lies (each window's median head's margin,
-    averaged over windows and N) is shown."""
+    margin N_s/N - lower over its heads); how far below N_s/N it lies (each window's median head's margin, its
+    median over windows, averaged over N) is shown."""
     res = as_summaries(res)
     t, margins = _bounds(res)
     ok = float((margins["ns_frac-lower"] >= -ROUNDING).mean())
     pw = PerWindow(t, "N")
-    below = float(np.nanmean(pw.means(None, "ns_frac-lower")))
-    bound = float(np.nanmean(pw.means(None, "lower")))
+    below = float(np.nanmean(pw.medians("ns_frac-lower")))
+    bound = float(np.nanmean(pw.medians("lower")))
     windows = t.window.nunique()
     return make_claim(
         res,
@@ -113,9 +113,8 @@ def fig3_lower_bound(res) -> Claim:
         "3",
         "the lower bound is conservative (tested on the book's reconstruction of Theorem 2, which chapter 14 proves)",
         rf"lower bound $\le N_s/N$ for every head in {ok:.1%} of the (window, $N > 1$) pairs; the median head's "
-        rf"$N_s/N$ lies {below:.3f} above it and the bound itself is {bound:.3f} (averaged over windows and $N$"
-        + ("; a bound below 0 says nothing" if bound < 0 else "")
-        + f"); {windows_text(windows)}",
+        rf"$N_s/N$ lies {below:.3f} above it and the bound itself is {bound:.3f} (the median over windows, "
+        r"averaged over $N$" + ("; a bound below 0 says nothing" if bound < 0 else "") + f"); {windows_text(windows)}",
         HOLDS if ok == 1.0 else VIOLATED,
         "a sanity check, not a reproduction (the bound is proved): holds when the lower bound holds for every head "
         f"of every window (each window's smallest margin over its heads >= -{ROUNDING:g}), violated otherwise",
@@ -130,7 +129,7 @@ def fig3_upper_tracks(res) -> Claim:
     which chapter 14 refutes: so this claim can fail on data). Three parts, each a rule that can fail: the bound
     holds for every head of every window (a bound some head exceeds bounds nothing); it tracks the maxima, the
     largest over N > 1 of the gap between each window's median head's bound and its largest N_s/N over heads,
-    averaged over windows, decided on its interval over windows against :data:`TRACKS`; and it is informative,
+    its median over windows, decided on its interval over windows against :data:`TRACKS`; and it is informative,
     below 0.95 at some N (a bound stuck at 1 cannot be told from maxima near 1)."""
     res = as_summaries(res)
     t, margins = _bounds(res)
@@ -141,7 +140,7 @@ def fig3_upper_tracks(res) -> Claim:
         return np.abs(bound.means(counts, "upper") - top.means(counts, "ns_frac")).max(axis=-1)
 
     iv = bound.interval(gap)
-    lowest = float(np.nanmin(bound.means(None, "upper")))
+    lowest = float(np.nanmin(bound.medians("upper")))
     informative = lowest <= INFORMATIVE
     parts = [REPRODUCED if ok == 1.0 else NOT, decide(iv.lo, iv.hi, TRACKS), REPRODUCED if informative else UNSURE]
     return make_claim(
@@ -151,13 +150,14 @@ def fig3_upper_tracks(res) -> Claim:
         "the upper bound tracks the maxima (tested on the book's reconstruction of Theorem 2, which chapter 14 "
         "refutes)",
         rf"upper bound $\ge N_s/N$ for every head in {ok:.1%} of the (window, $N > 1$) pairs; its largest gap to "
-        rf"the largest head's $N_s/N$ over $N > 1$ (each window's, averaged over windows): "
+        rf"the largest head's $N_s/N$ over $N > 1$ (each window's own, their median over the windows): "
         rf"{show_interval(iv.value, iv.lo, iv.hi, 3)} ({stated(iv)}); its lowest value {lowest:.3f} "
         + ("(informative: below 0.95)" if informative else "(not informative: never below 0.95)"),
         combine(parts),
         "three parts: the bound holds for every head of every window (each window's smallest margin upper - N_s/N "
         f">= -{ROUNDING:g}), else not reproduced; the largest gap over N > 1 between each window's median head's "
-        "bound and its largest N_s/N, averaged over windows, has its 95 % interval (jackknife t over windows) in "
+        "bound and its largest N_s/N, its median over windows, has its 95 % interval (order statistics over "
+        "windows) in "
         f"[{TRACKS[0]:g}, {TRACKS[1]:g}] (reproduced), wholly above (not reproduced), else inconclusive; and the "
         "bound falls below 0.95 at some N, else inconclusive (a bound stuck at 1 tracks nothing)",
         iv.value,

@@ -1,6 +1,6 @@
-"""Figure 4's claims (Algorithm 5): g(T, eps), read per window (a statistic over the window's heads) and averaged
-over windows. The paper's g is the largest head's; the rules are decided on a high quantile over a window's heads,
-which rests on more than one head."""
+"""Figure 4's claims (Algorithm 5): g(T, eps), read per window (a statistic over the window's heads), each window's
+own number from its curve, and their median over windows. The paper's g is the largest head's; the rules are
+decided on a high quantile over a window's heads, which rests on more than one head."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from attnlimits.infra.verdicts import NOT_REPRODUCED as NOT
 #: window that is one head, the most extreme of all (of SmolLM2's 270 or GPT-2's 144), so the curve of a window's
 #: maximum moves with whichever head happens to top it at each T. The 95th percentile over a window's heads still
 #: reads the most sensitive heads (about 1 in 20: 14 of SmolLM2's 270, 7 of GPT-2's 144) while resting on more than
-#: one of them; averaged over windows, it has an interval over windows that covers.
+#: one of them; read on every window, it has an interval over windows that covers.
 G_QUANTILE = 0.95
 
 
@@ -67,17 +67,17 @@ def _g_drop(T: np.ndarray, curve: np.ndarray) -> np.ndarray:
 
 
 def _g_interval(pw: PerWindow, number: Callable, ratio: bool) -> statistics.Interval:
-    """``number(T, curve)`` on the curve of ``pw`` (the mean over windows of each window's quantile) and its 95 %
-    interval over windows (:func:`interval_over_windows`; ``ratio``: on the log scale)."""
+    """``number(T, curve)`` on each window's curve of ``pw`` (its quantile over heads), their median over windows and
+    its 95 % interval over windows (:func:`interval_over_windows`; ``ratio``: on the log scale)."""
     return pw.interval(lambda counts: number(pw.levels, pw.means(counts, "g")), ratio=ratio)
 
 
 def g_quantile(res, eps: float | None = None, scaling: str = "model", q: float | None = G_QUANTILE) -> pd.DataFrame:
-    """Per T, the mean over windows of each window's ``q`` quantile over its heads of g (``q=None``: each window's
-    maximum; ``value``) and its 95 % interval over windows (jackknife t; ``lo``, ``hi``), at ``eps`` (default: the
+    """Per T, the median over windows of each window's ``q`` quantile over its heads of g (``q=None``: each window's
+    maximum; ``value``) and its 95 % interval over windows (order statistics; ``lo``, ``hi``), at ``eps`` (default: the
     smallest) and ``scaling``. ``res``: a run's :class:`attnlimits.experiments.summaries.Summaries` (a per-head
     :class:`attnlimits.experiments.Results` is summarised first). ``attrs``: ``units`` (the windows it rests on),
-    ``method`` and ``stated`` (both in words, e.g. "jackknife t over 32 windows").
+    ``method`` and ``stated`` (both in words, e.g. "median and order-statistic interval over 32 windows").
 
     The statistic Figure 4's rules are decided on (:data:`G_QUANTILE`)."""
     pw = _curve(as_summaries(res), eps, scaling, q)
@@ -109,26 +109,26 @@ def _fig4_trend(
 ) -> Claim:
     """A trend of Figure 4's curve (``number(T, curve)``, named by ``lead`` in the measured text and by ``what``
     in the rule, shown by ``fmt``), decided on the interval over windows of the curve of each window's
-    :data:`G_QUANTILE` over its heads, averaged over windows (``ratio``: a positive ratio, its interval on the log
-    scale); the paper's g (a maximum over heads, read per window) beside it."""
+    :data:`G_QUANTILE` over its heads (each window's own number, their median over windows); the paper's g (a
+    maximum over heads, read per window) beside it."""
     if missing := _unmeasured(res, key, paper):
         return missing
     res = as_summaries(res)
     eps = float(res.gradient.eps.min())
     top = _curve(res, eps, q=None)
-    paper_g = float(number(top.levels, top.means(None, "g")))
+    paper_g = top.value(lambda counts: number(top.levels, top.means(counts, "g")))
     iv = _g_interval(_curve(res, eps), number, ratio)
     measured = (
-        f"{lead}: the paper's $g$ (the largest head's, read per window: each window's maximum over its heads, "
-        f"averaged over the {windows_text(iv.units)}) {fmt(paper_g)}; the {_quantile_name()} over a window's heads, "
-        f"averaged over windows, {fmt(iv.value)} [{fmt(iv.lo)}, {fmt(iv.hi)}] ({stated(iv)}); "
+        f"{lead} (each window's own, their median over the windows): the paper's $g$ (the largest head's, read per "
+        f"window: each window's maximum over its heads; {windows_text(iv.units)}) {fmt(paper_g)}; the "
+        f"{_quantile_name()} over a window's heads {fmt(iv.value)} [{fmt(iv.lo)}, {fmt(iv.hi)}] ({stated(iv)}); "
         rf"$\varepsilon = {eps:g}$, the model's logits"
     )
     rule = (
-        f"decided on the {_quantile_name()} over a window's heads of g, averaged over the windows (epsilon = "
+        f"decided on the {_quantile_name()} over a window's heads of g, each window's own curve (epsilon = "
         f"{eps:g}, the model's logits; the paper's maximum over heads rests on a single head of a window): "
-        f"reproduced when the 95 % interval ({METHOD_WORDS.get(iv.method, iv.method)} over windows"
-        f"{', on the log scale' if ratio else ''}) of {what} lies in [{band[0]:g}, {band[1]:g}], not reproduced "
+        f"reproduced when the 95 % interval ({METHOD_WORDS.get(iv.method, iv.method)} over windows) of the median "
+        f"over windows of {what} lies in [{band[0]:g}, {band[1]:g}], not reproduced "
         "when it lies outside, else inconclusive"
     )
     verdict = decide(iv.lo, iv.hi, band)
@@ -136,8 +136,8 @@ def _fig4_trend(
 
 
 def fig4_slope(res) -> Claim:
-    """Figure 4: g follows 1/T for T < 0.1 (decided on the :data:`G_QUANTILE` over a window's heads, averaged over
-    windows: :func:`g_quantile`)."""
+    """Figure 4: g follows 1/T for T < 0.1 (decided on the :data:`G_QUANTILE` over a window's heads: each window's
+    slope, their median over windows)."""
     return _fig4_trend(
         res,
         "fig4-slope",
@@ -152,7 +152,7 @@ def fig4_slope(res) -> Claim:
 
 def fig4_drop(res) -> Claim:
     """Figure 4: g drops by about two orders of magnitude once T >= 1 (decided on the :data:`G_QUANTILE` over a
-    window's heads, averaged over windows)."""
+    window's heads: each window's drop, their median over windows)."""
     first = res.gradient["T"][res.gradient["T"] >= 1].min() if not res.gradient.empty else 1.0
     return _fig4_trend(
         res,

@@ -1,14 +1,16 @@
 """Chapter 35's summaries, verdicts and figures from :class:`attnlimits.studies.long_context.LongSummaries`.
 
 The windows (passages of the text, spread over it) are the units every interval resamples: a window's heads are
-summarised first (its median head, its 95th percentile, its largest head), then the windows averaged, and the
-interval is the jackknife t over windows (:func:`attnlimits.experiments.paper_claims.rules.interval_over_windows`,
-the method the book's coverage simulation validates at 8 windows), as in the Experiments chapters. Each window also
+summarised first (its median head, its 95th percentile, its largest head), then each window's own number (its
+slope, its level), then the median over windows with its order-statistic interval
+(:func:`attnlimits.experiments.paper_claims.rules.interval_over_windows`: at least 95 % whatever the passages do; at
+8 windows it is the smallest to the largest window), as in the Experiments chapters. Each window also
 carries the row sample's error (32 rows per length); resampling windows takes it in, since every window draws its
 own rows. With one window there is nothing to resample: every interval is NaN and every verdict inconclusive.
 
-- :func:`trend`     per layer group and L, the mean over windows of each window's statistic of a quantity.
-- :func:`slope`     the log-log slope of that mean against L (or of g's 95th percentile against T).
+- :func:`trend`     per layer group and L, the median over windows of each window's statistic of a quantity.
+- :func:`slope`     the median over windows of each window's log-log slope against L (or of g's 95th percentile
+                    against T).
 - :func:`claims`    the chapter's claims as :class:`attnlimits.experiments.paper_claims.Claim` rows, each decided on an
   interval in the book's words (:mod:`attnlimits.infra.verdicts`) by a rule that can fail: a trend in L is read on
   the full-attention layers only (a sliding-window layer sees at most its window whatever L, so any trend of its
@@ -29,7 +31,7 @@ import pandas as pd
 
 from attnlimits.experiments.paper_claims import INVERSE_T, LINEAR, SATURATION, Claim, windows_left_out, with_hinges
 from attnlimits.experiments.paper_claims.figure4 import G_QUANTILE
-from attnlimits.experiments.paper_claims.rules import PerWindow, log_slopes, stated
+from attnlimits.experiments.paper_claims.rules import METHOD, PerWindow, log_slopes, stated
 from attnlimits.infra import statistics
 from attnlimits.infra.verdicts import INCONCLUSIVE, NOT_REPRODUCED, PREMISE_NOT_MET, decide
 from attnlimits.studies.long_context.study import READINGS, LongSummaries
@@ -140,7 +142,7 @@ def _interval(pw: PerWindow, statistic: Callable) -> statistics.Interval:
 
 
 def trend(res: LongSummaries, quantity: str, *, normalizer="softmax", N=None, T=None, group="all", stat="q50"):
-    """Per L: the mean over windows of each window's ``stat`` over heads (a column of
+    """Per L: the median over windows of each window's ``stat`` over heads (a column of
     :data:`attnlimits.experiments.summaries.STATS`: the median head ``q50`` by default, ``max`` the largest head) of
     ``quantity``, its 95 % interval over windows and how many windows have it. Columns ``L, value, lo, hi,
     windows``."""
@@ -154,13 +156,13 @@ def trend(res: LongSummaries, quantity: str, *, normalizer="softmax", N=None, T=
 
 
 def _slope_of(pw: PerWindow, quantity: str) -> statistics.Interval:
-    """The log-log slope of the mean over windows against the levels of ``pw``, with its interval over windows."""
+    """The median over windows of each window's log-log slope against the levels of ``pw``, with its interval."""
     return _interval(pw, lambda c: log_slopes(pw.levels, pw.means(c, quantity)))
 
 
 def slope(res: LongSummaries, quantity: str, *, along="L", at=None, **select) -> tuple[float, float, float]:
-    """The log-log slope against L (``along="L"``) of the mean over windows of each window's median head of
-    ``quantity``, or against T <= 0.01 (``along="T"``) of the mean over windows of each window's
+    """The median over windows of each window's log-log slope against L (``along="L"``) of its median head of
+    ``quantity``, or against T <= 0.01 (``along="T"``) of each window's
     :data:`G_QUANTILE` over heads of g at length ``at`` (the longest by default: Figure 4's statistic in chapter 25;
     the largest head's g, the paper's, is a maximum, which has no valid interval); and its 95 % interval over
     windows."""
@@ -195,7 +197,7 @@ def _claim(res, key, figure, paper, measured_fmt, value, lo, hi, band, rule) -> 
     by :func:`attnlimits.infra.verdicts.decide`; its interval stated (the method and the windows)."""
     verdict = flat(lo, hi) if band == FLAT else decide(lo, hi, band)
     n = len(res.windows)
-    how = stated(statistics.Interval(value, lo, hi, n, "t"))
+    how = stated(statistics.Interval(value, lo, hi, n, METHOD))
     measured = measured_fmt.format(v=value, lo=lo, hi=hi) + f"; {how}"
     return Claim(key, figure, paper, measured, verdict, rule, value, lo, hi, units=n)
 
@@ -208,8 +210,8 @@ def _critical_windows(res: LongSummaries, group: str, reading: str) -> PerWindow
 
 
 def critical_trend(res: LongSummaries, group: str, reading: str) -> pd.DataFrame:
-    """Per L: the mean over windows of each window's critical N/L, its 95 % interval over windows, and how many
-    windows reach an N of the grid (a window that reaches none is left out of that length's mean). Columns ``L,
+    """Per L: the median over windows of each window's critical N/L, its 95 % interval over windows, and how many
+    windows reach an N of the grid (a window that reaches none is left out of that length's median). Columns ``L,
     value, lo, hi, windows``."""
     pw = _critical_windows(res, group, reading)
     rows = []
@@ -220,23 +222,23 @@ def critical_trend(res: LongSummaries, group: str, reading: str) -> pd.DataFrame
 
 
 def _fraction_slope(res: LongSummaries, group: str, reading: str) -> Claim:
-    """Does the critical fraction N/L stay put as L grows? The log-log slope across every length of the mean over
-    windows of each window's critical N/L, with its interval over windows, decided by :func:`flat`."""
+    """Does the critical fraction N/L stay put as L grows? The median over windows of each window's log-log slope
+    across every length of its critical N/L, with its interval over windows, decided by :func:`flat`."""
     pw = _critical_windows(res, group, reading)
     t = critical_trend(res, group, reading)
     first, last = t.iloc[0], t.iloc[-1]
-    iv = _slope_of(pw, reading) if len(pw.levels) >= 2 else statistics.Interval(math.nan, math.nan, math.nan, 0, "t")
+    iv = _slope_of(pw, reading) if len(pw.levels) >= 2 else statistics.Interval(math.nan, math.nan, math.nan, 0, METHOD)
     n = len(res.windows)
     missing = [f"{n - int(r.windows)} of {n} windows reach no N of the grid at L = {r.L}" for r in t.itertuples()
                if r.windows < n]  # fmt: skip
     measured = (
-        f"mean N/L = {first.value:.3g} [{first.lo:.3g}, {first.hi:.3g}] at L = {int(first.L)}, "
+        f"median N/L = {first.value:.3g} [{first.lo:.3g}, {first.hi:.3g}] at L = {int(first.L)}, "
         f"{last.value:.3g} [{last.lo:.3g}, {last.hi:.3g}] at L = {int(last.L)}: log-log slope {iv.value:.2f} "
         f"[{iv.lo:.2f}, {iv.hi:.2f}]" + "".join(f" ({m})" for m in missing)
     )
     rule = (
-        "the log-log slope across the lengths of the mean over windows of each window's critical N/L (Algorithm 3 "
-        "on that window's heads, on the grid), its 95 % interval the jackknife t over windows; " + FLAT_RULE
+        "the median over windows of each window's log-log slope across the lengths of its critical N/L (Algorithm 3 "
+        "on that window's heads, on the grid), its 95 % interval the order statistics over windows; " + FLAT_RULE
     )
     paper = f"the critical N/L stays put as L grows (d~ against {reading})"
     return _claim(res, f"critical-{reading}-{group}", "35c", paper, measured, iv.value, iv.lo, iv.hi, FLAT, rule)
@@ -375,7 +377,7 @@ def figure_distance(results: list[LongSummaries]):
 
 
 def figure_critical(results: list[LongSummaries]):
-    """The critical N / L against L (KS level of the preset) under each reading: the mean over windows of each
+    """The critical N / L against L (KS level of the preset) under each reading: the median over windows of each
     window's own critical N / L, with its 95 % interval over windows as a bar."""
     import matplotlib.pyplot as plt
     import seaborn as sns
@@ -392,20 +394,20 @@ def figure_critical(results: list[LongSummaries]):
         ax.set_yscale("log")
         ax.set_xlabel("L (tokens)")
         ax.set_title(f"d~ against {reading}")
-    axes[0].set_ylabel("critical N / L (mean over windows)")
+    axes[0].set_ylabel("critical N / L (median over windows)")
     axes[0].legend(fontsize="small")
     return fig
 
 
 def figure_plateau_g(results: list[LongSummaries]):
-    """Per model, N_s/N against N at every L (left: each window's median head, averaged over windows) and g against T
-    at every L (right: each window's largest head, averaged over windows), every layer together."""
+    """Per model, N_s/N against N at every L (left: each window's median head, median over windows) and g against T
+    at every L (right: each window's largest head, median over windows), every layer together."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(len(results), 2, figsize=(12, 3.6 * len(results)), squeeze=False)
     for (left, right), res in zip(axes, results, strict=True):
         for L, part in _select(res, "ns_frac").groupby("L"):
-            med = part.groupby("N")["q50"].mean()
+            med = part.groupby("N")["q50"].median()
             left.plot(med.index, med.values, marker="o", label=f"L = {int(L)}")
         left.axhspan(0.70, 0.85, color="grey", alpha=0.15, label="the paper's 70-85 %")
         left.set_xscale("log", base=2)
@@ -414,7 +416,7 @@ def figure_plateau_g(results: list[LongSummaries]):
         left.set_title(res.label)
         left.legend(fontsize="small")
         for L, part in _select(res, "g").groupby("L"):
-            top = part.groupby("T")["max"].mean()
+            top = part.groupby("T")["max"].median()
             right.plot(top.index, top.values, marker="o", label=f"L = {int(L)}")
         right.set_xscale("log")
         right.set_yscale("log")
@@ -450,9 +452,9 @@ def figure_normalizers(results: list[LongSummaries]):
 
 
 def main_table(results: list[LongSummaries]) -> pd.DataFrame:
-    """One row per model, layer group and L: the means over windows of each window's median head of l x the largest
+    """One row per model, layer group and L: the medians over windows of each window's median head of l x the largest
     non-sink weight, the sink weight, d~ and E at Algorithm 1's N and N_s/N at the largest N of Algorithm 4, of its
-    largest head's g at the smallest T, and the mean critical N / L under each reading with its interval over
+    largest head's g at the smallest T, and the median critical N / L under each reading with its interval over
     windows."""
     rows = []
     for res in results:

@@ -1,7 +1,7 @@
 """Chapter 34's tables and figure, built from a several-model run
 (:class:`~attnlimits.studies.several_models.SeveralModels`): its ``manifest`` or its ``results`` (each run's
 :class:`attnlimits.experiments.summaries.Summaries` by label: per window, its heads summarised). Every number read
-from the results is a statistic over one window's heads, then averaged over the windows: the windows (passages of
+from the results is a statistic over one window's heads, then its median over the windows: the windows (passages of
 the text) are the independent units, a window's heads are not.
 
 - :func:`overview`        one row per model: present or why not, its shape, its times, the capture's exactness.
@@ -15,7 +15,7 @@ the text) are the independent units, a window's heads are not.
 - :func:`trends`          each claim sorted by where it holds: trained models, untrained controls, both, neither;
                           and in how many runs of each control.
 - :func:`figure`          d~ against L, N_s/N against N and g against T, one line per model (per-window
-                          statistics over heads, averaged over windows).
+                          statistics over heads, median over windows).
 """
 
 from __future__ import annotations
@@ -81,24 +81,24 @@ def run_id(manifest: dict) -> tuple[tuple[str, ...], str | None, str]:
 def _over_windows(table: pd.DataFrame, quantity: str, at: str | None = None, stat: str = "q50") -> pd.Series:
     """Each window's ``stat`` over its heads (a column of :data:`attnlimits.experiments.summaries.STATS`: ``q50``,
     the median head, by default) of ``quantity`` in the summaries ``table``, per level of ``at`` (L, N or T; None
-    for a table without a grid, such as ``sink``: one level, 0), averaged over the windows (a window without a
-    value at a level is left out of that level's mean). The windows are the independent units
-    (:class:`attnlimits.experiments.paper_claims.rules.PerWindow`, whose means the claims' intervals resample)."""
+    for a table without a grid, such as ``sink``: one level, 0), its median over the windows (a window without a
+    value at a level is left out there), as the claims read it. The windows are the independent units
+    (:class:`attnlimits.experiments.paper_claims.rules.PerWindow`)."""
     rows = table[table.quantity == quantity]
     if at is None:
         rows, at = rows.assign(level=0), "level"
     pw = PerWindow(rows, at, stat=stat)
-    return pd.Series(pw.means(None, quantity), index=pd.Index(pw.levels, name=at), name=quantity)
+    return pd.Series(pw.medians(quantity), index=pd.Index(pw.levels, name=at), name=quantity)
 
 
 def _g_max(res) -> pd.Series:
     """Figure 4's curve as this chapter draws it: per T, each window's largest g over its heads (smallest eps, the
-    model's logits), averaged over the windows; indexed by T."""
+    model's logits), median over the windows; indexed by T."""
     return _over_windows(res.g(), "g", "T", stat="max").rename("g")
 
 
 def _one_over_t_range(res) -> tuple[float, float]:
-    """The T range where the largest head's g (:func:`_g_max`: per window, averaged over windows) follows 1/T: the
+    """The T range where the largest head's g (:func:`_g_max`: per window, median over windows) follows 1/T: the
     longest run of consecutive grid intervals whose log-log slope lies in [-1.2, -0.8], as ``(T_lo, T_hi)``; NaNs
     when none."""
     top = _g_max(res)
@@ -129,14 +129,14 @@ def _critical_fractions(res) -> pd.Series:
 
 
 def summary(results: dict) -> pd.DataFrame:
-    """One row per model and control, each number a statistic over one window's heads averaged over the windows
+    """One row per model and control, each number a statistic over one window's heads, its median over the windows
     (the independent units; :func:`_over_windows`): critical N / L (each window's own critical N under reading E
     at KS level 0.05, divided by L; the median over windows and lengths, leaving out a window and length where no
-    N below L reached the level), the N_s/N plateau (each window's median head, averaged over windows, then over
-    N >= 16), the growth exponent of d~(L) (the log-log slope in L, N fixed, of each window's median head averaged
-    over windows), the range of T where the largest head's g follows 1/T and the slope of that g for T < 0.1
-    (each window's largest g over its heads, averaged over windows: :func:`_g_max`), and the attention sink's
-    weight on token 0 (median: each window's median head averaged over windows; max: the largest head of any
+    N below L reached the level), the N_s/N plateau (each window's median head, median over windows, then over
+    N >= 16), the growth exponent of d~(L) (the log-log slope in L, N fixed, of the median over windows of
+    each window's median head), the range of T where the largest head's g follows 1/T and the slope of that g for
+    T < 0.1 (each window's largest g over its heads, median over windows: :func:`_g_max`), and the attention sink's
+    weight on token 0 (median: each window's median head, its median over windows; max: the largest head of any
     window)."""
     rows = []
     for label, res in results.items():
@@ -255,7 +255,7 @@ CONTROL_STYLES = {"untrained": "--", "entropy-matched": ":", "shuffled": "-.", "
 
 def figure(results: dict):
     """Three panels, one line per model (its controls in the model's colour, styled by :data:`CONTROL_STYLES`), each
-    a statistic over one window's heads averaged over the windows (:func:`_over_windows`): the median head's d~
+    a statistic over one window's heads, its median over the windows (:func:`_over_windows`): the median head's d~
     against L (N fixed), the median head's N_s/N against N, and the largest head's g against T (smallest eps, the
     model's logits: :func:`_g_max`)."""
     import matplotlib.pyplot as plt
@@ -277,10 +277,10 @@ def figure(results: dict):
         axes[1].semilogx(sep.index, sep.values, **style)
         top = _g_max(res)
         axes[2].loglog(top.index, top.values, **style)
-    # each window's head, then the mean over windows
-    axes[0].set(xlabel="L", ylabel="d~: median head, mean of windows", title=f"Figure 2a: d~ vs L (N = {p.alg1_N})")
-    axes[1].set(xlabel="N", ylabel="N_s / N: median head, mean of windows", title=f"Figure 3: N_s/N (L = {p.alg4_L})")
-    axes[2].set(xlabel="T", ylabel="g: largest head, mean of windows", title="Figure 4: g(T) (smallest eps)")
+    # each window's head, then the median over windows
+    axes[0].set(xlabel="L", ylabel="d~: median head, median of windows", title=f"Figure 2a: d~ vs L (N = {p.alg1_N})")
+    axes[1].set(xlabel="N", ylabel="N_s / N: median head, median of windows", title=f"Figure 3: N_s/N (L = {p.alg4_L})")
+    axes[2].set(xlabel="T", ylabel="g: largest head, median of windows", title="Figure 4: g(T) (smallest eps)")
     axes[0].set_xticks(list(med.index), [str(int(v)) for v in med.index])  # the lengths read, not powers of 10
     axes[0].xaxis.set_minor_formatter(plt.NullFormatter())
     axes[3].axis("off")
