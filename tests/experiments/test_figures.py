@@ -1,7 +1,8 @@
 """attnlimits.experiments.figures on a small synthetic run: every figure draws what it says from the per-window
-summaries (per window a statistic over its heads, then the mean over windows), keeps the spread across a window's
-heads apart from the 95 % interval over windows, computes that interval from the windows, accepts a per-head run as
-well, and raises naming a bad argument. The hand computations start from the per-head tables."""
+summaries (per window a statistic over its heads, then the median over windows), keeps the spread across a window's
+heads apart from the 95 % interval over windows, computes that interval from the windows (the order statistics: the
+k-th smallest to the k-th largest window, none below 6 windows), accepts a per-head run as well, and raises naming a
+bad argument. The hand computations start from the per-head tables."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from attnlimits.infra import statistics
 
 PRESET = PRESETS["quick"].as_dict()  # alg1_N 2, alg1_L 16-64, alg2_L 64, alg2_N 1-10, alg4 L 64, alg5_T 6 values
 HEADS = [(layer, head) for layer in range(2) for head in range(3)]
-WINDOWS = (0, 1, 2, 3)
+WINDOWS = tuple(range(9))  # 9 windows: the interval runs from the 2nd smallest to the 2nd largest
 
 
 @pytest.fixture(autouse=True)
@@ -32,8 +33,9 @@ def close_figures():
 
 
 def _window_scale(windows, same):
-    """Each window's factor on every value: 1 for all with ``same``, else 1, 2, 3, ..."""
-    return {w: 1.0 if same else 1.0 + w for w in windows}
+    """Each window's factor on every value: 1 for all with ``same``, else 1 + w^2 / 8 (1, 1.125, 1.5, ..., 9 on
+    windows 0-8: skewed, so the median over windows, window 4's 3, is not the mean, 3.83)."""
+    return {w: 1.0 if same else 1.0 + w**2 / 8 for w in windows}
 
 
 def _distance(windows, same):
@@ -52,15 +54,15 @@ def _distance(windows, same):
 
 
 def _critical(windows):
-    """Each window's own critical N (one-window runs merged: ``windows`` "i-i"): E at 6 % of L plus the window's
-    number; E_full at 30 % of L, except window 0 at the smallest L, where no N reached the level; E_perm reached no N
+    """Each window's own critical N (one-window runs merged: ``windows`` "i-i"): E at 6 % of L plus w^2 // 8 (0, 0,
+    0, 1, 2, 3, 4, 6, 8 on windows 0-8: skewed, the median is not the mean); E_full at 30 % of L, except window 0 at the smallest L, where no N reached the level; E_perm reached no N
     anywhere."""
     rows = []
     for w in windows:
         for L in PRESET["alg1_L"]:
             for level in (0.05, 0.01):
                 full = pd.NA if w == 0 and L == PRESET["alg1_L"][0] else round(0.3 * L)
-                rows += [(w, L, "E", level, round(0.06 * L) + w), (w, L, "E_full", level, full)]
+                rows += [(w, L, "E", level, round(0.06 * L) + w**2 // 8), (w, L, "E_full", level, full)]
                 rows.append((w, L, "E_perm", level, pd.NA))
     t = pd.DataFrame(rows, columns=["window", "L", "reading", "ks_level", "critical_N"])
     return t.assign(windows=[f"{w}-{w}" for w in t.window]).astype({"critical_N": "Int64"})
@@ -130,10 +132,16 @@ def _per_window(table: pd.DataFrame, by: str, column: str, stat) -> pd.DataFrame
 
 
 def _by_hand(per_window: pd.DataFrame) -> pd.DataFrame:
-    """The mean over windows of per-window values, and its t interval over windows (what the jackknife t of a mean
-    of per-window values is exactly)."""
-    ivs = [statistics.t_interval(row) for row in per_window.to_numpy(float)]
-    return pd.DataFrame([iv[:3] for iv in ivs], index=per_window.index, columns=["value", "lo", "hi"])
+    """The median over windows of per-window values (a row per level, a column per window), and its 95 % interval
+    over windows: the k-th smallest and the k-th largest window's value (k from statistics.order_ranks; NaN with
+    fewer than 6 windows)."""
+    rows = []
+    for row in per_window.to_numpy(float):
+        x = np.sort(row)
+        ranks = statistics.order_ranks(len(x))
+        k = ranks[0] if ranks else None
+        rows.append((np.median(x), x[k - 1] if k else np.nan, x[len(x) - k] if k else np.nan))
+    return pd.DataFrame(rows, index=per_window.index, columns=["value", "lo", "hi"])
 
 
 def _bars(ax) -> list[ErrorbarContainer]:
@@ -158,13 +166,20 @@ def _labels(ax) -> list[str]:
     return [t.get_text() for t in ax.get_legend().get_texts()]
 
 
-def test_window_interval_is_the_mean_of_window_medians_with_its_t_interval_over_windows():
+def test_window_interval_is_the_median_of_window_medians_with_its_order_statistic_interval_over_windows():
     res = _results()
     s = figures.window_interval(Summaries.of(res).alg1(), "L", "d_tilde")
-    expected = _by_hand(_per_window(res.alg1(), "L", "d_tilde", "median"))
+    per_window = _per_window(res.alg1(), "L", "d_tilde", "median")
+    expected = _by_hand(per_window)
     assert list(s.index) == list(PRESET["alg1_L"])
     np.testing.assert_allclose(s.to_numpy(), expected.to_numpy(), rtol=1e-12)
-    assert (s.lo < s.value).all() and (s.value < s.hi).all()  # windows 1x..4x: the mean moves
+    # the windows scale every value by 1 + w^2 / 8: the median is window 4's, the ends windows 1 and 7 (k = 2 of 9)
+    np.testing.assert_allclose(s.to_numpy(), per_window[[4, 1, 7]].to_numpy(), rtol=1e-12)
+    assert not np.allclose(s.value, per_window.mean(axis=1), rtol=1e-3)  # not the mean over windows
+    assert (s.lo < s.value).all() and (s.value < s.hi).all()  # windows that differ: the median moves
+    five = figures.window_interval(_summaries(windows=tuple(range(5))).alg1(), "L", "d_tilde")
+    np.testing.assert_allclose(five.value, per_window[[0, 1, 2, 3, 4]].median(axis=1), rtol=1e-12)
+    assert five[["lo", "hi"]].isna().all().all()  # fewer than 6 windows: no order-statistic interval
     for one in (_summaries(windows=(0,)), _summaries(same=True)):  # one window, identical windows: nothing to move
         s = figures.window_interval(one.alg1(), "L", "d_tilde")
         assert np.allclose(s.lo, s.value) and np.allclose(s.hi, s.value)
@@ -172,13 +187,15 @@ def test_window_interval_is_the_mean_of_window_medians_with_its_t_interval_over_
         figures.window_interval(Summaries.of(res).alg1(), "L", "nope")
 
 
-def test_spread_averages_each_windows_quantiles_over_its_heads():
+def test_spread_takes_the_median_over_windows_of_each_windows_quantiles_over_its_heads():
     res = _results()
     s = figures.spread(Summaries.of(res).alg2(), "N", "E")
     t = res.alg2()
     for column, stat in (("median", "median"), ("lo", lambda v: v.quantile(0.1)), ("hi", lambda v: v.quantile(0.9))):
-        np.testing.assert_allclose(s[column], _per_window(t, "N", "E", stat).mean(axis=1), rtol=1e-12)
-    np.testing.assert_allclose(s["mean"], _per_window(t, "N", "E", "mean").mean(axis=1), rtol=1e-12)
+        per_window = _per_window(t, "N", "E", stat)
+        np.testing.assert_allclose(s[column], per_window.median(axis=1), rtol=1e-12)
+        assert not np.allclose(s[column], per_window.mean(axis=1), rtol=1e-3)  # the windows are skewed
+    np.testing.assert_allclose(s["mean"], _per_window(t, "N", "E", "mean").median(axis=1), rtol=1e-12)
     assert (s["median"] < s["mean"]).all()  # heads spread as (1 + i)^2: the two statistics differ
 
 
@@ -188,7 +205,7 @@ def test_distance_figures_show_the_heads_band_and_the_windows_bars(draw, by):
     ax = draw(res).axes[0]
     assert len(_bands(ax)) == 3 and len(_bars(ax)) == 3  # d~, E, d_max: a band and bars each
     labels = set(_labels(ax))
-    assert {"10-90 % of a window's heads, averaged over windows (band)", "median, 95 % over windows (bars)"} <= labels
+    assert {"10-90 % of a window's heads, median over windows (band)", "median, 95 % over windows (bars)"} <= labels
     table = res.alg1() if by == "L" else res.alg2()
     expected = figures.window_interval(table, by, "d_tilde")
     assert np.allclose(_bar_ends(_bars(ax)[0]), np.column_stack([expected.index, expected.lo, expected.hi]))
@@ -210,7 +227,7 @@ def test_readings_figures_draw_every_reading_with_its_window_band(draw, by):
     e_perm = figures.window_interval(table, by, "E_perm")
     assert np.allclose(ax.lines[4].get_ydata(), e_perm.value)
     assert np.allclose(_band_ys(_bands(ax)[4]), np.unique(np.r_[e_perm.lo, e_perm.hi].round(9)))
-    assert "averaged over windows, 95 % over windows (band)" in _labels(ax)
+    assert "median over windows, 95 % over windows (band)" in _labels(ax)
     one = draw(_summaries(windows=(0,)), counting="row").axes[0]
     for band, line in zip(_bands(one), one.lines, strict=True):  # one window: each band has zero width
         assert np.allclose(_band_ys(band), np.unique(np.round(line.get_ydata(), 9)))
@@ -219,23 +236,36 @@ def test_readings_figures_draw_every_reading_with_its_window_band(draw, by):
 
 
 def _critical_by_hand(reading: str, level: float) -> pd.DataFrame:
-    """Each window's own critical N (none found: N = L), its mean over windows and t interval, per L."""
+    """Each window's own critical N (none found: N = L), its median over windows and order-statistic interval,
+    per L."""
     c = _critical(WINDOWS)
     c = c[(c.reading == reading) & (c.ks_level == level)]
     n = c.critical_N.astype("Float64").fillna(c.L.astype(float)).astype(float)
     return _by_hand(c.assign(n=n).pivot(index="L", columns="window", values="n"))
 
 
-def test_critical_over_windows_averages_each_windows_own_critical_n():
+def test_critical_over_windows_takes_the_median_of_each_windows_own_critical_n():
     res = _summaries()
     c = res.critical
     full = figures.critical_over_windows(c[(c.reading == "E_full") & (c.ks_level == 0.05)])
     expected = _critical_by_hand("E_full", 0.05)
     np.testing.assert_allclose(full[["value", "lo", "hi"]].to_numpy(), expected.to_numpy(), rtol=1e-12)
     smallest = PRESET["alg1_L"][0]
-    assert full.loc[smallest, "value"] == pytest.approx((smallest + 3 * round(0.3 * smallest)) / 4)  # window 0: L
-    assert full.reached.tolist() == [3] + [4] * (len(PRESET["alg1_L"]) - 1) and (full.windows == 4).all()
+    assert tuple(full.loc[smallest, ["value", "lo", "hi"]]) == (round(0.3 * smallest),) * 3  # window 0's L: an end
+    assert full.reached.tolist() == [8] + [9] * (len(PRESET["alg1_L"]) - 1) and (full.windows == 9).all()
+    e = figures.critical_over_windows(c[(c.reading == "E") & (c.ks_level == 0.05)])
+    own = {L: round(0.06 * L) + np.array([w**2 // 8 for w in WINDOWS]) for L in PRESET["alg1_L"]}
+    np.testing.assert_allclose(e.value, [np.median(own[L]) for L in e.index], rtol=1e-12)  # + 2, not + 24 / 9
     assert figures.critical_over_windows(c[c.reading == "E_perm"]).empty  # no window reached it: no length
+    # windows that reached no N count as N = L: they are values of the median and its interval like any other
+    found = {100: [10, 20, 30, 40, 50, 60, None, None, None], 200: [10, 20, 30, 40] + [None] * 5, 300: [None] * 9}
+    crit = pd.DataFrame(
+        [(w, L, n) for L, ns in found.items() for w, n in enumerate(ns)], columns=["window", "L", "critical_N"]
+    ).astype({"critical_N": "Int64"})
+    got = figures.critical_over_windows(crit.sample(frac=1, random_state=0))  # rows in any order
+    assert got.index.tolist() == [100, 200]  # no window reached any N at L = 300: left out
+    assert got.loc[100].tolist() == [50, 20, 100, 6, 9]  # sorted 10 ... 60, 100, 100, 100: k = 2
+    assert got.loc[200].tolist() == [200, 20, 200, 4, 9]  # five of nine at N = L: the median is L
 
 
 def test_critical_figure_reads_each_windows_own_critical_n_with_its_interval():
@@ -243,7 +273,7 @@ def test_critical_figure_reads_each_windows_own_critical_n_with_its_interval():
     ax = figures.critical_figure(res).axes[0]
     assert len(_bars(ax)) == 2  # one per KS level
     line = next(li for li in ax.lines if li.get_label().startswith("critical N, KS level 0.05"))
-    assert line.get_label() == "critical N, KS level 0.05: a window's own, averaged over 4 windows"
+    assert line.get_label() == "critical N, KS level 0.05: a window's own, median over 9 windows"
     e = _critical_by_hand("E", 0.05)
     assert np.allclose(line.get_ydata(), e.value)
     assert np.allclose(_bar_ends(_bars(ax)[1]), np.column_stack([e.index, e.lo, e.hi]))
@@ -283,12 +313,12 @@ def _box(ax, x: float) -> dict:
     return {"box": sorted(set(np.round(box.get_ydata(), 9))), "flat": flat}
 
 
-def test_separability_figure_averages_each_windows_quartiles_and_reads_the_value_tokens():
+def test_separability_figure_takes_the_median_over_windows_of_each_windows_quartiles_and_reads_the_value_tokens():
     per_head = _results(tokens=("value", "key"))
     res = Summaries.of(per_head)
     ax = figures.separability_figure(res).axes[0]
     value = per_head.separability[per_head.separability.tokens == "value"]
-    quantile = {q: _per_window(value, "N", "ns_frac", lambda v, q=q: v.quantile(q)).mean(axis=1) for q in
+    quantile = {q: _per_window(value, "N", "ns_frac", lambda v, q=q: v.quantile(q)).median(axis=1) for q in
                 (0.05, 0.25, 0.5, 0.75, 0.95)}  # fmt: skip
     for x, n in enumerate(PRESET["alg4_N"]):
         drawn = _box(ax, x)
@@ -301,20 +331,20 @@ def test_separability_figure_averages_each_windows_quartiles_and_reads_the_value
     upper = next(li for li in ax.lines if li.get_label().startswith("upper bound"))
     assert np.allclose(upper.get_ydata(), 1.0)
     assert "a window's heads: quartiles (box), 5-95 % (whiskers)" in _labels(ax)
-    assert "averaged over windows" in ax.get_ylabel()
+    assert "median over windows" in ax.get_ylabel()
     key = figures.separability_figure(res, tokens="key").axes[0]
     assert (_bar_ends(_bars(key)[0])[:, 2] < 0.5).all()
     with pytest.raises(ValueError, match="tokens"):
         figures.separability_figure(res, tokens="query")
 
 
-def test_gradient_figure_draws_the_mean_of_window_maxima_and_shades_the_quantiles_interval():
+def test_gradient_figure_draws_the_median_of_window_maxima_and_shades_the_quantiles_interval():
     per_head = _results()
     res = Summaries.of(per_head)
     ax = figures.gradient_figure(res).axes[0]
     (band,) = _bands(ax)  # the maxima's lines have no band of their own
     eps = min(PRESET["alg5_eps"])
-    assert band.get_label() == "its 95 % interval (jackknife t over 4 windows)"
+    assert band.get_label() == "its 95 % interval (median and order-statistic interval over 9 windows)"
     curve = figures.g_quantile(res, eps)
     pd.testing.assert_frame_equal(figures.g_quantile(per_head, eps), curve)  # a per-head run is summarised first
     ys = band.get_paths()[0].vertices[:, 1]
@@ -324,9 +354,11 @@ def test_gradient_figure_draws_the_mean_of_window_maxima_and_shades_the_quantile
     top = lines[f"paper's g: max over a window's heads, eps = {eps:g}"]
     g = per_head.gradient
     g = g[(g.eps == eps) & (g.logit_scaling == "model")]
-    assert np.allclose(top.get_ydata(), _per_window(g, "T", "g", "max").mean(axis=1))
+    assert np.allclose(top.get_ydata(), _per_window(g, "T", "g", "max").median(axis=1), rtol=1e-12, atol=0)
     q95 = lines[f"95th percentile over a window's heads, eps = {eps:g}"]
-    assert np.allclose(q95.get_ydata(), _per_window(g, "T", "g", lambda v: v.quantile(0.95)).mean(axis=1))
+    per_window = _per_window(g, "T", "g", lambda v: v.quantile(0.95))
+    assert np.allclose(q95.get_ydata(), per_window.median(axis=1), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(curve.to_numpy(), _by_hand(per_window).to_numpy(), rtol=1e-12)
     same = _summaries(same=True)
     ys = _band_ys(_bands(figures.gradient_figure(same, "none").axes[0])[0])
     value = figures.g_quantile(same, eps, "none").value

@@ -1,7 +1,9 @@
 """The verdict rules of attnlimits.experiments.paper_claims: each rule passes data that bears its claim out, fails data
 that contradicts it, and says "inconclusive" when the windows disagree across the rule's band. The synthetic runs are
 per-head tables (attnlimits.experiments.Results), which the claims summarise per window (Summaries.of): each number
-is a statistic over a window's heads, averaged over the windows."""
+is, per window, a statistic over its heads, then each window's own number (its slope, ratio, critical N / L), then
+their median over the windows with its order-statistic interval. With 8 windows that interval is [min, max] over the
+windows (statistics.order_ranks), and a leave-one-window-out rule still decides on the 7 left."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from attnlimits.experiments.critical_reading import critical_from_heads
 from attnlimits.infra import statistics
 
 PRESET = PRESETS["quick"].as_dict()  # alg1_N 2, alg1_L 16-64, alg2_L 64, alg2_N 1-10, alg4_N 1-8, alg5_T 1e-3..100
-WINDOWS = 4
+WINDOWS = 8  # at least 6 for a 95 % interval of the median, and 7 for one that survives leaving a window out
 HEADS = [(layer, head) for layer in range(3) for head in range(4)]
 
 
@@ -94,11 +96,12 @@ def _own(critical: pd.DataFrame, reading="E", level=0.05) -> pd.DataFrame:
     return t.assign(n=n).pivot(index="window", columns="L", values="n")
 
 
-def _critical_heads(exponent=1.0, spread=0.0, layers=4, per_layer=9, lengths=(32, 64, 128, 256)):
+def _critical_heads(exponent=1.0, spread=0.0, layers=4, per_layer=9, lengths=(32, 64, 128, 256, 512, 1024)):
     """critical_heads (one row per window, head, L, N and reading) whose reading E sits above its d~ by a shift
     ~ L^exponent / N, so the critical N grows as L^exponent; ``spread`` gives each window its own exponent. The
     reading E_full, on a sample of the rows (its own d~ and fractional rows), sits above by a shift ~ 1 / N: a
-    critical N flat in L, so a claim about E that read it too would see a slope below 1."""
+    critical N flat in L, so a claim about E that read it too would see a slope below 1. Over L = 32...1024 each
+    window's own slope (its critical N rounded to the N grid) lies within 0.07 of its exponent."""
     rng = np.random.default_rng(0)
     exponents, parts = _spread(exponent, spread), []
     base = rng.gamma(2.0, 1.0, size=layers * per_layer)
@@ -185,6 +188,17 @@ def _reading(res, key, reading="E"):
     return row.iloc[0].rename({"lo": "value_lo", "hi": "value_hi"})
 
 
+def _order_interval(values, log=False):
+    """The median of one number per window and its 95 % interval, recomputed here: the k-th smallest and the k-th
+    largest value, k from statistics.order_ranks (``log``: the median and ends of the logarithms, mapped back)."""
+    x = np.log(values) if log else np.asarray(values, float)
+    k, coverage = statistics.order_ranks(len(x))
+    assert coverage >= 0.95
+    ordered = np.sort(x)
+    out = (float(np.median(x)), float(ordered[k - 1]), float(ordered[len(x) - k]))
+    return tuple(np.exp(out)) if log else out
+
+
 # --- decide -----------------------------------------------------------------------------------------------------
 
 
@@ -222,7 +236,7 @@ def test_fig2a_bound_is_a_sanity_check_on_the_visible_counting_only():
     one = broken.index[(broken.counting == "visible") & (broken.window == 2)][5]
     broken.loc[one, "d_max"] = 0.9 * broken.loc[one, "d_tilde"]
     violated = _claim(_results(distance=broken), "fig2a-bound")
-    assert violated.verdict == rp.VIOLATED and "in 95.8% of 24 (window, $L$, $N$) points" in violated.measured
+    assert violated.verdict == rp.VIOLATED and "in 97.9% of 48 (window, $L$, $N$) points" in violated.measured  # 47
 
 
 def test_fig2b_plateau():
@@ -240,81 +254,115 @@ def test_fig2b_convergence():
     assert unsure.verdict == rp.INCONCLUSIVE
 
 
-def test_fig2_numbers_are_each_windows_median_over_heads_averaged_over_windows():
-    """Heads scaled differently in each window: each number is the mean over windows of the window's median over
-    heads (computed here from the per-head table), not the median over heads of each head pooled over windows."""
+def test_fig2_numbers_are_the_median_over_windows_of_each_windows_own_number():
+    """Heads scaled differently in each window, and windows whose numbers are skewed (a mean over them would not be
+    their median): each number is each window's own (its slope in L, its factor in N, its ratio) from the window's
+    median over heads (computed here from the per-head table), then the median over the windows with the
+    order-statistic interval; not the number of the window-averaged curve (the old statistic), nor the median over
+    heads of each head pooled over windows."""
     scales = np.random.default_rng(3).lognormal(0, 1, size=(WINDOWS, len(HEADS)))
-    distance = _distance(growth=1.0, growth_spread=0.3, change=1.1, change_spread=0.2, ratio=1.2, ratio_spread=0.2,
-                         scales=scales)  # fmt: skip
+    growths = np.array([0.7, 0.8, 0.9, 0.95, 1.0, 1.05, 1.6, 2.0])  # per window; skewed: mean 1.125, median 0.975
+    changes = np.array([0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.5, 2.0])
+    ratios = np.array([1.0, 1.1, 1.15, 1.2, 1.25, 1.3, 1.6, 2.2])
+    distance = _distance(growth=growths, change=changes, ratio=ratios, scales=scales)
     last_n = distance.N == max(PRESET["alg2_N"])
     distance.loc[last_n, "E"] *= np.random.default_rng(4).lognormal(0, 0.3, size=int(last_n.sum()))  # E/d~ by head
     res = _results(distance=distance)
     visible = distance[distance.counting == "visible"].assign(ratio=lambda t: t.E / t.d_tilde)
 
-    def per_window(t, column):
-        """The mean over windows of each window's median over heads, and the median over heads of each head's
-        mean over windows (the old statistic)."""
-        return t.groupby("window")[column].median().mean(), t.groupby(["layer", "head"])[column].mean().median()
+    def medians(t, column):
+        """Each window's median over its heads, in window order."""
+        return t.groupby("window")[column].median().to_numpy()
+
+    def pooled(t, column):
+        """The median over heads of each head's mean over windows (not what the claims read)."""
+        return t.groupby(["layer", "head"])[column].mean().median()
 
     lengths = sorted(PRESET["alg1_L"])
     alg1 = visible[visible.N == PRESET["alg1_N"]]
-    growth = [per_window(alg1[alg1.L == L], "d_tilde") for L in lengths]
+    curves = np.stack([medians(alg1[alg1.L == L], "d_tilde") for L in lengths], axis=1)  # windows x L
+    slopes = np.array([rp.loglog_slope(lengths, curve) for curve in curves])
+    assert slopes == pytest.approx(growths, rel=1e-9)  # each window's median head grows as its own L^growth
     claim = _claim(res, "fig2a-distance-linear")
-    assert claim.value == pytest.approx(rp.loglog_slope(lengths, [g[0] for g in growth]), rel=1e-12)
-    assert claim.value != pytest.approx(rp.loglog_slope(lengths, [g[1] for g in growth]), rel=1e-3)
+    assert (claim.value, claim.value_lo, claim.value_hi) == pytest.approx(_order_interval(slopes), rel=1e-12)
+    assert (claim.value, claim.value_lo, claim.value_hi) == pytest.approx((0.975, 0.7, 2.0), rel=1e-9)
+    assert claim.value != pytest.approx(slopes.mean(), rel=1e-3)  # the windows' median, not their mean
+    assert claim.value != pytest.approx(rp.loglog_slope(lengths, curves.mean(axis=0)), rel=1e-3)
+    assert claim.value != pytest.approx(rp.loglog_slope(lengths, [pooled(alg1[alg1.L == L], "d_tilde")
+                                                                  for L in lengths]), rel=1e-3)  # fmt: skip
+    assert "(each window's own slope, their median over the windows;" in claim.measured
+    assert claim.verdict == rp.INCONCLUSIVE  # [0.7, 2.0] straddles [0.8, 1.2]
     ns = sorted(PRESET["alg2_N"])
     alg2 = visible[visible.L == PRESET["alg2_L"]]
-    first, last = (per_window(alg2[alg2.N == n], "d_tilde") for n in ns[-2:])
+    first, last = (alg2[alg2.N == n] for n in ns[-2:])
+    factors = medians(last, "d_tilde") / medians(first, "d_tilde")
+    assert factors == pytest.approx(changes, rel=1e-9)
     plateau = _claim(res, "fig2b-plateau")
-    assert plateau.value == pytest.approx(last[0] / first[0], rel=1e-12)
-    assert plateau.value != pytest.approx(last[1] / first[1], rel=1e-3)
-    assert "averaged over the windows" in plateau.measured
-    at_last = alg2[alg2.N == ns[-1]]
-    ratio = per_window(at_last, "ratio")[0]  # each head's ratio, its median per window, averaged over the windows
+    # a ratio: the median of the logarithms, so the median between the two middle windows is their geometric mean
+    assert (plateau.value, plateau.value_lo, plateau.value_hi) == pytest.approx(
+        _order_interval(factors, log=True), rel=1e-12
+    )
+    assert plateau.value == pytest.approx(math.sqrt(1.1 * 1.15), rel=1e-9) and plateau.value != pytest.approx(
+        np.median(factors), rel=1e-4
+    )
+    assert plateau.value != pytest.approx(medians(last, "d_tilde").mean() / medians(first, "d_tilde").mean(), rel=1e-3)
+    assert plateau.value != pytest.approx(pooled(last, "d_tilde") / pooled(first, "d_tilde"), rel=1e-3)
+    assert "(each window's own factor, their median over the windows;" in plateau.measured
+    assert "averaged over the windows" not in plateau.measured
+    per_window = medians(last, "ratio")  # each head's ratio, its median per window
     convergence = _reading(res, "fig2b-convergence")
-    assert convergence.value == pytest.approx(ratio, rel=1e-12)
-    assert ratio != pytest.approx(per_window(at_last, "E")[0] / per_window(at_last, "d_tilde")[0], rel=1e-3)
+    assert (convergence.value, convergence.value_lo, convergence.value_hi) == pytest.approx(
+        _order_interval(per_window, log=True), rel=1e-12
+    )
+    assert convergence.value != pytest.approx(np.median(medians(last, "E") / medians(last, "d_tilde")), rel=1e-3)
+    assert "its median over the windows" in convergence.measured
 
 
 def test_fig2c_critical_reads_each_windows_own_critical_n():
     res = _results(critical=_critical(0.06, spread=0.01))
     good = _reading(res, "fig2c-critical")
     assert good.verdict == rp.REPRODUCED, good.measured
-    # decided per length; the number shown is the largest L's (every L inside the band): the mean over windows of
-    # each window's critical N / 64, with its t interval over the windows
+    # decided per length; the number shown is the largest L's (every L inside the band): the median over windows of
+    # each window's critical N / 64, with its order-statistic interval over the windows
     per_window = _own(_critical(0.06, spread=0.01))[64].to_numpy() / 64
-    assert len(set(per_window)) > 1
-    iv = statistics.t_interval(per_window)
-    assert (good.value, good.value_lo, good.value_hi, good.units) == pytest.approx((iv.value, iv.lo, iv.hi, WINDOWS))
-    assert "jackknife t over 4 windows" in good.measured and "no $N < L$" not in good.measured
+    assert len(set(per_window)) > 1 and np.median(per_window) != per_window.mean()
+    assert (good.value, good.value_lo, good.value_hi) == pytest.approx(_order_interval(per_window), rel=1e-12)
+    assert good.units == WINDOWS
+    assert "median and order-statistic interval over 8 windows" in good.measured and "no $N < L$" not in good.measured
     far = _reading(_results(critical=_critical(0.3)), "fig2c-critical")
     assert far.verdict == rp.NOT  # a constant fraction, but not the paper's: no "different constant" any more
     # no window reached an N: each counts as N = L, and the text says how many windows at which L
     none = _reading(_results(critical=_critical(none=WINDOWS)), "fig2c-critical")
     assert none.verdict == rp.NOT and none.value == pytest.approx(1.0)
-    assert "windows (of 4) where no $N < L$ reached the level, by $L$: 16: 4, 32: 4, 64: 4" in none.measured
-    # one window of four without an N: counted as N = L, it lifts the mean by (L - 0.06 L) / 4
+    assert "windows (of 8) where no $N < L$ reached the level, by $L$: 16: 8, 32: 8, 64: 8" in none.measured
+    # one window of eight without an N: counted as N = L, it leaves the median at the others' 4 / 64 but is the top
+    # of the interval (at 8 windows the smallest and largest window's), so the length is undecided
     one = _reading(_results(critical=_critical(none=1)), "fig2c-critical")
-    assert one.value == pytest.approx((3 * 4 + 64) / 4 / 64) and one.verdict == rp.INCONCLUSIVE  # 1 of 4 far off
+    assert (one.value, one.value_lo, one.value_hi) == pytest.approx((4 / 64, 4 / 64, 1.0), rel=1e-12)
+    assert one.verdict == rp.INCONCLUSIVE
     assert "by $L$: 16: 1, 32: 1, 64: 1, counted as $N = L$" in one.measured
     unsure = _reading(_results(critical=_critical(0.1, spread=0.06)), "fig2c-critical")
     assert unsure.verdict == rp.INCONCLUSIVE and unsure.value_lo < 0.12 < unsure.value_hi, unsure.measured
 
 
-def test_fig2c_proportional_is_the_slope_of_the_windows_mean_critical_n():
-    """A run searched over every window at once (its critical table's windows "0-3"): each window's own critical N
-    is read from its per-head means (Summaries.of), and the slope is that of their mean over windows."""
+def test_fig2c_proportional_is_the_median_of_each_windows_own_slope():
+    """A run searched over every window at once (its critical table's windows "0-7"): each window's own critical N
+    is read from its per-head means (Summaries.of), each window's slope in L of it, then their median over windows
+    with its order-statistic interval (not the slope of the windows' mean critical N)."""
     heads = _critical_heads()
     lengths = sorted(set(heads.L))
     joint = pd.DataFrame(
-        {"L": lengths, "reading": "E", "ks_level": 0.05, "critical_N": pd.NA, "window": "all", "windows": "0-3"}
+        {"L": lengths, "reading": "E", "ks_level": 0.05, "critical_N": pd.NA, "window": "all", "windows": "0-7"}
     ).astype({"critical_N": "Int64"})  # the joint search's own N is not read
     good = _claim(_results(critical=joint, heads=heads), "fig2c-proportional")
     assert good.verdict == rp.REPRODUCED, good.measured
     own = [[critical_from_heads(heads, L, "E", 0.05, windows=[w]) for L in lengths] for w in range(WINDOWS)]
     assert len({tuple(n) for n in own}) > 1  # the windows differ
-    assert good.value == pytest.approx(rp.loglog_slope(lengths, np.mean(own, axis=0)), rel=1e-12)
+    slopes = [rp.loglog_slope(lengths, n) for n in own]
+    assert (good.value, good.value_lo, good.value_hi) == pytest.approx(_order_interval(slopes), rel=1e-12)
+    assert good.value != pytest.approx(rp.loglog_slope(lengths, np.mean(own, axis=0)), rel=1e-4)
     assert good.value_lo < good.value < good.value_hi and good.units == WINDOWS
+    assert "(each window's own slope, their median over the windows;" in good.measured
     assert "untrained controls show it too" in good.rule
     flat = _critical_heads(exponent=0.0)
     assert _claim(_results(critical=joint, heads=flat), "fig2c-proportional").verdict == rp.NOT

@@ -1,18 +1,23 @@
 """Intervals over independent units (attnlimits.infra.statistics): per-unit sums that pool any multiset of windows
-(UnitSums), the cluster bootstrap over windows (bootstrap_units: BCa, percentile, jackknife t) and the Student-t
-interval of a per-window value (t_interval). Their coverage is measured in test_interval_coverage.py."""
+(UnitSums), the cluster bootstrap over windows (bootstrap_units: BCa, percentile, jackknife t, and the median over
+windows of each window's own statistic), the Student-t interval of a per-window value (t_interval), and the median's
+exact order-statistic interval (order_ranks, median_interval). Their coverage is measured in
+test_interval_coverage.py."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as sp
 
 from attnlimits.infra import statistics
-from attnlimits.infra.statistics import Interval, UnitSums, bootstrap_units, t_interval
+from attnlimits.infra.statistics import Interval, UnitSums, bootstrap_units, median_interval, order_ranks, t_interval
 
 
 def _tidy(windows=6, layers=3, per_layer=4, seed=0) -> pd.DataFrame:
@@ -137,8 +142,13 @@ def test_the_same_seed_repeats_exactly_and_another_seed_does_not():
     for method in statistics.METHODS:
         first = bootstrap_units(12, mean, method=method, seed=3)
         assert first == bootstrap_units(list("abcdefghijkl"), mean, method=method, seed=3)
-        assert first.units == 12 and first.method == method and first.value == pytest.approx(x.mean())
+        assert first.units == 12 and first.method == method
         assert first.lo < first.value < first.hi
+        if method == "median":  # each unit's own mean (its x), their median: nothing is drawn, no seed is read
+            assert first.value == pytest.approx(np.median(x), rel=1e-15)
+            assert bootstrap_units(12, mean, method=method, seed=4) == first == median_interval(x)
+            continue
+        assert first.value == pytest.approx(x.mean())
         if method != "t":  # the jackknife t draws nothing
             assert bootstrap_units(12, mean, method=method, seed=4) != first
 
@@ -213,6 +223,140 @@ def test_nan_draws_are_dropped_with_a_warning_and_too_many_give_no_interval():
         assert np.isnan(bootstrap_units(8, many, method="t").lo)
     with pytest.warns(RuntimeWarning, match="1 of 4 values are NaN"):
         assert t_interval([1.0, np.nan, 2.0, 3.0]) == t_interval([1.0, 2.0, 3.0])
+
+
+# --- order_ranks and median_interval ----------------------------------------------------------------------------
+
+
+def _widest_k(n: int, level: float) -> int | None:
+    """By scipy's binomial: the largest k whose k-th smallest to k-th largest of n values covers the median with
+    probability 1 - 2 P(Binomial(n, 1/2) <= k - 1) >= level; None when not even k = 1 does."""
+    covering = [k for k in range(1, n // 2 + 1) if 1 - 2 * sp.binom.cdf(k - 1, n, 0.5) >= level]
+    return max(covering) if covering else None
+
+
+@pytest.mark.parametrize("n, k", [(5, None), (6, 1), (8, 1), (12, 3), (32, 10)])
+def test_order_ranks_give_the_widest_ranks_whose_exact_binomial_coverage_is_at_least_95(n, k):
+    got = order_ranks(n)
+    assert _widest_k(n, 0.95) == k
+    if k is None:
+        assert got is None
+        assert 1 - 2 * sp.binom.cdf(0, n, 0.5) < 0.95  # the smallest and largest of 5 cover 93.75 %
+        return
+    exact = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n  # by counting, not by scipy
+    coverage = 1 - 2 * sp.binom.cdf(k - 1, n, 0.5)
+    assert exact == pytest.approx(coverage, rel=1e-14)
+    assert got == (k, pytest.approx(coverage, rel=1e-14)) and isinstance(got[0], int)
+    assert coverage >= 0.95 > 1 - 2 * sp.binom.cdf(k, n, 0.5)  # one rank further in covers less
+    assert {6: 31 / 32, 8: 127 / 128, 12: 1 - 2 * 79 / 4096}.get(n, coverage) == pytest.approx(coverage, rel=1e-14)
+
+
+def test_order_ranks_match_the_binomial_at_every_size_and_level():
+    for level in (0.8, 0.9, 0.95, 0.99):
+        for n in range(1, 80):
+            want = _widest_k(n, level)
+            got = order_ranks(n, level)
+            assert (got is None) == (want is None), (n, level)
+            if want is not None:
+                assert got == (want, pytest.approx(1 - 2 * sp.binom.cdf(want - 1, n, 0.5), rel=1e-12)), (n, level)
+    for bad in (0, 1, 1.5, -0.1, 95):
+        with pytest.raises(ValueError, match="level"):
+            order_ranks(12, bad)
+
+
+def test_median_interval_is_the_median_between_two_of_the_values():
+    x = np.random.default_rng(7).lognormal(0, 1, size=12)
+    got = median_interval(x)
+    s = np.sort(x)
+    assert got == Interval(np.median(x), s[2], s[9], 12, "median")  # k = 3: the 3rd smallest, the 3rd largest
+    assert got.lo in x and got.hi in x and got.lo < got.value < got.hi
+    assert median_interval(list(x[::-1])) == got  # the order of the units does not matter
+    x32 = np.random.default_rng(8).standard_cauchy(32)  # heavy tails: the ends stay values of the sample
+    s32 = np.sort(x32)
+    assert median_interval(x32) == Interval(np.median(x32), s32[9], s32[22], 32, "median")
+    for n in (6, 7, 8):  # the smallest and largest value
+        assert median_interval(x[:n])[1:] == (x[:n].min(), x[:n].max(), n, "median")
+    five = median_interval(x[:5])  # fewer than 6: no pair of values covers 95 %
+    assert five.value == np.median(x[:5]) and np.isnan(five.lo) and np.isnan(five.hi)
+    assert five[3:] == (5, "median")
+    assert median_interval([2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 5.0]) == Interval(2.0, 2.0, 5.0, 7, "median")  # ties
+    s11 = np.sort(x[:11])
+    assert median_interval(x[:11])[1:3] == (s11[1], s11[9])  # k = 2 at 95 %
+    assert median_interval(x[:11], level=0.9)[1:3] == (s11[2], s11[8])  # k = 3 at 90 %
+
+
+def test_median_interval_leaves_nan_out_with_a_warning_and_one_value_is_no_interval():
+    x = np.random.default_rng(9).normal(size=9)
+    with pytest.warns(RuntimeWarning, match="2 of 11 values are NaN: left out"):
+        got = median_interval(np.r_[np.nan, x, np.nan])
+    assert got == median_interval(x) and got.units == 9
+    assert median_interval([4.0]) == Interval(4.0, 4.0, 4.0, 1, "none")
+    with pytest.warns(RuntimeWarning, match="1 of 2 values are NaN"):
+        assert median_interval([np.nan, 4.0]) == Interval(4.0, 4.0, 4.0, 1, "none")
+    for bad in ([1.0, np.inf, 2.0], [-np.inf] * 6):
+        with pytest.raises(ValueError, match="infinite"):
+            median_interval(bad)
+    for bad in ([np.nan], [np.nan] * 7, []):
+        with pytest.raises(ValueError, match="values"):
+            median_interval(bad)
+
+
+def test_bootstrap_units_median_is_the_median_interval_of_each_unit_alone():
+    t = _tidy(windows=12)
+    sums = UnitSums(t, ["x"])
+    seen = []
+
+    def statistic(c):  # the mean over heads of each head's pooled x, per multiset of windows
+        seen.append(np.array(c, float))
+        return np.nanmean(sums.pooled(c)[..., 0], axis=-1)
+
+    got = bootstrap_units(sums.units, statistic, method="median", batch=True)
+    np.testing.assert_array_equal(seen[0], np.eye(12))  # every window alone, once; nothing drawn
+    assert len(seen) == 1
+    alone = [float(_pandas_means(t[t.window == w], ["x"]).x.mean()) for w in sums.units]  # by pandas, window by window
+    assert _close(got, median_interval(alone))
+    s = np.sort(alone)
+    assert _close(got, Interval(np.median(alone), s[2], s[9], 12, "median"))
+    assert got.value != pytest.approx(statistic(np.ones((1, 12)))[0])  # not the statistic of the pooled windows
+    one_by_one = bootstrap_units(sums.units, lambda c: float(np.nanmean(sums.means(c).x)), method="median")
+    assert _close(one_by_one, got)
+    per_unit = np.r_[np.nan, np.arange(11.0)]  # a unit without the statistic: left out, with a warning
+
+    def own(c):  # the value of the one unit in each row
+        return per_unit[np.argmax(c, axis=-1)]
+
+    with pytest.warns(RuntimeWarning, match="1 of 12 values are NaN"):
+        left = bootstrap_units(12, own, method="median", batch=True)
+    assert left == median_interval(np.arange(11.0)) == Interval(5.0, 1.0, 9.0, 11, "median")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.integers(-3, 3).map(float), st.floats(-1e6, 1e6, allow_nan=False, allow_subnormal=False)),
+        min_size=1,
+        max_size=70,
+    )
+)
+def test_the_median_interval_contains_the_median_at_ranks_that_cover_95(values):
+    x = np.array(values)
+    n = len(x)
+    got = median_interval(x)
+    assert got.value == np.median(x) and got.units == n
+    ranks = order_ranks(n)
+    if n == 1:
+        assert got == Interval(x[0], x[0], x[0], 1, "none")
+        return
+    assert got.method == "median"
+    if ranks is None:
+        assert n < 6 and np.isnan(got.lo) and np.isnan(got.hi)
+        return
+    k, coverage = ranks
+    assert 1 - 2 * sp.binom.cdf(k - 1, n, 0.5) >= 0.95 > 1 - 2 * sp.binom.cdf(k, n, 0.5)
+    assert coverage == pytest.approx(1 - 2 * sp.binom.cdf(k - 1, n, 0.5), rel=1e-12)
+    s = np.sort(x)
+    assert (got.lo, got.hi) == (s[k - 1], s[n - k])
+    assert got.lo <= got.value <= got.hi and got.lo in x and got.hi in x
 
 
 def test_bad_arguments_raise_naming_the_argument():

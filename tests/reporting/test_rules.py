@@ -23,8 +23,12 @@ def test_every_band_in_the_code_has_its_row_with_its_value_and_date():
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", band.since), band.where
         assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", c.until) and c.why and c.moved for c in band.history), band
     assert "'inconclusive' at 10 % -> 'not reproduced' at 5 %" in rules.rules_table().earlier.str.cat()
+    for method in rules.INTERVALS:  # the interval the verdicts read is a rule too
+        assert rules.current(method.where) == method.value, method.where
+        assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", c.until) and c.why and c.moved for c in method.history)
     table = rules.rules_table()
-    assert list(table.band) == [b.name for b in rules.BANDS] and (table.since != "").all()
+    assert list(table.band) == [b.name for b in (*rules.BANDS, *rules.INTERVALS)] and (table.since != "").all()
+    assert "jackknife t" in table.set_index("band").loc["METHOD", "earlier"]
     assert "tightened to 5 %" in table.set_index("where").loc["experiments.paper_claims.figure3", "earlier"].iloc[0]
 
 

@@ -1,5 +1,5 @@
 """What every study stands on, importing only :mod:`attnlimits.core`: the results cache, the preset
-registry, provenance (hashes, folders, messages), statistics (intervals and tests), Algorithm 3's KS
+registry, provenance (hashes, folders, messages), statistics (intervals and tests) and their coverage, Algorithm 3's KS
 test, progress and parallel maps, profiling helpers, the plotting theme, the book's verdict words, a page's
 sentences checked against its numbers, the results pipeline's types and the shipped results' manifest, check
 and audit."""
@@ -11,6 +11,7 @@ MODULES = (
     "presets",
     "provenance",
     "statistics",
+    "coverage",
     "ks",
     "progress",
     "profiling",

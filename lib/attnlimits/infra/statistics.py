@@ -14,6 +14,12 @@ reads a spread that shrinks by (n - 1) / n and normal tails where Student's are 
 biased statistic, which the percentile interval does not, but not that. With a single window there is nothing to
 resample and an interval collapses onto its value (method "none").
 
+Those intervals estimate a mean over passages, and a mean is at the mercy of the passages' tails: with one rare
+passage far from the others, or a skewed tail, or a discrete statistic such as a critical N, the t interval covers
+as little as 41-86 % at 8 and 12 windows (:mod:`attnlimits.infra.coverage`, shown in chapter 31). The book's verdicts
+read the median over windows of each window's own number instead, with its exact order-statistic interval
+(:func:`median_interval`, ``bootstrap_units(method="median")``), which covers at least 95 % whatever the passages do.
+
 :class:`UnitSums` keeps each window's weighted sums per head, so the pooled mean of every head over any multiset of
 windows (a bootstrap draw, or all windows but one) is a matrix product: a thousand draws over 32 windows take a
 fraction of a second. :func:`bootstrap_windows` keeps the older entry point (a statistic of the tidy table itself).
