@@ -158,7 +158,7 @@ def _sink():
 
 def _results(*, exclude_sink=False, heads=None, **tables) -> Results:
     """A Results with every table of a good reproduction, unless ``tables`` replaces one. ``critical`` holds each
-    window's own critical N, unless it holds a search over every window at once (windows "0-3"): then each
+    window's own critical N, unless it holds a search over every window at once (windows "0-7"): then each
     window's is read from ``heads`` (critical_heads)."""
     tables = {
         "distance": _distance(),
@@ -527,13 +527,16 @@ def test_figure2_readings_sets_every_reading_beside_the_claims():
     assert t.loc[("E", "visible"), "verdict_2c"] == rp.REPRODUCED
     assert np.isnan(t.loc[("E", "row"), "fraction"]) and t.loc[("E", "row"), "verdict_2c"] == rp.NOT_MEASURED
     # every reading Algorithm 3 searched has its own critical N, read from its own rows of the critical table: the
-    # mean over windows of each window's N / L at the deciding length
-    own = {r: _own(_critical(), r)[64].mean() / 64 for r in ("E_full", "E_perm")}
-    assert own["E_full"] == 19 / 64 and own["E_perm"] == 6.25 / 64
-    assert t.loc[("E_full", "visible"), "fraction"] == pytest.approx(own["E_full"])  # the largest L outside the band
-    assert t.loc[("E_full", "visible"), "verdict_2c"] == rp.NOT
-    assert t.loc[("E_perm", "visible"), "fraction"] == pytest.approx(own["E_perm"])  # the largest L straddling it
-    assert t.loc[("E_perm", "visible"), "verdict_2c"] == rp.INCONCLUSIVE
+    # median over windows of each window's N / L at the deciding length, between the smallest and largest window's
+    own = {r: _own(_critical(), r)[64].to_numpy() / 64 for r in ("E_full", "E_perm")}
+    assert list(own["E_full"] * 64) == [16, 17, 18, 19, 20, 21, 21, 22]  # 0.25...0.35 of 64, rounded
+    assert list(own["E_perm"] * 64) == [3, 4, 5, 6, 7, 8, 9, 10]  # 0.05...0.15 of 64, rounded
+    fraction = ["fraction", "fraction_lo", "fraction_hi"]
+    e_full, e_perm = (tuple(t.loc[(r, "visible"), fraction]) for r in ("E_full", "E_perm"))
+    assert e_full == pytest.approx(_order_interval(own["E_full"])) == (19.5 / 64, 16 / 64, 22 / 64)
+    assert t.loc[("E_full", "visible"), "verdict_2c"] == rp.NOT  # the largest L outside the band
+    assert e_perm == pytest.approx(_order_interval(own["E_perm"])) == (6.5 / 64, 3 / 64, 10 / 64)
+    assert t.loc[("E_perm", "visible"), "verdict_2c"] == rp.INCONCLUSIVE  # the largest L straddling it
     assert t.loc[("E_mc", "visible"), "verdict_2c"] == rp.NOT_MEASURED  # Algorithm 3 did not test it
     assert t.loc[("E_full", "row"), "verdict_2c"] == rp.NOT_MEASURED
     unsure = rp.figure2_readings(_results(distance=_distance(growth=1.15, growth_spread=0.3)))
@@ -553,22 +556,33 @@ def test_claim_tables_render_as_markdown_with_their_formulas():
         rp.markdown(table, columns=("figure", "paper"))
 
 
-def test_a_ratio_interval_is_taken_on_the_log_scale():
-    """A skewed ratio over a few windows: the plain t interval reaches below 0, the log-scale one stays positive,
-    keeps the same point and is symmetric in the factor (lo * hi = value^2 for the jackknife t)."""
-    per_window = np.array([3.0, 5.0, 40.0, 300.0, 4.0, 90.0])
+def test_a_ratio_reads_the_median_of_its_logarithm_between_the_same_order_statistics():
+    """A skewed ratio over ten windows, evaluated on each window alone: its interval is the 2nd smallest to the 2nd
+    largest window's ratio (order_ranks(10) gives k = 2) on either scale, always positive; on the log scale the
+    median between the two middle windows is their geometric mean, not their mean."""
+    per_window = np.array([3.0, 5.0, 40.0, 300.0, 4.0, 90.0, 7.0, 12.0, 2.0, 600.0])
+    seen = []
 
     def ratio(counts):
         counts = np.atleast_2d(counts)
-        return (counts * per_window).sum(-1) / (counts * np.ones(6)).sum(-1) / 2.0
+        seen.append(counts)
+        return (counts * per_window).sum(-1) / (counts * np.ones(len(per_window))).sum(-1) / 2.0
 
-    units = [str(i) for i in range(6)]
+    units = [str(i) for i in range(len(per_window))]
     plain = rp.rules.interval_over_windows(units, ratio)
+    assert len(seen) == 1 and np.array_equal(seen[0], np.eye(len(per_window)))  # each window alone, once
     logged = rp.rules.interval_over_windows(units, ratio, ratio=True)
-    assert plain.lo < 0 < logged.lo
-    assert logged.value == pytest.approx(plain.value, rel=1e-12)
-    assert logged.lo * logged.hi == pytest.approx(logged.value**2, rel=1e-9)
-    assert (logged.units, logged.method) == (6, rp.rules.METHOD)
+    assert statistics.order_ranks(len(per_window))[0] == 2
+    assert (plain.lo, plain.hi) == pytest.approx((1.5, 150.0), rel=1e-12)  # sorted / 2: 1, [1.5], ..., [150], 300
+    assert (logged.lo, logged.hi) == pytest.approx((plain.lo, plain.hi), rel=1e-12) and logged.lo > 0
+    assert plain.value == pytest.approx((3.5 + 6.0) / 2, rel=1e-12)  # the middle windows: 7 / 2 and 12 / 2
+    assert logged.value == pytest.approx(math.sqrt(3.5 * 6.0), rel=1e-12)
+    assert (logged.value, logged.lo, logged.hi) == pytest.approx(_order_interval(per_window / 2, log=True), rel=1e-12)
+    assert (logged.units, logged.method) == (len(per_window), rp.rules.METHOD) and rp.rules.METHOD == "median"
+    # fewer than 6 windows: no two of them bound the median at 95 %
+    few = rp.rules.interval_over_windows(units[:5], lambda counts: counts @ per_window[:5] / 2.0, ratio=True)
+    assert few.value == pytest.approx(2.5, rel=1e-12) and (few.units, few.method) == (5, "median")  # 3, 4, [5], 40, 300
+    assert np.isnan(few.lo) and np.isnan(few.hi) and rp.decide(few.lo, few.hi, rp.PLATEAU) == rp.INCONCLUSIVE
 
 
 def _labelled(res, text, preset_name):

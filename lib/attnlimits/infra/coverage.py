@@ -8,7 +8,7 @@ does (:data:`STATISTICS`): its median head, the ratio of its median heads at two
 heads, its critical N (a discrete value on a grid of N, L where none is reached) and the log-log slope of its
 critical N across five lengths. An interval over the run's windows covers when it holds the truth: the mean of the
 window's number over passages for the t and percentile intervals (which estimate a mean), its median for the
-order-statistic interval (:func:`attnlimits.infra.statistics.median_interval`, which estimates the median). The
+order-statistic interval (:func:`attnlimits.infra.medians.median_interval`, which estimates the median). The
 truth is computed on an independent sample of :data:`TRUTH_WINDOWS` windows.
 
 :func:`table` gives every (window count, tails, statistic, method) coverage; chapter 31 shows it. What it finds: the
@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from attnlimits.infra.statistics import order_ranks
+from attnlimits.infra.medians import order_ranks
 
 __all__ = ["COUNTS", "LEVEL", "METHODS", "STATISTICS", "TAILS", "TRUTH_WINDOWS", "coverage", "table"]
 

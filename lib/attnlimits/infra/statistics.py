@@ -14,12 +14,6 @@ reads a spread that shrinks by (n - 1) / n and normal tails where Student's are 
 biased statistic, which the percentile interval does not, but not that. With a single window there is nothing to
 resample and an interval collapses onto its value (method "none").
 
-Those intervals estimate a mean over passages, and a mean is at the mercy of the passages' tails: with one rare
-passage far from the others, or a skewed tail, or a discrete statistic such as a critical N, the t interval covers
-as little as 41-86 % at 8 and 12 windows (:mod:`attnlimits.infra.coverage`, shown in chapter 31). The book's verdicts
-read the median over windows of each window's own number instead, with its exact order-statistic interval
-(:func:`median_interval`, ``bootstrap_units(method="median")``), which covers at least 95 % whatever the passages do.
-
 :class:`UnitSums` keeps each window's weighted sums per head, so the pooled mean of every head over any multiset of
 windows (a bootstrap draw, or all windows but one) is a matrix product: a thousand draws over 32 windows take a
 fraction of a second. :func:`bootstrap_windows` keeps the older entry point (a statistic of the tidy table itself).
@@ -50,8 +44,6 @@ __all__ = [
     "bootstrap_windows",
     "check_resampling",
     "draw_counts",
-    "median_interval",
-    "order_ranks",
     "t_interval",
     "wilcoxon_heads",
 ]
@@ -62,9 +54,8 @@ RESAMPLES = 1000
 SEED = 0
 
 #: The intervals :func:`bootstrap_units` computes: BCa and the plain percentile from the draws, "t" from the
-#: leave-one-window-out jackknife's standard error and Student's t with n - 1 degrees of freedom, "median" the
-#: median over windows of each window's own statistic with its order-statistic interval (:func:`median_interval`).
-METHODS = ("bca", "percentile", "t", "median")
+#: leave-one-window-out jackknife's standard error and Student's t with n - 1 degrees of freedom.
+METHODS = ("bca", "percentile", "t")
 
 #: The largest share of draws (or of leave-one-out values) whose statistic may be NaN: they are dropped, with a
 #: warning; beyond it the interval is NaN, since the draws left would be a biased sample of the draws.
@@ -80,7 +71,7 @@ class Interval(NamedTuple):
     hi: float
     #: How many independent units (windows) the interval rests on.
     units: int
-    #: "t", "bca", "percentile", "median", or "none" (one unit: lo = hi = value, no interval).
+    #: "t", "bca", "percentile", or "none" (one unit: lo = hi = value, no interval).
     method: str
 
 
@@ -229,8 +220,6 @@ def bootstrap_units(
     if method not in METHODS:
         raise ValueError(f"method: must be one of {METHODS}, got {method!r}")
     check_resampling(resamples, level)
-    if method == "median":
-        return median_interval(_evaluate(statistic, np.eye(n), batch), level)
     value = float(_evaluate(statistic, np.ones((1, n)), batch)[0])
     if n == 1:
         return Interval(value, value, value, 1, "none")
@@ -258,50 +247,6 @@ def t_interval(values: Sequence[float], level: float = 0.95) -> Interval:
         return Interval(value, value, value, 1, "none")
     half = _t_quantile(level, len(x) - 1) * float(x.std(ddof=1)) / np.sqrt(len(x))
     return Interval(value, value - half, value + half, len(x), "t")
-
-
-def order_ranks(n: int, level: float = 0.95) -> tuple[int, float] | None:
-    """``(k, coverage)``: the k-th smallest and k-th largest of ``n`` values bound the median's interval at
-    ``level``, and ``coverage`` is its exact level (1 - 2 P(Binomial(n, 1/2) < k)); k is the largest that keeps it
-    at least ``level``. None when even the smallest and largest value cover less (fewer than 6 values at 95 %)."""
-    from scipy.stats import binom
-
-    check_resampling(1, level)
-    k = int(binom.ppf((1 - level) / 2, n, 0.5))  # the largest k with P(B < k) <= (1 - level) / 2, or one above it
-    while k >= 1 and 1 - 2 * binom.cdf(k - 1, n, 0.5) < level:
-        k -= 1
-    return None if k < 1 else (k, float(1 - 2 * binom.cdf(k - 1, n, 0.5)))
-
-
-def median_interval(values: Sequence[float], level: float = 0.95) -> Interval:
-    """The median of a per-unit value (one number per window: a window's median head, its slope in L, its critical
-    N) and its distribution-free interval: the k-th smallest to the k-th largest value (:func:`order_ranks`).
-
-    The interval holds the median over passages with probability at least ``level`` whatever the distribution of
-    the windows' values: skewed, heavy-tailed, a rare passage far from the others, or a discrete statistic with
-    ties (there it covers more), because P(a value is below the median) = 1/2 makes the count below it binomial.
-    That is why the book's verdicts read it (the simulation of ``tests/infra/test_interval_coverage.py`` measures
-    it beside the t interval, which covers a mean of such values as little as 70 %). Its price: it is wider than
-    a t interval where the windows are normal, it reads the median passage rather than the mean, and with fewer
-    than 6 windows no pair of values covers 95 %: lo = hi = NaN. NaN values are left out (a warning says how
-    many); ``units`` counts the windows used. With one value: method "none", lo = hi = value."""
-    x = np.asarray(values, float).reshape(-1)
-    if np.isinf(x).any():
-        raise ValueError("values: must be finite or NaN, got an infinite value")
-    if np.isnan(x).all():
-        raise ValueError(f"values: needs at least one value that is not NaN, got {len(x)} values")
-    if np.isnan(x).any():
-        warnings.warn(f"{int(np.isnan(x).sum())} of {len(x)} values are NaN: left out", RuntimeWarning, 2)
-        x = x[~np.isnan(x)]
-    value = float(np.median(x))
-    if len(x) == 1:
-        return Interval(value, value, value, 1, "none")
-    ranks = order_ranks(len(x), level)
-    if ranks is None:
-        return Interval(value, np.nan, np.nan, len(x), "median")
-    x = np.sort(x)
-    k = ranks[0]
-    return Interval(value, float(x[k - 1]), float(x[len(x) - k]), len(x), "median")
 
 
 def _sorted_groups(table: pd.DataFrame, by: list[str]) -> tuple[pd.Index, np.ndarray]:

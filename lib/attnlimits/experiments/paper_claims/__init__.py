@@ -10,7 +10,7 @@ summaries (:class:`attnlimits.experiments.summaries.Summaries`, what the book sh
 (passages of text) are the units: the number is, per window, a statistic over its heads (e.g. the median over a
 window's heads, or the window's own critical N), then each window's own number (its slope, ratio, level), then
 the median over the windows with its exact order-statistic interval (:class:`.rules.PerWindow`,
-:func:`attnlimits.infra.statistics.median_interval`, :data:`.rules.METHOD`: it covers whatever the passages' tails
+:func:`attnlimits.infra.medians.median_interval`, :data:`.rules.METHOD`: it covers whatever the passages' tails
 do), and every claim says how many windows it rests on (``units``). Trends are decided per length or by their
 slope, never by a median over a grid of lengths.
 

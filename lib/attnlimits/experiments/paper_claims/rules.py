@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 
 from attnlimits.experiments.summaries import Summaries
-from attnlimits.infra import statistics
-from attnlimits.infra.statistics import RESAMPLES, SEED
+from attnlimits.infra import medians, statistics
 from attnlimits.infra.verdicts import REPRODUCTION
 
 #: Added to the paper's side of a claim measured with token 0 removed (``exclude_sink=True``).
@@ -70,11 +69,11 @@ def log_slopes(x, y) -> np.ndarray:
 
 #: How every claim reads its windows: each window's own number (its slope, ratio or critical N, computed on that
 #: window alone), then the median over windows with its exact order-statistic interval
-#: (:func:`attnlimits.infra.statistics.median_interval`). It covers at least 95 % whatever the passages do: heavy or
+#: (:func:`attnlimits.infra.medians.median_interval`). It covers at least 95 % whatever the passages do: heavy or
 #: skewed tails, one rare passage far from the others, a discrete statistic (:mod:`attnlimits.infra.coverage`
 #: measures it at the book's window counts). The jackknife t of the mean over windows, the book's method until
 #: 2026-12-06, covers 70-79 % under a skewed tail and about 74 % with one rare heavy passage at 8 and 12 windows.
-METHOD = "median"
+METHOD = medians.METHOD
 #: How the claims' texts name an interval's method (:attr:`attnlimits.infra.statistics.Interval.method`).
 METHOD_WORDS = {
     "bca": "BCa",
@@ -176,15 +175,14 @@ def interval_over_windows(units, statistic: Callable[[np.ndarray], np.ndarray], 
     multiplicities; a row with a single 1 is that window) and its 95 % interval (:data:`METHOD`). ``ratio=True`` for
     a positive ratio: the median and interval of its logarithm, mapped back by exp (the same order statistics,
     except that a median between two windows is their geometric mean)."""
-    options = {"method": METHOD, "resamples": RESAMPLES, "seed": SEED, "batch": True}
     if not ratio:
-        return statistics.bootstrap_units(units, statistic, **options)
+        return medians.over_units(units, statistic)
 
     def log_of(counts):
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.log(statistic(counts))
 
-    iv = statistics.bootstrap_units(units, log_of, **options)
+    iv = medians.over_units(units, log_of)
     return iv._replace(value=math.exp(iv.value), lo=math.exp(iv.lo), hi=math.exp(iv.hi))
 
 
