@@ -27,8 +27,8 @@
 # the whole text, every layer and every head, each head's values the means over a stratified sample of its rows
 # (every row below 128, then one in 32). Each window is computed alone and summarised over its heads; the book
 # ships those summaries under `results/`, and this page reads them. So every number below is, per window, a
-# statistic over its heads (the median unless said otherwise), then the mean over the 32 windows, with its 95 %
-# interval over the windows (jackknife t): the windows, passages of the text, are the independent units. The last
+# statistic over its heads (the median unless said otherwise), then the median over the 32 windows, with its 95 %
+# interval over the windows (order statistics): the windows, passages of the text, are the independent units. The last
 # section also reads a second text, the King James Version, beside the first, at the same preset (shipped with the
 # book too).
 #
@@ -81,17 +81,17 @@ model, text, res, no_sink = shipped.book_run()
 # %% [markdown]
 # ## Figure 2a: distance vs length at $N = 5$
 #
-# The line is each window's median over its heads, averaged over the windows; the band, each window's 10–90 %
-# range of heads, averaged over the windows (how heads differ); the error bars, the line's 95 % interval over the
+# The line is each window's median over its heads, its median over the windows; the band, each window's 10–90 %
+# range of heads, its median over the windows (how heads differ); the error bars, the line's 95 % interval over the
 # windows (how far it would move on other passages). The table holds the line's numbers.
 
-# %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the sequence length L at a fixed N: each window's median over its heads averaged over the windows as a line with markers, each window's 10-90 % range of heads averaged over the windows as a shaded band, and the 95 % interval over windows (jackknife t) of the line as error bars."}}
+# %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the sequence length L at a fixed N: each window's median over its heads, its median over the windows as a line with markers, each window's 10-90 % range of heads, its median over the windows as a shaded band, and the 95 % interval over windows (order statistics) of the line as error bars."}}
 fig = figures.distance_vs_length(res)
 plotting.finish(fig, "22_fig2a")
 
 # %%
 def medians(table, by):
-    """Per value of `by`: each window's median over its heads, averaged over windows."""
+    """Per value of `by`: each window's median over its heads, their median."""
     columns = ["rows", "d_tilde", "E", "d_max"]
     return pd.DataFrame({q: figures.spread(table, by, q)["median"] for q in columns})
 
@@ -121,10 +121,10 @@ medians(res.alg1(), "L").round(3)
 #   So the paper's linear growth of $E$ cannot come from the expectation as this book reconstructs it.
 #
 # The mean weight of token 0 per head, as each window summarises it over its heads. Left: how the heads of a
-# window spread (each quantile over a window's heads, averaged over the windows; the band: its range over the
+# window spread (each quantile over a window's heads, its median over the windows; the band: its range over the
 # windows). Right: each window's median over its heads, one count per window.
 
-# %% mystnb={"image": {"alt": "Two panels on the mean attention weight of token 0: left, its quantiles over a window's heads averaged over the windows, with their range over the windows as a band; right, a histogram over the windows of each window's median over its heads."}}
+# %% mystnb={"image": {"alt": "Two panels on the mean attention weight of token 0: left, its quantiles over a window's heads, its median over the windows, with their range over the windows as a band; right, a histogram over the windows of each window's median over its heads."}}
 sink = res.sink.set_index(["quantity", "window"])
 weight = sink.loc["sink_weight"]  # a row per window: its heads' summary
 share = sink.loc["sink_weight>0.5", "mean"]  # each window's share of heads above 0.5
@@ -202,7 +202,7 @@ _ = sentences.assert_sentences({
 #
 # Line, band and error bars as in Figure 2a.
 
-# %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the number of selected tokens N at a fixed L: each window's median over its heads averaged over the windows as a line with markers, each window's 10-90 % range of heads averaged over the windows as a shaded band, and the 95 % interval over windows (jackknife t) of the line as error bars."}}
+# %% mystnb={"image": {"alt": "Log-log plot of the cumulative distance, its random-selection mean E and the bound d_max against the number of selected tokens N at a fixed L: each window's median over its heads, its median over the windows as a line with markers, each window's 10-90 % range of heads, its median over the windows as a shaded band, and the 95 % interval over windows (order statistics) of the line as error bars."}}
 fig = figures.distance_vs_n(res)
 plotting.finish(fig, "22_fig2b")
 
@@ -271,7 +271,7 @@ visible.assign(cell=visible.apply(cell, axis=1)).pivot(
     index="key", columns="reading", values="cell"
 )
 
-# %% mystnb={"image": {"alt": "Two log-log panels against the sequence length L at a fixed N: the true distance and the four readings of the expectation (the book's reconstruction, the Monte Carlo expectation, the inner factor 1, the permutation null), each window's median over its heads averaged over the windows, with the 95 % interval over windows as a band; visible tokens on the left, every position of the row on the right."}}
+# %% mystnb={"image": {"alt": "Two log-log panels against the sequence length L at a fixed N: the true distance and the four readings of the expectation (the book's reconstruction, the Monte Carlo expectation, the inner factor 1, the permutation null), each window's median over its heads, its median over the windows, with the 95 % interval over windows as a band; visible tokens on the left, every position of the row on the right."}}
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
 figures.readings_vs_length(res, ax=axes[0])
 figures.readings_vs_length(res, counting="row", ax=axes[1])
@@ -284,11 +284,11 @@ plotting.finish(fig, "22_readings")
 # The table holds every rule of Figure 2 that reads the expectation against every reading, on the visible tokens
 # (each rule as in the claims table at the end of the page; the number is the one the rule reads, with its 95 %
 # interval over the windows): `fig2a-expectation-linear`, the exponent in $L$ of the median over a window's heads,
-# averaged over the windows, at $N = 5$, in $[0.8, 1.2]$; `fig2b-convergence`, each window's median head ratio of
-# the reading to $\tilde d$, averaged over the windows, at $L = 1024$ and $N = 100$, in $[2/3, 3/2]$ and closer to
+# , its median over the windows, at $N = 5$, in $[0.8, 1.2]$; `fig2b-convergence`, each window's median head ratio of
+# the reading to $\tilde d$, its median over the windows, at $L = 1024$ and $N = 100$, in $[2/3, 3/2]$ and closer to
 # 1 than at $N = 1$; `fig2c-critical`, each window's own critical $N/L$ ({doc}`23_critical_n`: Algorithm 3 on that
-# window's heads alone), averaged over the windows, in $[0.03, 0.12]$ at every length (the number shown is the
-# length that decides); `fig2c-proportional`, the exponent in $L$ of the windows' mean critical $N$, in
+# window's heads alone), its median over the windows, in $[0.03, 0.12]$ at every length (the number shown is the
+# length that decides); `fig2c-proportional`, the exponent in $L$ of each window's own critical $N$, their median over the windows, in
 # $[0.8, 1.2]$. Algorithm 3 runs on the visible tokens only and searches no critical $N$ for `E_mc`.
 #
 # What each reading predicts, so that a reader holding the paper's figure can tell which one it drew: its size
@@ -355,7 +355,7 @@ _ = sentences.assert_sentences({
         verdict.loc["fig2a-expectation-linear", "E_perm"] == "reproduced"
         and number.loc[("fig2b-convergence", "E_perm", "visible"), "lo"] > 1
     ),
-    "E_perm's critical N, averaged over the windows, is within 5 % of L at every "
+    "E_perm's critical N, its median over the windows, is within 5 % of L at every "
     "length, and most windows reach the KS level at no N < L": bool(
         (perm.value / perm.index > 0.95).all()
         and (perm.reached < perm.windows / 2).all()
@@ -393,7 +393,7 @@ _ = sentences.assert_sentences({
 #   about 0.8 of $L$ at every length, not 6 %.
 # - **`E_perm`**, the permutation null, grows linearly, since it keeps the weights' concentration, but stays
 #   above $\tilde d$: the same weights on random tokens keep a larger aggregate than the model's own selection,
-#   and its critical $N$, averaged over the windows, lies within 5 % of $L$ at every length: most windows reach
+#   and its critical $N$, its median over the windows, lies within 5 % of $L$ at every length: most windows reach
 #   the KS level at no $N < L$ ({doc}`23_critical_n` counts them).
 #
 # So on this model and text no reading reproduces both the 6 % constant and its proportionality. The readings'
@@ -421,7 +421,7 @@ Markdown(paper_claims.markdown(claims))
 
 # %%
 e_over_d = figures.spread(alg2, "N", "E/d_tilde")["median"]
-print("each window's median head ratio E/d~, averaged over the windows, by N:",
+print("each window's median head ratio E/d~, its median over the windows, by N:",
       e_over_d.round(3).to_dict())
 
 # %% tags=["remove-cell"]

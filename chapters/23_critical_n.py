@@ -26,7 +26,7 @@
 # be loaded, else the offline fallbacks), the book's `paper` preset: 32 windows of 1024 tokens spread evenly over
 # the whole text, each computed alone, every layer and every head, each head's values the means over a stratified
 # sample of its window's rows (every row below 128, then one in 32). Each window's numbers are summarised over its
-# heads and ship with the book (under `results/`); every statistic below is a window's, then averaged over the
+# heads and ship with the book (under `results/`); every statistic below is a window's, then its median over the
 # windows, with its interval over windows. The last section also reads a second text, the King James Version
 # (Debian's package `bible-kjv`), at the same preset; its run ships with the book too.
 #
@@ -69,14 +69,14 @@ model, text, res, no_sink = shipped.book_run()
 # search with a dense scan of every $N$ on small models. The scan table keeps every $N$ each window's search
 # evaluated.
 
-# %% mystnb={"image": {"alt": "Critical N against the sequence length L for the book's reconstruction E, one line per KS level: each window's own critical N averaged over the windows, with its 95 % interval over windows (jackknife t) as error bars, the paper's 0.06 L as a dashed line and the largest possible N = L - 1 as a dotted line."}}
+# %% mystnb={"image": {"alt": "Critical N against the sequence length L for the book's reconstruction E, one line per KS level: each window's own critical N, its median over the windows, with its 95 % interval over windows (order statistics) as error bars, the paper's 0.06 L as a dashed line and the largest possible N = L - 1 as a dotted line."}}
 fig = figures.critical_figure(res)
 plotting.finish(fig, "23_fig2c")
 
 
 # %%
 def over_windows(crit):
-    """Each window's own critical N averaged over the windows, per L: its interval
+    """Each window's own critical N, its median over the windows, per L: its interval
     over windows, how many windows reached the level, and the same as fractions of L."""
     s = figures.critical_over_windows(crit)
     return s.join(s[["value", "lo", "hi"]].div(s.index, axis=0).add_prefix("fraction_"))
@@ -88,11 +88,13 @@ table = pd.concat({a: over_windows(t) for a, t in levels}, names=["ks_level"])
 table.round(3)
 
 # %% [markdown]
-# `value` is the mean over the windows of each window's critical $N$, `lo` and `hi` its 95 % interval over
-# windows: the jackknife t interval, which treats each window's critical $N$ as one number from an independent
-# passage of the text. The mean of such numbers is the case the book's coverage simulation checks
-# (`tests/infra/test_interval_coverage.py`: the jackknife t covers about 94–95 % at 8 windows and at 32). A
-# window's critical $N$ is exact (an integer found by the search), so the interval says how far the answer moves
+# `value` is the median over the windows of each window's critical $N$, `lo` and `hi` its 95 % interval over
+# windows: the order-statistic interval, which treats each window's critical $N$ as one number from an
+# independent passage of the text and runs from the $k$-th smallest to the $k$-th largest of them. A critical $N$
+# is discrete (a point of the search), so many windows may share one value; the order-statistic interval covers
+# at least 95 % there too, where the t interval of a mean of such numbers covers as little as 41–70 % when a
+# passage is rare or the tail skewed ({doc}`31_reproducibility_report` shows the simulation). A window's
+# critical $N$ is exact (an integer found by the search), so the interval says how far the answer moves
 # from one passage of the text to another, not how finely $N$ was resolved. How far apart the windows are, per
 # length: the smallest, median and largest of each window's critical $N / L$ at the level of Figure 2c (a window
 # that reached no $N < L$ counted as 1).
@@ -119,7 +121,7 @@ p_values.map(lambda v: f"{v:.2g}").replace("nan", "")
 # ## Without the attention sink
 #
 # The same search with token 0 left out of every row (dropped from selection and comparison, the remaining weights
-# renormalised), each window's critical $N / L$ averaged over the windows:
+# renormalised), each window's critical $N / L$, its median over the windows:
 
 # %%
 sink_free = no_sink.critical[no_sink.critical.reading == "E"]
@@ -144,7 +146,7 @@ both.xs("fraction_value", axis=1, level=1).unstack("ks_level").round(3)
 # $\tilde d$ on the same rows. The shaded band is the book's rule for the paper's constant,
 # $0.03 \le N/L \le 0.12$.
 
-# %% mystnb={"image": {"alt": "Critical N divided by L against the sequence length L at KS level 0.05, one line per reading of the expectation: each window's own critical N averaged over the windows, with its 95 % interval over windows (jackknife t) as error bars, the paper's 0.06 as a dashed line and the band 0.03 to 0.12 shaded."}}
+# %% mystnb={"image": {"alt": "Critical N divided by L against the sequence length L at KS level 0.05, one line per reading of the expectation: each window's own critical N, its median over the windows, with its 95 % interval over windows (order statistics) as error bars, the paper's 0.06 as a dashed line and the band 0.03 to 0.12 shaded."}}
 fig = figures.critical_readings_figure(res)
 plotting.finish(fig, "23_fig2c_readings")
 
@@ -244,7 +246,7 @@ Markdown(paper_claims.markdown(claims))
 # %%
 fraction = table.xs(KS_LEVEL, level="ks_level").fraction_value
 gap = (table.fraction_value - table_no_sink.fraction_value).abs()
-print(f"critical N / L, averaged over the windows: between {fraction.min():.2f} and "
+print(f"critical N / L, its median over the windows: between {fraction.min():.2f} and "
       f"{fraction.max():.2f}; largest change without token 0: {gap.max():.3f}")
 
 # %% tags=["remove-cell"]
@@ -281,15 +283,15 @@ _ = sentences.assert_sentences({
 # %% [markdown]
 # - **Not reproduced: the constant.** The paper's claim is that a head can select "fewer than 6 % of the
 #   tokens" before its aggregate looks random. With the book's reconstruction of $E$ each window's critical
-#   fraction, averaged over the windows, is above 0.5 at every length and level, with or without the attention
+#   fraction, its median over the windows, is above 0.5 at every length and level, with or without the attention
 #   sink, and its interval over windows lies far outside the rule's band $[0.03, 0.12]$. The reason is the one
 #   {doc}`22_distance_vs_length` found: the kept aggregate $s$ is dominated by a few heavy tokens that a random
 #   selection almost never contains, so $\tilde d$ grows like $(\ell - N)\lVert s \rVert$ while $E$ stays
 #   bounded, and the two meet only as $N \to \ell$, where both fall to zero. The rule is decided length by
 #   length, and every reading fails it somewhere (the table of readings above), so the verdict does not depend on
 #   the reading.
-# - **Depends on the reading: the proportionality.** Under `E` the windows' mean critical $N$ grows in
-#   proportion to $L$ (with or without the sink), but that is no evidence of selection by content: untrained
+# - **Depends on the reading: the proportionality.** Under `E` each window's own critical $N$ grows in
+#   proportion to $L$ (the median over windows of each window's slope) (with or without the sink), but that is no evidence of selection by content: untrained
 #   controls show the same ({doc}`34_several_models`), since with $E$ bounded and $\tilde d$ linear the meeting
 #   point is a fixed fraction of the row for any concentrated weights. Under `E_full` the critical $N$ grows far
 #   slower than $L$, and `E_perm` reaches the level in too few windows to read a growth. The claims table shows

@@ -26,7 +26,7 @@
 # be loaded, else the offline fallbacks), the book's `paper` preset: 32 windows of 1024 tokens spread evenly over
 # the whole text, each computed alone, every layer and every head, each head's values the means over a stratified
 # sample of its window's rows (every row below 128, then one in 32). Each window's numbers are summarised over its
-# heads and ship with the book (under `results/`); every statistic below is a window's, then averaged over the
+# heads and ship with the book (under `results/`); every statistic below is a window's, then its median over the
 # windows, with its interval over windows. The last section also reads a second text, the King James Version
 # (Debian's package `bible-kjv`), at the same preset; its run ships with the book too.
 #
@@ -65,7 +65,7 @@ model, text, res, no_sink = shipped.book_run()
 # over the windows: the boxes below are a typical window's heads, the error bars how far the median moves from
 # one passage of the text to another.
 
-# %% mystnb={"image": {"alt": "Box plots of the distinguishable fraction N_s/N over a window's heads, averaged over the windows, for each number of selected tokens N, with the median upper bound (as reconstructed) and the median lower bound of Theorem 2 as dashed lines, the 95 % interval over windows (jackknife t) of the median as error bars beside each box, and the paper's 0.70-0.85 plateau shaded."}}
+# %% mystnb={"image": {"alt": "Box plots of the distinguishable fraction N_s/N over a window's heads, its median over the windows, for each number of selected tokens N, with the median upper bound (as reconstructed) and the median lower bound of Theorem 2 as dashed lines, the 95 % interval over windows (order statistics) of the median as error bars beside each box, and the paper's 0.70-0.85 plateau shaded."}}
 fig = figures.separability_figure(res)
 plotting.finish(fig, "24_fig3")
 
@@ -84,7 +84,7 @@ summary.round(3)
 
 # %% [markdown]
 # Each column is, per window, a statistic over its heads (the median, the 10th and 90th percentiles, the largest
-# head), averaged over the windows.
+# head), its median over the windows.
 #
 # ## Value vectors or input embeddings?
 #
@@ -168,8 +168,8 @@ by_n = figures.window_interval(no_sink.alg4(), "N", "ns_frac")
 by_n.round(3).rename(columns={"value": "median N_s/N, token 0 left out"})
 
 # %% [markdown]
-# The table gives, per $N$, the median over a window's heads averaged over the windows, with its 95 % interval
-# over windows (jackknife t). The lower bound divides by $R$, which is small when a dropped token sits close to
+# The table gives, per $N$, the median over a window's heads, its median over the windows, with its 95 % interval
+# over windows (order statistics). The lower bound divides by $R$, which is small when a dropped token sits close to
 # $s$; it is then far below zero and says nothing (the figure clips it at 0). The reconstructed upper bound
 # depends on the weights only through $\xi_i$, which on the unit sphere is at most the selected mass, and stays
 # near 1 whenever $R$ is not much smaller than $\xi_i$.
@@ -178,7 +178,7 @@ by_n.round(3).rename(columns={"value": "median N_s/N, token 0 left out"})
 #
 # The paper's multi-head corollary: if each of $H$ independent heads separates a token with probability $p$, at
 # least one does with probability $1 - (1 - p)^H$. With $p$ the level the plateau claim reads (the median
-# $N_s/N$ over a window's heads averaged over the windows, its mean over $N \ge 16$; its interval over windows
+# $N_s/N$ over a window's heads, its median over the windows, its mean over $N \ge 16$; its interval over windows
 # in brackets):
 
 # %%

@@ -115,7 +115,7 @@ assert overview.loc[trained, "masks exact"].all()
 # %% [markdown]
 # ## Side by side
 #
-# One row per model, each number read window by window and then averaged over the windows (the independent
+# One row per model, each number read window by window and then its median over the windows (the independent
 # units): the median of each window's critical $N/L$ (Algorithm 3, KS level 0.05), the level where $N_s/N$ settles
 # (Algorithm 4, each window's median head, mean over $N \ge 16$), the exponent of $\tilde d(L)$ (Algorithm 1, each
 # window's median head, $N = 5$), the range of $T$ where each window's most sensitive head's $g$ follows $1/T$ and
@@ -204,8 +204,8 @@ trends
 #   a sharp row keeps it there whoever made it sharp. The sink is not what keeps it up either: with token 0 left
 #   out of every row, SmolLM2's $\tilde d$ still grows about linearly ({doc}`22_distance_vs_length`).
 # - **The proportionality of the critical $N$ is softmax's, and no sign of training.** Under the book's
-#   reconstruction $E$, Figure 2c's proportionality ({doc}`23_critical_n`), read on each window's critical $N$
-#   averaged over the windows, is reproduced in both trained models, on both texts, and in every control, the
+#   reconstruction $E$, Figure 2c's proportionality ({doc}`23_critical_n`), read on each window's own slope of its
+#   critical $N$, their median over the windows, is reproduced in both trained models, on both texts, and in every control, the
 #   untrained networks included: the slopes lie between 0.8 and 1.05. A rule that both untrained networks pass
 #   cannot tell a trained model from softmax over random weights: under $E$ the critical $N$ sits so near the
 #   end of the row that it has nowhere to go but along with $L$. Each window's critical $N$ is its own search's,

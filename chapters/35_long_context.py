@@ -105,9 +105,10 @@ cost
 # those of the experiments' own tables on the same capture, to the last bit (a test of the library checks it).
 #
 # The windows, passages of the text, are the units every interval resamples, as in the Experiments chapters:
-# each window's heads are summarised first (its median head, its 95th percentile, its largest head), then the
-# windows averaged, and the 95 % interval is the jackknife t over the 8 windows (the method the book's coverage
-# simulation validates at 8 windows). Each window draws its own rows, so the row sample's error is inside that
+# each window's heads are summarised first (its median head, its 95th percentile, its largest head), then each
+# window's own slope or level, then the median over the 8 windows with its 95 % order-statistic interval, which
+# at 8 windows runs from the smallest to the largest window (it covers at least 95 % whatever the passages do:
+# {doc}`31_reproducibility_report` measures it). Each window draws its own rows, so the row sample's error is inside that
 # interval too. The intervals generalise over passages of one text read by one model, not over texts or models.
 # Every verdict is also decided again with each window left out in turn; one that a single window changes reads
 # *hinges on one passage*, names the window, and is not counted as decided.
@@ -167,7 +168,9 @@ plotting.finish(fig, "35-distance")
 
 # %% [markdown]
 # On SmolLM2 $\tilde d$ grows like $L$ up to 8,192 tokens, as in the paper's Figure 2a at 1,024, and a little
-# more slowly on Gemma's full-attention layers (a log-log slope near 0.85, still inside the rule's band);
+# more slowly on Gemma's full-attention layers (a log-log slope near 0.85 in the median window; one window of
+# the 8 grows a little more slowly than the rule's band allows, and without it the rest lie inside, so that
+# verdict *hinges on one passage*);
 # $E_\text{full}$ grows alongside, while the book's reconstruction $E$ barely moves. On Gemma's sliding-window
 # layers $\tilde d$ grows far more slowly: beyond 512 tokens a row's token count stops growing.
 #
@@ -176,9 +179,9 @@ plotting.finish(fig, "35-distance")
 # Algorithm 3 at each length, on a grid of $N$ (five geometric values up to $L/8$ and the fractions 0.5, 0.7,
 # 0.8, 0.9 and 0.95 of $L$), run on each window's heads alone: the first $N$ at which a two-sample KS test at
 # level 0.05 cannot tell the heads' mean $\tilde d$ from their mean expectation. A grid brackets the critical
-# $N$ between two of its points, where chapter 23 searched it exactly. The points are the mean over windows of
+# $N$ between two of its points, where chapter 23 searched it exactly. The points are the median over windows of
 # each window's critical $N/L$, the bars its 95 % interval over windows; a window that reaches no $N$ of the
-# grid at a length is left out of that length's mean, and the verdict says so.
+# grid at a length is left out of that length's median, and the verdict says so.
 
 # %% mystnb={"image": {"alt": "Two log-log panels of the critical N over L against L, for d~ against E and against E_full, one series per model and kind of layer with 95 % interval bars"}}
 fig = report.figure_critical(results)
@@ -200,7 +203,7 @@ Markdown(paper_claims.markdown(critical, columns=short))
 # ## The separable fraction and the gradient
 #
 # Figure 3's $N_s/N$ on the value vectors at every length (each window's median head), and Figure 4's $g(T)$ at
-# every length (each window's largest head), both averaged over the windows.
+# every length (each window's largest head), both the median over the windows.
 
 # %% mystnb={"image": {"alt": "For each model two panels: the median N_s/N against N at L = 1,024 to 8,192 with the paper's 70 to 85 % band shaded, and the largest g over heads against the temperature T at each L on log-log axes"}}
 fig = report.figure_plateau_g(results)
@@ -212,10 +215,11 @@ plotting.finish(fig, "35-plateau-g")
 # layers as $L$ grows (there it leaves the band). And the largest head's $g$ rises as the temperature falls at
 # every length, though less steeply than $1/T$ between 0.01 and 0.001. The rule for Figure 4 reads, as in
 # {doc}`25_gradient_in_the_model`, the 95th percentile over a window's heads rather than the largest head (a
-# maximum has no valid interval): below $T = 0.01$ that percentile hardly moves on average, its log-log slope
-# far from $-1$. On SmolLM2 the verdict is *not reproduced*. On Gemma the windows disagree so much (the interval
-# spans $-0.7$ to $0.7$) that leaving out one of three windows makes the rule undecided: the verdict *hinges on one
-# passage*, and decides nothing.
+# maximum has no valid interval): below $T = 0.01$ that percentile grows far more slowly than $1/T$ in every
+# window, each window's log-log slope above $-0.6$, far from $-1$. On both models the verdict is *not
+# reproduced*. Gemma's windows disagree widely (their slopes run from about $-0.6$ to $1.1$), but none comes near
+# $-1$: read as a mean over windows with a t interval, as the book did until 2026-12-06, that spread made the
+# verdict hinge on one passage; the median's interval holds the windows' own values and decides it.
 #
 # ## Other normalisers on the same logits
 #
@@ -240,9 +244,9 @@ slopes[slopes.group != "sliding"].round(2)
 # %% [markdown]
 # ## The chapter's table
 #
-# Per model, kind of layer and length, each averaged over the 8 windows: each window's median head of $l$ times
+# Per model, kind of layer and length, each the median over the 8 windows: each window's median head of $l$ times
 # the largest non-sink weight, of the sink weight, of $\tilde d$ and $E$ at $N = 5$, of $N_s/N$ at $N = 64$, its
-# largest head's $g$ at the smallest $T$, and the mean critical $N/L$ under both readings with its interval over
+# largest head's $g$ at the smallest $T$, and the median critical $N/L$ under both readings with its interval over
 # windows.
 
 # %%
@@ -270,7 +274,7 @@ expected = {  # (model, claim): the verdict the sentences of this page state
     (smol, "lemma1-full"): "premise not met",
     (gemma, "lemma1-full"): "premise not met",
     (smol, "distance-full"): OK,
-    (gemma, "distance-full"): OK,
+    (gemma, "distance-full"): paper_claims.HINGES,
     (smol, "critical-E-full"): OK,
     (gemma, "critical-E-full"): OK,
     (smol, "critical-E_full-full"): NOT,
@@ -279,7 +283,7 @@ expected = {  # (model, claim): the verdict the sentences of this page state
     (gemma, "plateau-all"): OK,
     (gemma, "plateau-full"): NOT,
     (smol, "gradient"): NOT,
-    (gemma, "gradient"): paper_claims.HINGES,
+    (gemma, "gradient"): NOT,
 }
 statements = {
     f"{m}: {k} is {v!r}": by_key.get((m, k)) == v for (m, k), v in expected.items()
@@ -311,8 +315,8 @@ statements |= {
     "g at T = 0.001 exceeds g at T = 1 at every length": bool(
         (largest_g(1e-3) > largest_g(1.0)).all()
     ),
-    "below T = 0.01 the 95th percentile of g hardly moves (|slope| < 0.3)": bool(
-        (verdicts[verdicts.key == "gradient"].value.abs() < 0.3).all()
+    "below T = 0.01 every window's 95th percentile of g has a slope above -0.6": bool(
+        (verdicts[verdicts.key == "gradient"].value_lo > -0.6).all()
     ),
     "every normaliser: l x the largest weight grows like L": bool(
         full.between(0.8, 1.2).all()

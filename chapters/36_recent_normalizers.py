@@ -185,7 +185,7 @@ print(f"critical gamma: {gamma_ci.value:.3f} [{gamma_ci.lo:.3f}, {gamma_ci.hi:.3
 # %% [markdown]
 # *Figure: left, the slope of the median head's largest weight against $L$ under softmax$(\gamma \log L \cdot
 # l)$, one line per window, with $-0.1$ dotted and each window's critical $\gamma$ marked; right, the largest
-# weight at $L = 256$ (median head, mean over windows).*
+# weight at $L = 256$ (median head, median over windows).*
 #
 # ## What the numbers say
 #

@@ -20,7 +20,7 @@ import pytest
 from attnlimits.experiments import Results, figures
 from attnlimits.experiments import paper_claims as pc
 from attnlimits.experiments.summaries import SUMMARIZED, Summaries, over_heads
-from attnlimits.infra import statistics
+from attnlimits.infra import medians
 
 TEMPS = tuple(float(v) for v in 10 ** np.linspace(-3, 2, 11))  # 1e-3 ... 100, T = 1 included
 EPS = (1e-3, 0.1)
@@ -128,9 +128,9 @@ def _q95(values: pd.Series) -> float:
 
 def _order_interval(values) -> tuple[float, float, float]:
     """By hand: the median of per-window values and its 95 % interval, the k-th smallest to the k-th largest value
-    (k from statistics.order_ranks; NaN with fewer than 6 windows)."""
+    (k from medians.order_ranks; NaN with fewer than 6 windows)."""
     x = np.sort(np.asarray(values, float))
-    ranks = statistics.order_ranks(len(x))
+    ranks = medians.order_ranks(len(x))
     if ranks is None:
         return float(np.median(x)), np.nan, np.nan
     k = ranks[0]

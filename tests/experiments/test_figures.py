@@ -19,7 +19,7 @@ from matplotlib.container import ErrorbarContainer
 
 from attnlimits.experiments import PRESETS, Results, figures
 from attnlimits.experiments.summaries import Summaries
-from attnlimits.infra import statistics
+from attnlimits.infra import medians
 
 PRESET = PRESETS["quick"].as_dict()  # alg1_N 2, alg1_L 16-64, alg2_L 64, alg2_N 1-10, alg4 L 64, alg5_T 6 values
 HEADS = [(layer, head) for layer in range(2) for head in range(3)]
@@ -133,12 +133,12 @@ def _per_window(table: pd.DataFrame, by: str, column: str, stat) -> pd.DataFrame
 
 def _by_hand(per_window: pd.DataFrame) -> pd.DataFrame:
     """The median over windows of per-window values (a row per level, a column per window), and its 95 % interval
-    over windows: the k-th smallest and the k-th largest window's value (k from statistics.order_ranks; NaN with
+    over windows: the k-th smallest and the k-th largest window's value (k from medians.order_ranks; NaN with
     fewer than 6 windows)."""
     rows = []
     for row in per_window.to_numpy(float):
         x = np.sort(row)
-        ranks = statistics.order_ranks(len(x))
+        ranks = medians.order_ranks(len(x))
         k = ranks[0] if ranks else None
         rows.append((np.median(x), x[k - 1] if k else np.nan, x[len(x) - k] if k else np.nan))
     return pd.DataFrame(rows, index=per_window.index, columns=["value", "lo", "hi"])

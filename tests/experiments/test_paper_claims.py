@@ -3,7 +3,7 @@ that contradicts it, and says "inconclusive" when the windows disagree across th
 per-head tables (attnlimits.experiments.Results), which the claims summarise per window (Summaries.of): each number
 is, per window, a statistic over its heads, then each window's own number (its slope, ratio, critical N / L), then
 their median over the windows with its order-statistic interval. With 8 windows that interval is [min, max] over the
-windows (statistics.order_ranks), and a leave-one-window-out rule still decides on the 7 left."""
+windows (medians.order_ranks), and a leave-one-window-out rule still decides on the 7 left."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from critical_heads import rows_of
 from attnlimits.experiments import PRESETS, Results
 from attnlimits.experiments import paper_claims as rp
 from attnlimits.experiments.critical_reading import critical_from_heads
-from attnlimits.infra import statistics
+from attnlimits.infra import medians
 
 PRESET = PRESETS["quick"].as_dict()  # alg1_N 2, alg1_L 16-64, alg2_L 64, alg2_N 1-10, alg4_N 1-8, alg5_T 1e-3..100
 WINDOWS = 8  # at least 6 for a 95 % interval of the median, and 7 for one that survives leaving a window out
@@ -190,9 +190,9 @@ def _reading(res, key, reading="E"):
 
 def _order_interval(values, log=False):
     """The median of one number per window and its 95 % interval, recomputed here: the k-th smallest and the k-th
-    largest value, k from statistics.order_ranks (``log``: the median and ends of the logarithms, mapped back)."""
+    largest value, k from medians.order_ranks (``log``: the median and ends of the logarithms, mapped back)."""
     x = np.log(values) if log else np.asarray(values, float)
-    k, coverage = statistics.order_ranks(len(x))
+    k, coverage = medians.order_ranks(len(x))
     assert coverage >= 0.95
     ordered = np.sort(x)
     out = (float(np.median(x)), float(ordered[k - 1]), float(ordered[len(x) - k]))
@@ -453,10 +453,12 @@ def test_fig4_printed_bound():
 # --- leaving out one window ----------------------------------------------------------------------------------
 
 
-def _one_rogue_window(slope=2.0, rogue=WINDOWS - 1):
-    """Algorithm 5's table of a good reproduction (g ~ 1/T below T = 1) but in one window, where g grows like
-    T^-slope: that one passage, far above the others at low T, sets the mean over the windows."""
-    good, bad = _gradient(), _gradient(slope=slope)
+def _one_rogue_window(slope=2.0, rogue=WINDOWS - 1, spread=0.0):
+    """Algorithm 5's table of a good reproduction (g ~ 1/T below T = 1, each window's slope spread over 1 +-
+    ``spread``) but in one window, where g grows like T^-slope: that one passage leaves the median over the windows
+    where it was, but at 8 windows the interval runs from the smallest window's slope to the largest's, so it
+    reaches that passage; with it left out, 7 windows, the interval is the others' alone."""
+    good, bad = _gradient(slope_spread=spread), _gradient(slope=slope)
     return pd.concat([good[good.window != rogue], bad[bad.window == rogue]], ignore_index=True)
 
 
@@ -465,7 +467,8 @@ def test_a_verdict_one_window_changes_hinges_on_that_passage():
     whole = _claim(res, "fig4-slope")
     table = rp.decided(res, "4").set_index("key")
     row = table.loc["fig4-slope"]
-    assert row.verdict_all == whole.verdict != rp.REPRODUCED  # the whole run: one passage keeps it undecided
+    assert row.verdict_all == whole.verdict == rp.INCONCLUSIVE  # the whole run: one passage keeps it undecided
+    assert (whole.value, whole.value_lo, whole.value_hi) == pytest.approx((-1, -2, -1), rel=1e-12)  # it is the end
     assert row.verdict == rp.HINGES and row.hinges_on == f"window {WINDOWS - 1}: {rp.REPRODUCED}"
     assert row.flipped_by == {WINDOWS - 1: rp.REPRODUCED}  # and no other window changes it
     assert row.loo_lo <= whole.value <= row.loo_hi or math.isclose(row.loo_hi, whole.value)
@@ -477,10 +480,15 @@ def test_a_verdict_one_window_changes_hinges_on_that_passage():
 
 
 def test_leave_one_out_ranges_hold_each_windows_number():
-    res = rp.as_summaries(_results(gradient=_one_rogue_window()))
+    res = rp.as_summaries(_results(gradient=_one_rogue_window(spread=0.1)))
     loo = rp.leave_one_out(res, "4").set_index("key")
     values = [rp.claims(res.without(w), "4").set_index("key").loc["fig4-slope", "value"] for w in res.windows]
     assert loo.loc["fig4-slope", "loo_lo"] == min(values) and loo.loc["fig4-slope", "loo_hi"] == max(values)
+    # each window's own slope (-0.9...-1.1, and the rogue's -2): without window w, the median of the other seven
+    slopes = -_spread(1.0, 0.1)
+    slopes[WINDOWS - 1] = -2.0
+    expected = [np.median(np.delete(slopes, w)) for w in range(WINDOWS)]
+    assert values == pytest.approx(expected, rel=1e-9) and len(set(np.round(expected, 9))) > 1
 
 
 # --- the table as a whole ---------------------------------------------------------------------------------------
@@ -572,7 +580,7 @@ def test_a_ratio_reads_the_median_of_its_logarithm_between_the_same_order_statis
     plain = rp.rules.interval_over_windows(units, ratio)
     assert len(seen) == 1 and np.array_equal(seen[0], np.eye(len(per_window)))  # each window alone, once
     logged = rp.rules.interval_over_windows(units, ratio, ratio=True)
-    assert statistics.order_ranks(len(per_window))[0] == 2
+    assert medians.order_ranks(len(per_window))[0] == 2
     assert (plain.lo, plain.hi) == pytest.approx((1.5, 150.0), rel=1e-12)  # sorted / 2: 1, [1.5], ..., [150], 300
     assert (logged.lo, logged.hi) == pytest.approx((plain.lo, plain.hi), rel=1e-12) and logged.lo > 0
     assert plain.value == pytest.approx((3.5 + 6.0) / 2, rel=1e-12)  # the middle windows: 7 / 2 and 12 / 2
@@ -596,7 +604,7 @@ def test_claims_across_runs_put_each_runs_verdict_side_by_side_and_compare_the_l
     first = _labelled(_results(gradient=_gradient(slope=0.3)), "docs", "reduced")
     second = _labelled(_results(), "kjv", "reduced")
     table = rp.across_runs([book, first, second], ["3", "4"])
-    labels = ["docs, paper preset, 4 windows", "docs, reduced preset, 4 windows", "kjv, reduced preset, 4 windows"]
+    labels = [f"{run}, {WINDOWS} windows" for run in ("docs, paper preset", "docs, reduced preset", "kjv, reduced preset")]
     assert list(table.columns) == ["key", *labels, "same verdict"]
     keys = ["fig3-plateau", "fig3-lower-bound", "fig3-upper-tracks", "fig4-slope", "fig4-drop", "fig4-printed-bound"]
     assert list(table.key) == keys
@@ -637,7 +645,7 @@ def test_a_page_on_a_second_text_shows_the_table_or_why_it_is_missing(monkeypatc
     assert asked == [("paper", False)]  # the page's own preset
     assert same is True and table.splitlines()[2].startswith("| fig3-plateau | reproduced: ")
     assert table.splitlines()[2].endswith("| yes |")
-    assert "kjv, paper preset, 4 windows" in table.splitlines()[0]
+    assert f"kjv, paper preset, {WINDOWS} windows" in table.splitlines()[0]
     changed = _labelled(_results(separability=_separability(level=0.3)), "kjv", "paper")
     monkeypatch.setattr(shipped, "second_text", lambda preset, exclude_sink=False: (changed, ""))
     assert rp.on_a_second_text(book, ["3"])[1] is False

@@ -1,8 +1,8 @@
 """Intervals over independent units (attnlimits.infra.statistics): per-unit sums that pool any multiset of windows
-(UnitSums), the cluster bootstrap over windows (bootstrap_units: BCa, percentile, jackknife t, and the median over
-windows of each window's own statistic), the Student-t interval of a per-window value (t_interval), and the median's
-exact order-statistic interval (order_ranks, median_interval). Their coverage is measured in
-test_interval_coverage.py."""
+(UnitSums), the cluster bootstrap over windows (bootstrap_units: BCa, percentile, jackknife t) and the Student-t
+interval of a per-window value (t_interval); and the interval the verdicts read (attnlimits.infra.medians): the
+median over windows of each window's own number with its exact order-statistic interval (order_ranks,
+median_interval, over_units). Their coverage is measured in test_interval_coverage.py."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from scipy import stats as sp
 
 from attnlimits.infra import statistics
-from attnlimits.infra.statistics import Interval, UnitSums, bootstrap_units, median_interval, order_ranks, t_interval
+from attnlimits.infra.medians import median_interval, order_ranks, over_units
+from attnlimits.infra.statistics import Interval, UnitSums, bootstrap_units, t_interval
 
 
 def _tidy(windows=6, layers=3, per_layer=4, seed=0) -> pd.DataFrame:
@@ -142,13 +143,8 @@ def test_the_same_seed_repeats_exactly_and_another_seed_does_not():
     for method in statistics.METHODS:
         first = bootstrap_units(12, mean, method=method, seed=3)
         assert first == bootstrap_units(list("abcdefghijkl"), mean, method=method, seed=3)
-        assert first.units == 12 and first.method == method
+        assert first.units == 12 and first.method == method and first.value == pytest.approx(x.mean())
         assert first.lo < first.value < first.hi
-        if method == "median":  # each unit's own mean (its x), their median: nothing is drawn, no seed is read
-            assert first.value == pytest.approx(np.median(x), rel=1e-15)
-            assert bootstrap_units(12, mean, method=method, seed=4) == first == median_interval(x)
-            continue
-        assert first.value == pytest.approx(x.mean())
         if method != "t":  # the jackknife t draws nothing
             assert bootstrap_units(12, mean, method=method, seed=4) != first
 
@@ -225,7 +221,7 @@ def test_nan_draws_are_dropped_with_a_warning_and_too_many_give_no_interval():
         assert t_interval([1.0, np.nan, 2.0, 3.0]) == t_interval([1.0, 2.0, 3.0])
 
 
-# --- order_ranks and median_interval ----------------------------------------------------------------------------
+# --- attnlimits.infra.medians: order_ranks, median_interval, over_units -------------------------------------------
 
 
 def _widest_k(n: int, level: float) -> int | None:
@@ -262,6 +258,9 @@ def test_order_ranks_match_the_binomial_at_every_size_and_level():
     for bad in (0, 1, 1.5, -0.1, 95):
         with pytest.raises(ValueError, match="level"):
             order_ranks(12, bad)
+    for bad in (0, -3, 2.5):
+        with pytest.raises(ValueError, match=r"^n: must be an integer >= 1"):
+            order_ranks(bad)
 
 
 def test_median_interval_is_the_median_between_two_of_the_values():
@@ -301,7 +300,7 @@ def test_median_interval_leaves_nan_out_with_a_warning_and_one_value_is_no_inter
             median_interval(bad)
 
 
-def test_bootstrap_units_median_is_the_median_interval_of_each_unit_alone():
+def test_over_units_is_the_median_interval_of_the_statistic_on_each_unit_alone():
     t = _tidy(windows=12)
     sums = UnitSums(t, ["x"])
     seen = []
@@ -310,7 +309,7 @@ def test_bootstrap_units_median_is_the_median_interval_of_each_unit_alone():
         seen.append(np.array(c, float))
         return np.nanmean(sums.pooled(c)[..., 0], axis=-1)
 
-    got = bootstrap_units(sums.units, statistic, method="median", batch=True)
+    got = over_units(sums.units, statistic)
     np.testing.assert_array_equal(seen[0], np.eye(12))  # every window alone, once; nothing drawn
     assert len(seen) == 1
     alone = [float(_pandas_means(t[t.window == w], ["x"]).x.mean()) for w in sums.units]  # by pandas, window by window
@@ -318,16 +317,23 @@ def test_bootstrap_units_median_is_the_median_interval_of_each_unit_alone():
     s = np.sort(alone)
     assert _close(got, Interval(np.median(alone), s[2], s[9], 12, "median"))
     assert got.value != pytest.approx(statistic(np.ones((1, 12)))[0])  # not the statistic of the pooled windows
-    one_by_one = bootstrap_units(sums.units, lambda c: float(np.nanmean(sums.means(c).x)), method="median")
-    assert _close(one_by_one, got)
+    assert _close(over_units(12, statistic), got)  # a count of units or their labels
     per_unit = np.r_[np.nan, np.arange(11.0)]  # a unit without the statistic: left out, with a warning
 
     def own(c):  # the value of the one unit in each row
         return per_unit[np.argmax(c, axis=-1)]
 
     with pytest.warns(RuntimeWarning, match="1 of 12 values are NaN"):
-        left = bootstrap_units(12, own, method="median", batch=True)
+        left = over_units(12, own)
     assert left == median_interval(np.arange(11.0)) == Interval(5.0, 1.0, 9.0, 11, "median")
+    per_unit = np.r_[np.inf, -np.inf, np.arange(10.0)]  # a unit whose own number is undefined (the log of 0): left out
+    with pytest.warns(RuntimeWarning, match="2 of 12 values are NaN"):
+        assert over_units(12, own) == median_interval(np.arange(10.0))
+    for bad in (0, []):
+        with pytest.raises(ValueError, match=r"^units: needs at least one unit"):
+            over_units(bad, own)
+    with pytest.raises(ValueError, match=r"^statistic: must return one value per row"):
+        over_units(5, lambda c: np.zeros(3))
 
 
 @settings(max_examples=300, deadline=None)

@@ -17,6 +17,7 @@ from attnlimits import experiments, models
 from attnlimits.models import kv_capture, texts
 from attnlimits.studies import long_context
 from attnlimits.studies.long_context import study
+from attnlimits.infra.medians import order_ranks
 
 
 @pytest.fixture(autouse=True)
@@ -405,16 +406,27 @@ def test_slope_recovers_a_power_law_and_its_interval_widens_with_the_windows_spr
     assert t.value.iloc[0] == pytest.approx(np.median([(1 + h / 12) * 1024 for h in range(12)]))
 
 
-def test_a_trend_averages_each_windows_median_head_over_windows():
-    """Each window's median head first, then the mean over windows: three windows whose median heads are 1, 2 and
-    9 read 4 (the median over windows would read 2, and pooling the heads would read about 2)."""
+def test_a_trend_reads_the_median_over_windows_of_each_windows_median_head():
+    """Each window's median head first, then the median over windows with its order-statistic interval: seven
+    windows whose median heads are 1, 1, 1, 3, 3.2, 9 and 9 (times the median head) read 3, not their mean (3.89)
+    nor the median of the heads pooled (2.57); the interval runs from the k-th smallest to the k-th largest window
+    (k = 1 at seven windows). Three windows give the median and no interval."""
     from attnlimits.studies.long_context import report
 
-    res = _run(windows=3, bump=lambda w, L: (1.0, 2.0, 9.0)[w])
-    t = report.trend(res, "d_tilde", N=5)
     median_head = np.median([1 + h / 12 for h in range(12)])
-    assert t.value.iloc[0] == pytest.approx(4 * median_head * 1024)
-    assert t.lo.iloc[0] < t.value.iloc[0] < t.hi.iloc[0]
+    bumps = (9.0, 1.0, 3.2, 1.0, 9.0, 3.0, 1.0)
+    t = report.trend(_run(windows=7, bump=lambda w, L: bumps[w]), "d_tilde", N=5)
+    per_window = np.array(bumps) * median_head * 1024
+    (k, _), ends = order_ranks(7), np.sort(per_window)
+    assert k == 1 and t.windows.iloc[0] == 7
+    assert t.value.iloc[0] == pytest.approx(np.median(per_window), rel=1e-12)
+    assert t.value.iloc[0] == pytest.approx(3 * median_head * 1024, rel=1e-12)
+    assert (t.lo.iloc[0], t.hi.iloc[0]) == pytest.approx((ends[k - 1], ends[-k]), rel=1e-12)
+    pooled = np.median(np.outer(bumps, [1 + h / 12 for h in range(12)])) * 1024
+    assert abs(t.value.iloc[0] - pooled) > 0.1 * pooled and abs(t.value.iloc[0] - per_window.mean()) > 0.1 * pooled
+    few = report.trend(_run(windows=3, bump=lambda w, L: (1.0, 2.0, 9.0)[w]), "d_tilde", N=5)
+    assert few.value.iloc[0] == pytest.approx(2 * median_head * 1024, rel=1e-12)  # the mean would read 4
+    assert few.lo.isna().all() and few.hi.isna().all()  # fewer than 6 windows: no pair of them covers 95 %
 
 
 def test_one_window_decides_nothing():
@@ -448,12 +460,12 @@ def test_flat_means_an_interval_around_zero_inside_the_band():
 
 
 def test_the_critical_fraction_stays_put_by_its_slope_over_windows():
-    """Each window's own critical N/L, averaged over windows, fitted across every length; the interval is over
-    windows, so windows that disagree widen it until it cannot decide."""
+    """Each window's own critical N/L fitted across every length, then the median over windows of those slopes with
+    its order-statistic interval; windows that disagree widen it until it cannot decide."""
     from attnlimits.studies.long_context import report
 
-    def claim(frac):
-        return report._fraction_slope(_run(critical=frac), "full", "E")
+    def claim(frac, windows=6):
+        return report._fraction_slope(_run(windows=windows, critical=frac), "full", "E")
 
     same = claim(lambda w, L: 0.9)
     assert same.verdict == "reproduced" and same.value == pytest.approx(0.0, abs=1e-12)
@@ -462,9 +474,25 @@ def test_the_critical_fraction_stays_put_by_its_slope_over_windows():
     assert falls.verdict == "not reproduced" and falls.value == pytest.approx(-1.0)
     scattered = claim(lambda w, L: 0.5 * (L / 1024) ** (0.5 if w % 2 else -0.5))  # half rise, half fall
     assert scattered.verdict == "inconclusive" and scattered.value_hi - scattered.value_lo > 0.5
-    # a window that reaches no N of the grid at one length is left out of that length's mean, and said so
-    gaps = claim(lambda w, L: math.nan if (w, L) == (0, 8192) else 0.9)
-    assert gaps.verdict == "reproduced" and "1 of 6 windows reach no N of the grid at L = 8192" in gaps.measured
+    # each window's slope, then their median: one steep window moves the median no more than any other window
+    slopes = np.array([0.3, -0.1, 0.05, 0.9, 0.0, 0.1, -0.05, 0.2, 0.15])
+    spread = claim(lambda w, L: 0.1 * (L / 1024) ** slopes[w], windows=len(slopes))
+    (k, _), ends = order_ranks(len(slopes)), np.sort(slopes)
+    assert k == 2 and spread.value == pytest.approx(np.median(slopes), abs=1e-12)  # 0.1; the mean is 0.17
+    assert (spread.value_lo, spread.value_hi) == pytest.approx((ends[k - 1], ends[-k]), abs=1e-12)  # [-0.05, 0.3]
+    assert spread.verdict == "inconclusive" and "over 9 windows" in spread.measured
+    # a window that reaches no N of the grid at one length is left out of that length's median, and said so; its
+    # slope across the lengths has a gap, so the median reads the other windows' (six, enough for an interval)
+    with pytest.warns(RuntimeWarning, match="1 of 7 values are NaN: left out"):
+        gaps = claim(lambda w, L: math.nan if (w, L) == (0, 8192) else 0.9, windows=7)
+    assert gaps.verdict == "reproduced" and "1 of 7 windows reach no N of the grid at L = 8192" in gaps.measured
+    assert (gaps.value, gaps.value_lo, gaps.value_hi) == pytest.approx((0.0, 0.0, 0.0), abs=1e-12)
+    with pytest.warns(RuntimeWarning, match="1 of 7 values are NaN: left out"):
+        t = report.critical_trend(
+            _run(windows=7, critical=lambda w, L: math.nan if (w, L) == (0, 8192) else 0.1 * (w + 1)), "full", "E"
+        )
+    assert list(t.windows) == [7, 7, 7, 6]
+    assert t.value.iloc[0] == pytest.approx(0.4) and t.value.iloc[-1] == pytest.approx(0.45)  # windows 1-6: 0.2-0.7
 
 
 def test_trends_in_L_are_decided_on_full_attention_layers_only():
@@ -494,17 +522,29 @@ def test_trends_in_L_are_decided_on_full_attention_layers_only():
 
 
 def test_a_verdict_one_window_flips_hinges_on_that_passage():
-    """Leaving out window 2, whose d~ grows like L**1.4 where the others grow like L, turns "not reproduced" into
-    "reproduced": the claim hinges on one passage, named, and is not decided; the others keep their verdict."""
+    """Seven windows: the 95 % interval is the smallest to the largest window's slope. Window 2's d~ grows like
+    L**1.4 where the others grow like L, so the interval reaches past the band's 1.2 ("inconclusive"); leaving window
+    2 out turns it into "reproduced", leaving out any other window does not: the claim hinges on one passage, named,
+    and is not decided; the others keep their verdict."""
     from attnlimits.studies.long_context import report
 
-    res = _run(windows=8, noise=0.01, bump=lambda w, L: (L / 1024) ** 0.4 if w == 2 else 1.0)
+    res = _run(windows=7, noise=0.01, bump=lambda w, L: (L / 1024) ** 0.4 if w == 2 else 1.0)
     table = report.decided(res).set_index("key")
     row = table.loc["distance-full"]
-    assert row.verdict == "hinges on one passage" and row.verdict_all != "reproduced"
-    assert row.hinges_on == "window 2: reproduced" and row.loo_lo < 1.02 < row.loo_hi
+    # each window's own log-log slope of its median head's d~ against L, read off the summaries
+    s = res.summary
+    d = s[(s.quantity == "d_tilde") & (s.layer_type == "full") & np.isclose(s.N, 5)]
+    curves = d.pivot(index="window", columns="L", values="q50").sort_index(key=lambda w: w.astype(int))
+    slopes = np.array([np.polyfit(np.log(LENGTHS), np.log(c), 1)[0] for c in curves.to_numpy()])
+    assert np.argmax(slopes) == 2 and slopes[2] > 1.2 and np.delete(slopes, 2).max() < 1.02  # only window 2 is steep
+    assert order_ranks(7)[0] == 1
+    assert (row.value, row.value_lo, row.value_hi) == pytest.approx((np.median(slopes), slopes.min(), slopes.max()))
+    assert row.verdict == "hinges on one passage" and row.verdict_all == "inconclusive"
+    assert row.hinges_on == "window 2: reproduced"
+    left_out = [np.median(np.delete(slopes, w)) for w in range(7)]
+    assert (row.loo_lo, row.loo_hi) == pytest.approx((min(left_out), max(left_out)), rel=1e-12)
     assert table.loc["lemma1-full", "verdict"] == "reproduced" and table.loc["lemma1-full", "hinges_on"] == ""
-    steady = report.decided(_run(windows=8, noise=0.01)).set_index("key")
+    steady = report.decided(_run(windows=7, noise=0.01)).set_index("key")
     assert steady.loc["distance-full", "verdict"] == "reproduced"
 
 
