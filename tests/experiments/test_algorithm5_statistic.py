@@ -97,9 +97,7 @@ def test_the_papers_g_read_per_window_is_the_median_of_each_windows_max():
     assert top.attrs["units"] == 3 and top.attrs["stated"] == "median and order-statistic interval over 3 windows"
 
 
-def _many_heads(
-    windows: int = 6, heads: int = 40, spike: float = 0.0, seed: int = 1, spiked=(0,)
-) -> pd.DataFrame:
+def _many_heads(windows: int = 6, heads: int = 40, spike: float = 0.0, seed: int = 1, spiked=(0,)) -> pd.DataFrame:
     """Heads whose g grows as T^-0.3 below T = 1 and falls as 1/T above, by ~x50, with noise per (window, head);
     ``spike``: head (0, 0) on the windows ``spiked`` (window 0 alone by default: a single passage) responds as
     ``spike`` T^-0.6 at every T < 1."""

@@ -55,8 +55,8 @@ def _distance(windows, same):
 
 def _critical(windows):
     """Each window's own critical N (one-window runs merged: ``windows`` "i-i"): E at 6 % of L plus w^2 // 8 (0, 0,
-    0, 1, 2, 3, 4, 6, 8 on windows 0-8: skewed, the median is not the mean); E_full at 30 % of L, except window 0 at the smallest L, where no N reached the level; E_perm reached no N
-    anywhere."""
+    0, 1, 2, 3, 4, 6, 8 on windows 0-8: skewed, the median is not the mean); E_full at 30 % of L, except window 0 at
+    the smallest L, where no N reached the level; E_perm reached no N anywhere."""
     rows = []
     for w in windows:
         for L in PRESET["alg1_L"]:

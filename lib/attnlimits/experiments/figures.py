@@ -222,7 +222,7 @@ def _critical_rows(res, reading: str | None = None, level: float | None = None) 
 
 
 def critical_over_windows(crit: pd.DataFrame) -> pd.DataFrame:
-    """Per L of ``crit`` (each window's own critical N for one reading at one KS level, a row per window): the mean
+    """Per L of ``crit`` (each window's own critical N for one reading at one KS level, a row per window): the median
     over windows of the critical N, a window where no evaluated N reached the level counting as N = L (``value``),
     its 95 % interval over windows (order statistics; ``lo``, ``hi``), and how many windows reached the level
     (``reached``) of how many (``windows``). Lengths where no window reached it are left out."""

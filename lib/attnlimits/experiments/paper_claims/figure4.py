@@ -116,7 +116,7 @@ def _fig4_trend(
     res = as_summaries(res)
     eps = float(res.gradient.eps.min())
     top = _curve(res, eps, q=None)
-    paper_g = top.value(lambda counts: number(top.levels, top.means(counts, "g")))
+    paper_g = interval_over_windows(top.units, lambda c: number(top.levels, top.means(c, "g")), ratio=ratio).value
     iv = _g_interval(_curve(res, eps), number, ratio)
     measured = (
         f"{lead} (each window's own, their median over the windows): the paper's $g$ (the largest head's, read per "
