@@ -334,6 +334,8 @@ def test_over_units_is_the_median_interval_of_the_statistic_on_each_unit_alone()
             over_units(bad, own)
     with pytest.raises(ValueError, match=r"^statistic: must return one value per row"):
         over_units(5, lambda c: np.zeros(3))
+    nothing = over_units(8, lambda c: np.full(len(c), np.nan))  # no window has the number: NaN, no error
+    assert np.isnan([nothing.value, nothing.lo, nothing.hi]).all() and nothing.units == 0
 
 
 @settings(max_examples=300, deadline=None)

@@ -76,7 +76,8 @@ def median_interval(values: Sequence[float], level: float = 0.95) -> Interval:
 def over_units(units: int | Sequence, statistic: Callable[[np.ndarray], np.ndarray], level: float = 0.95) -> Interval:
     """:func:`median_interval` of ``statistic`` on each unit alone. ``units``: how many units (windows), or their
     labels; ``statistic(counts)`` takes unit multiplicities, one multiset per row (2-D), and returns one value per
-    row, the form of the claims' statistics (a row with a single 1 is that window alone)."""
+    row, the form of the claims' statistics (a row with a single 1 is that window alone). Where no unit has a
+    finite value, value, lo and hi are NaN and ``units`` is 0."""
     n = units if isinstance(units, int | np.integer) else len(units)
     if n < 1:
         raise ValueError(f"units: needs at least one unit, got {units!r}")
@@ -85,4 +86,6 @@ def over_units(units: int | Sequence, statistic: Callable[[np.ndarray], np.ndarr
         raise ValueError(f"statistic: must return one value per row of counts, got {len(values)} for {n} rows")
     with np.errstate(invalid="ignore"):
         values = np.where(np.isinf(values), np.nan, values)  # a window whose own number is undefined (log of 0)
+    if np.isnan(values).all():  # no window has the number (e.g. a length where none reached the level)
+        return Interval(np.nan, np.nan, np.nan, 0, METHOD)
     return median_interval(values, level)
