@@ -19,6 +19,7 @@ from attnlimits.experiments import paper_claims
 from attnlimits.experiments.paper_claims.rules import as_summaries
 from attnlimits.experiments.summaries import STATS, Summaries
 from attnlimits.infra import cache
+from attnlimits.infra.medians import order_ranks
 from attnlimits.models import texts
 from attnlimits.studies import several_models
 from attnlimits.studies.several_models import report, runs, study
@@ -277,7 +278,7 @@ def summaries(computed) -> dict[str, Summaries]:
     return {label: as_summaries(res) for label, res in several_models.SeveralModels.load(root, PRESET).results.items()}
 
 
-def test_summary_reads_each_windows_heads_then_averages_the_windows(summaries):
+def test_summary_reads_each_windows_heads_then_their_median_over_windows(summaries):
     table = report.summary(summaries)
     assert list(table.index) == list(summaries)
     frac = table["critical N / L"].dropna()
@@ -286,15 +287,15 @@ def test_summary_reads_each_windows_heads_then_averages_the_windows(summaries):
     assert table[["sink weight (median)", "sink weight (max)"]].stack().between(0, 1).all()
     assert table["d~ growth exponent"].notna().all()
     assert table["g slope (T < 0.1)"].notna().all()
-    # the numbers are each window's statistic over its heads, averaged over the windows
+    # the numbers are each window's statistic over its heads, then their median over the windows
     tiny = summaries["Tiny"]
     g = tiny.g()
-    g_max = g[g.quantity == "g"].groupby("T")["max"].mean()
+    g_max = g[g.quantity == "g"].groupby("T")["max"].median()
     pd.testing.assert_series_equal(report._g_max(tiny), g_max, check_names=False, check_index_type=False)
     low = g_max[g_max.index < 0.1]
     assert table.loc["Tiny", "g slope (T < 0.1)"] == pytest.approx(paper_claims.loglog_slope(low.index, low.values))
     sink = tiny.sink[tiny.sink.quantity == "sink_weight"]
-    assert table.loc["Tiny", "sink weight (median)"] == pytest.approx(sink.q50.mean())
+    assert table.loc["Tiny", "sink weight (median)"] == pytest.approx(sink.q50.median())
     assert table.loc["Tiny", "sink weight (max)"] == pytest.approx(sink["max"].max())
 
 
@@ -339,32 +340,55 @@ def _three_windows(levels: dict[int, float]) -> Summaries:
     return Summaries(tables, provenance)
 
 
-def test_summary_and_figure_average_the_windows_not_their_median_or_mean_head():
-    """Three windows whose median heads read 0.1, 0.2 and 0.9: every number is the mean of the windows' own
-    statistics (0.4), not their median (0.2), nor a mean over heads, nor a pooled statistic."""
+def test_summary_and_figure_read_the_median_over_windows_not_their_mean_nor_a_mean_head():
+    """Three windows whose median heads read 0.1, 0.2 and 0.9: every number is the median of the windows' own
+    statistics (0.2), not their mean (0.4), nor a mean over heads (0.21), nor a pooled statistic."""
     import matplotlib.pyplot as plt
 
     levels = {0: 0.1, 1: 0.2, 2: 0.9}
     run = _three_windows(levels)
     row = report.summary({"A": run}).loc["A"]
-    assert row["N_s/N plateau"] == pytest.approx(0.4)
-    assert row["sink weight (median)"] == pytest.approx(0.4)
-    assert row["sink weight (max)"] == pytest.approx(0.95)
+    assert row["N_s/N plateau"] == pytest.approx(0.2, rel=1e-12)
+    assert row["sink weight (median)"] == pytest.approx(0.2, rel=1e-12)
+    assert row["sink weight (max)"] == pytest.approx(0.95, rel=1e-12)  # the largest head of any window
     L = np.array(PRESET.alg1_L, float)
-    mean_curve = np.mean([v * L ** (1 + v) for v in levels.values()], axis=0)
-    assert row["d~ growth exponent"] == pytest.approx(paper_claims.loglog_slope(L, mean_curve))
-    assert row["g slope (T < 0.1)"] == pytest.approx(-1)
+    median_curve = np.median([v * L ** (1 + v) for v in levels.values()], axis=0)  # window 1's at every L
+    assert row["d~ growth exponent"] == pytest.approx(paper_claims.loglog_slope(L, median_curve), rel=1e-12)
+    assert row["d~ growth exponent"] == pytest.approx(1.2, rel=1e-12)
+    assert row["g slope (T < 0.1)"] == pytest.approx(-1, rel=1e-12)
     assert (row["g ~ 1/T from T"], row["g ~ 1/T to T"]) == (min(PRESET.alg5_T), max(PRESET.alg5_T))
     T = np.array(PRESET.alg5_T)
-    np.testing.assert_allclose(report._g_max(run).to_numpy(), 0.4 / T)
+    np.testing.assert_allclose(report._g_max(run).to_numpy(), 0.2 / T, rtol=1e-12)
     found = [round(v * n) / n for w, v in levels.items() for n in PRESET.alg1_L if (w, n) != (0, max(L))]
     assert row["critical N / L"] == pytest.approx(np.median(found))  # a length where none was reached left out
     fig = report.figure({"A": run})
     (d,), (sep,), (g,) = (ax.get_lines() for ax in fig.axes[:3])
-    np.testing.assert_allclose(d.get_ydata(), mean_curve)
-    np.testing.assert_allclose(sep.get_ydata()[-2:], 0.4)
-    np.testing.assert_allclose(g.get_ydata(), 0.4 / T)
+    np.testing.assert_allclose(d.get_ydata(), median_curve, rtol=1e-12)
+    np.testing.assert_allclose(sep.get_ydata()[-2:], 0.2, rtol=1e-12)
+    np.testing.assert_allclose(g.get_ydata(), 0.2 / T, rtol=1e-12)
     plt.close(fig)
+
+
+def _pooled(results: dict[str, Summaries], count: int) -> tuple[Summaries, list]:
+    """The first ``count`` windows of the runs of ``results`` (the tiny model's and its controls', on one grid) read
+    as one run, numbered 0, 1, ...; and each as its own one-window run, in that order."""
+    parts = [(res, w) for res in results.values() for w in res.windows][:count]
+    tables = {}
+    for name in Summaries.TABLES:
+        pieces = [getattr(res, name) for res, _ in parts]
+        if any(len(t) for t in pieces):
+            tables[name] = pd.concat(
+                [t[t.window == w].assign(window=i) for i, (t, (_, w)) in enumerate(zip(pieces, parts, strict=True))],
+                ignore_index=True,
+            )
+    first = next(iter(results.values())).provenance
+    run = Summaries(tables, {**first, "windows": list(range(count)), "window_starts": [0] * count})
+    alone = []
+    for res, w in parts:
+        for other in res.windows:
+            res = res.without(other) if other != w else res
+        alone.append(res)
+    return run, alone
 
 
 def test_interval_table_shows_each_claims_number_and_interval_over_windows(summaries):
@@ -372,10 +396,24 @@ def test_interval_table_shows_each_claims_number_and_interval_over_windows(summa
     table = report.interval_table(results)
     assert list(table.index) == list(results) and list(table.columns) == [*report.INTERVAL_CLAIMS, "windows"]
     assert (table["windows"] == PRESET.windows).all()
+    # two windows: the claim's number, and no interval (fewer than 6 windows: no pair of them covers 95 %)
     claims = paper_claims.claims(results["Tiny"]).set_index("key")
     row = claims.loc["fig3-plateau"]
-    assert table.loc["Tiny", "fig3-plateau"] == f"{row.value:.3g} [{row.value_lo:.3g}, {row.value_hi:.3g}]"
-    assert row.value_lo <= row.value <= row.value_hi and row.value_lo < row.value_hi
+    assert PRESET.windows < 6 and np.isnan(row.value_lo) and np.isnan(row.value_hi)
+    assert table.loc["Tiny", "fig3-plateau"] == f"{row.value:.3g}"
+    # nine windows: each claim's number is the median of the numbers each window gives alone, its interval the
+    # 2nd smallest to the 2nd largest of them (order_ranks(9))
+    run, alone = _pooled(results, 9)
+    pooled = report.interval_table({"pooled": run}).loc["pooled"]
+    assert pooled["windows"] == 9 and order_ranks(9)[0] == 2
+    for key in report.INTERVAL_CLAIMS:
+        figure = key.split("-")[0].removeprefix("fig")
+        each = np.sort([paper_claims.claims(one, figure).set_index("key").loc[key, "value"] for one in alone])
+        value, lo, hi = np.median(each), each[1], each[-2]
+        assert lo < hi, key  # nine windows that differ: a finite interval of some width
+        assert pooled[key] == f"{value:.3g} [{lo:.3g}, {hi:.3g}]", key
+        whole = paper_claims.claims(run, figure).set_index("key").loc[key]
+        assert (whole.value, whole.value_lo, whole.value_hi) == pytest.approx((value, lo, hi), rel=1e-12), key
     assert report._with_interval(0.5, float("nan"), 1.0) == "0.5"
     with pytest.raises(ValueError, match="not claims"):
         report.interval_table(results, keys=["fig9-nothing"])

@@ -192,11 +192,12 @@ def slope_table(results: list[LongSummaries], quantity: str, *, normalizers=("so
     return pd.DataFrame(rows, columns=["model", "group", "normalizer", "slope", "slope_lo", "slope_hi"])
 
 
-def _claim(res, key, figure, paper, measured_fmt, value, lo, hi, band, rule) -> Claim:
+def _claim(res, key, figure, paper, measured_fmt, value, lo, hi, band, rule, units=None) -> Claim:
     """A claim decided on ``[lo, hi]``: by :func:`flat` when ``band`` is :data:`FLAT` (it must also contain 0), else
-    by :func:`attnlimits.infra.verdicts.decide`; its interval stated (the method and the windows)."""
+    by :func:`attnlimits.infra.verdicts.decide`; its interval stated (the method and the windows it rests on:
+    ``units``, default every window of the run)."""
     verdict = flat(lo, hi) if band == FLAT else decide(lo, hi, band)
-    n = len(res.windows)
+    n = len(res.windows) if units is None else int(units)
     how = stated(statistics.Interval(value, lo, hi, n, METHOD))
     measured = measured_fmt.format(v=value, lo=lo, hi=hi) + f"; {how}"
     return Claim(key, figure, paper, measured, verdict, rule, value, lo, hi, units=n)
@@ -223,7 +224,9 @@ def critical_trend(res: LongSummaries, group: str, reading: str) -> pd.DataFrame
 
 def _fraction_slope(res: LongSummaries, group: str, reading: str) -> Claim:
     """Does the critical fraction N/L stay put as L grows? The median over windows of each window's log-log slope
-    across every length of its critical N/L, with its interval over windows, decided by :func:`flat`."""
+    across every length of its critical N/L, with its interval over windows, decided by :func:`flat`; a window
+    that reaches no N of the grid at some length has no slope and is left out (the claim names it and counts the
+    windows its interval rests on)."""
     pw = _critical_windows(res, group, reading)
     t = critical_trend(res, group, reading)
     first, last = t.iloc[0], t.iloc[-1]
@@ -241,7 +244,8 @@ def _fraction_slope(res: LongSummaries, group: str, reading: str) -> Claim:
         "on that window's heads, on the grid), its 95 % interval the order statistics over windows; " + FLAT_RULE
     )
     paper = f"the critical N/L stays put as L grows (d~ against {reading})"
-    return _claim(res, f"critical-{reading}-{group}", "35c", paper, measured, iv.value, iv.lo, iv.hi, FLAT, rule)
+    return _claim(res, f"critical-{reading}-{group}", "35c", paper, measured, iv.value, iv.lo, iv.hi, FLAT, rule,
+                  units=iv.units)  # fmt: skip
 
 
 def length_groups(res: LongSummaries) -> list[str]:
