@@ -225,6 +225,8 @@ def test_fig2a_growth(key):
     assert rule(_results(distance=_distance(growth=0.3)), key).verdict == rp.NOT
     unsure = rule(_results(distance=_distance(growth=1.15, growth_spread=0.3)), key)
     assert unsure.verdict == rp.INCONCLUSIVE and unsure.value_lo < 1.2 < unsure.value_hi
+    # each window's own slope, 0.85...1.45: their median, between the smallest and the largest (8 windows)
+    assert (unsure.value, unsure.value_lo, unsure.value_hi) == pytest.approx((1.15, 0.85, 1.45), rel=1e-9)
 
 
 def test_fig2a_bound_is_a_sanity_check_on_the_visible_counting_only():
@@ -267,6 +269,10 @@ def test_fig2_numbers_are_the_median_over_windows_of_each_windows_own_number():
     distance = _distance(growth=growths, change=changes, ratio=ratios, scales=scales)
     last_n = distance.N == max(PRESET["alg2_N"])
     distance.loc[last_n, "E"] *= np.random.default_rng(4).lognormal(0, 0.3, size=int(last_n.sum()))  # E/d~ by head
+    # E/d~ at N = 1 by window (2 in _distance): 1.8, 1.9, 2, 2, 2, 2.2, 3, 4 (median 2, mean 2.3625)
+    first_n = (distance.N == 1) & (distance.L == PRESET["alg2_L"])
+    starts = np.array([1.8, 1.9, 2.0, 2.0, 2.0, 2.2, 3.0, 4.0])
+    distance.loc[first_n, "E"] *= starts[distance.loc[first_n, "window"].to_numpy()] / 2
     res = _results(distance=distance)
     visible = distance[distance.counting == "visible"].assign(ratio=lambda t: t.E / t.d_tilde)
 
@@ -291,6 +297,11 @@ def test_fig2_numbers_are_the_median_over_windows_of_each_windows_own_number():
     assert claim.value != pytest.approx(rp.loglog_slope(lengths, [pooled(alg1[alg1.L == L], "d_tilde")
                                                                   for L in lengths]), rel=1e-3)  # fmt: skip
     assert "(each window's own slope, their median over the windows;" in claim.measured
+    # the growth shown beside it: the median over windows of each window's median head, at the largest L over the
+    # smallest (the curve the figure draws)
+    grown = np.median(curves[:, -1]) / np.median(curves[:, 0])
+    assert grown != pytest.approx(curves[:, -1].mean() / curves[:, 0].mean(), rel=0.05)
+    assert f"×{grown:.1f} over a ×4 longer context" in claim.measured
     assert claim.verdict == rp.INCONCLUSIVE  # [0.7, 2.0] straddles [0.8, 1.2]
     ns = sorted(PRESET["alg2_N"])
     alg2 = visible[visible.L == PRESET["alg2_L"]]
@@ -316,6 +327,9 @@ def test_fig2_numbers_are_the_median_over_windows_of_each_windows_own_number():
     )
     assert convergence.value != pytest.approx(np.median(medians(last, "E") / medians(last, "d_tilde")), rel=1e-3)
     assert "its median over the windows" in convergence.measured
+    # the ratio at the smallest N it is compared with: the median over windows too (the mean would read 2.362)
+    assert medians(alg2[alg2.N == 1], "ratio") == pytest.approx(starts, rel=1e-12)
+    assert "its median over the windows, = 2.000 at $N = 1$" in convergence.measured
 
 
 def test_fig2c_critical_reads_each_windows_own_critical_n():
@@ -443,6 +457,28 @@ def test_fig4_drop():
     assert _claim(_results(gradient=_gradient(drop=5.0)), "fig4-drop").verdict == rp.NOT
     unsure = _claim(_results(gradient=_gradient(drop=300.0, drop_spread=100.0)), "fig4-drop")
     assert unsure.verdict == rp.INCONCLUSIVE
+
+
+def test_fig4_reads_each_windows_own_slope_and_drop():
+    """Skewed windows: the slope and the drop are each window's own (from its curve of the 95th percentile over
+    heads), their median over the windows between the smallest and the largest window's (8 windows); the drop, a
+    ratio, on the log scale (the median between the two middle windows is their geometric mean). The paper's g
+    (each window's largest head) is read the same way."""
+    slopes = np.array([0.9, 0.95, 1.0, 1.0, 1.05, 1.1, 1.5, 2.5])  # median 1.025, mean 1.25
+    drops = np.array([40.0, 60.0, 80.0, 100.0, 120.0, 150.0, 250.0, 1000.0])  # median 110, mean 225
+    res = _results(gradient=_gradient(slope=slopes, drop=drops))
+    slope, drop = _claim(res, "fig4-slope"), _claim(res, "fig4-drop")
+    assert (slope.value, slope.value_lo, slope.value_hi) == pytest.approx(_order_interval(-slopes), rel=1e-9)
+    assert (slope.value, slope.value_lo, slope.value_hi) == pytest.approx((-1.025, -2.5, -0.9), rel=1e-9)
+    assert slope.verdict == rp.INCONCLUSIVE  # the median is inside [-1.2, -0.8], the interval is not
+    paper_g = f"its heads; 8 windows) {-np.median(slopes):.2f}; the 95th percentile"
+    assert paper_g in slope.measured and f"{-slopes.mean():.2f}; the 95th" not in slope.measured
+    assert (drop.value, drop.value_lo, drop.value_hi) == pytest.approx(_order_interval(drops, log=True), rel=1e-9)
+    assert drop.value == pytest.approx(math.sqrt(100 * 120), rel=1e-9) and (drop.value_lo, drop.value_hi) == (
+        pytest.approx(40, rel=1e-9),
+        pytest.approx(1000, rel=1e-9),
+    )
+    assert drop.verdict == rp.INCONCLUSIVE  # [40, 1000] straddles 300
 
 
 def test_fig4_printed_bound():
@@ -604,7 +640,9 @@ def test_claims_across_runs_put_each_runs_verdict_side_by_side_and_compare_the_l
     first = _labelled(_results(gradient=_gradient(slope=0.3)), "docs", "reduced")
     second = _labelled(_results(), "kjv", "reduced")
     table = rp.across_runs([book, first, second], ["3", "4"])
-    labels = [f"{run}, {WINDOWS} windows" for run in ("docs, paper preset", "docs, reduced preset", "kjv, reduced preset")]
+    labels = [
+        f"{run}, {WINDOWS} windows" for run in ("docs, paper preset", "docs, reduced preset", "kjv, reduced preset")
+    ]
     assert list(table.columns) == ["key", *labels, "same verdict"]
     keys = ["fig3-plateau", "fig3-lower-bound", "fig3-upper-tracks", "fig4-slope", "fig4-drop", "fig4-printed-bound"]
     assert list(table.key) == keys

@@ -3,8 +3,9 @@ readings_claims, reading_predictions), Figure 2c's constant decided per length, 
 sanity check never counts as a reproduction, every claim says how many windows it rests on, and Figure 3's
 saturation fails on a series that is still falling.
 
-The synthetic runs are test_paper_claims's (quick preset: alg1_L 16, 32, 64; 4 windows; 12 heads), read per window:
-each number is a statistic over a window's heads (or the window's own critical N), averaged over the windows."""
+The synthetic runs are test_paper_claims's (quick preset: alg1_L 16, 32, 64; 8 windows; 12 heads), read per window:
+each number is a statistic over a window's heads (or the window's own critical N), each window's own number, then
+their median over the windows with its order-statistic interval (at 8 windows: the smallest to the largest)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,20 @@ import critical_heads
 import numpy as np
 import pandas as pd
 import pytest
-from test_paper_claims import HEADS, PRESET, WINDOWS, _critical, _critical_heads, _distance, _results
+from test_paper_claims import (
+    HEADS,
+    PRESET,
+    WINDOWS,
+    _critical,
+    _critical_heads,
+    _distance,
+    _order_interval,
+    _results,
+)
 
 from attnlimits.experiments import paper_claims as rp
 from attnlimits.experiments.critical_reading import critical_from_heads
-from attnlimits.infra import statistics, verdicts
+from attnlimits.infra import verdicts
 
 
 def _critical_of(found: dict, reading: str = "E") -> pd.DataFrame:
@@ -36,24 +46,29 @@ def _row(res, key: str, reading: str = "E") -> pd.Series:
 
 
 def test_the_constant_fraction_is_decided_per_length_never_on_a_median_over_lengths():
-    # N / L = 1/16, 2.5/32, 1/64 in every window: the median over L (2.5/32) lies in [0.03, 0.12], but at L = 64
-    # the interval [1, 1] / 64 lies wholly below it
-    found = {16: [1] * 4, 32: [2, 2, 3, 3], 64: [1] * 4}
-    assert 0.03 <= np.median([np.mean(n) / L for L, n in found.items()]) <= 0.12
+    # N / L = 1/16, 2.5/32, 1/64 (the median over the 8 windows at each L): the median over L (1/16) lies in
+    # [0.03, 0.12], but at L = 64 the interval [1, 1] / 64 lies wholly below it
+    found = {16: [1] * WINDOWS, 32: [2, 2, 2, 2, 3, 3, 3, 3], 64: [1] * WINDOWS}
+    assert 0.03 <= np.median([np.median(n) / L for L, n in found.items()]) <= 0.12
     res = _results(critical=_critical_of(found))
     row = _row(res, "fig2c-critical")
     assert row.verdict == rp.NOT and (row.value, row.lo, row.hi) == pytest.approx((1 / 64, 1 / 64, 1 / 64))
     assert "wholly outside [0.03, 0.12] at $L$ = 64" in row.measured
-    assert "32: 0.078 [0.049, 0.107]" in row.measured  # each L's mean over windows with its t interval
+    # each L's median over windows with its order-statistic interval (the smallest and largest of 8 windows)
+    assert f"32: {2.5 / 32:.3f} [{2 / 32:.3f}, {3 / 32:.3f}]" in row.measured
+    assert "median and order-statistic interval over 8 windows" in row.measured
     claim = rp.fig2c_critical(res)  # only E was searched: its verdict is the claim's
     assert claim.verdict == rp.NOT and "E_mc: not measured" in claim.measured
     # no length outside, one straddling the band's edge: the windows do not decide
-    straddles = _results(critical=_critical_of({**found, 64: [1, 2, 3, 4]}))
+    straddles = _results(critical=_critical_of({**found, 64: [1, 2, 3, 4, 1, 2, 3, 4]}))
     assert _row(straddles, "fig2c-critical").verdict == rp.INCONCLUSIVE
-    inside = _results(critical=_critical_of({**found, 64: [4, 4, 5, 5]}))
+    # skewed windows at L = 64: the median (4 / 64) is not the mean (4.875 / 64); both ends inside the band
+    skewed = [4, 4, 4, 4, 4, 5, 6, 7]
+    inside = _results(critical=_critical_of({**found, 64: skewed}))
     row = _row(inside, "fig2c-critical")
-    iv = statistics.t_interval(np.array([4, 4, 5, 5]) / 64)
-    assert row.verdict == rp.REPRODUCED and (row.value, row.lo, row.hi) == pytest.approx((iv.value, iv.lo, iv.hi))
+    expected = _order_interval(np.array(skewed) / 64)
+    assert expected == pytest.approx((4 / 64, 4 / 64, 7 / 64))
+    assert row.verdict == rp.REPRODUCED and (row.value, row.lo, row.hi) == pytest.approx(expected, rel=1e-12)
 
 
 def test_proportionality_reads_each_readings_own_critical_n():
@@ -62,15 +77,17 @@ def test_proportionality_reads_each_readings_own_critical_n():
     heads = _critical_heads()
     lengths = sorted(set(heads.L))
     joint = pd.DataFrame(
-        [(L, r, 0.05, pd.NA, "all", "0-3") for r in ("E", "E_full") for L in lengths],
+        [(L, r, 0.05, pd.NA, "all", "0-7") for r in ("E", "E_full") for L in lengths],
         columns=["L", "reading", "ks_level", "critical_N", "window", "windows"],
     ).astype({"critical_N": "Int64"})
     res = _results(critical=joint, heads=heads)
     e, full = _row(res, "fig2c-proportional"), _row(res, "fig2c-proportional", "E_full")
     assert e.verdict == rp.REPRODUCED and full.verdict == rp.NOT, (e.measured, full.measured)
     assert e.units == full.units == WINDOWS
-    own = [[critical_from_heads(heads, L, "E_full", 0.05, windows=[w]) for L in lengths] for w in range(WINDOWS)]
-    assert full.value == pytest.approx(rp.loglog_slope(lengths, np.mean(own, axis=0)), rel=1e-12)
+    for reading, row in (("E", e), ("E_full", full)):  # each window's own slope, their median over the windows
+        own = [[critical_from_heads(heads, L, reading, 0.05, windows=[w]) for L in lengths] for w in range(WINDOWS)]
+        slopes = [rp.loglog_slope(lengths, n) for n in own]
+        assert (row.value, row.lo, row.hi) == pytest.approx(_order_interval(slopes), rel=1e-12)
     claim = rp.fig2c_proportional(res)
     assert claim.verdict == rp.DEPENDS_ON_READING
     assert "E: reproduced (" in claim.measured and "E_full: not reproduced (" in claim.measured
@@ -114,20 +131,23 @@ def test_reading_predictions_tell_the_readings_apart():
     assert t.shows.str.contains("grows as").all()
 
 
-def test_reading_predictions_average_each_windows_median_over_heads():
-    """Heads scaled differently in each window: d~ and E at the largest L are the mean over windows of each
-    window's median over heads, with the t interval over the windows (a mean of per-window values)."""
+def test_reading_predictions_read_the_median_over_windows_of_each_windows_median_head():
+    """Heads scaled differently in each window: d~ and E at the largest L are the median over windows of each
+    window's median over heads, with the order-statistic interval over the windows; the ratio E / d~ is each
+    window's median head ratio, its median over the windows on the log scale."""
     scales = np.random.default_rng(5).lognormal(0, 1, size=(WINDOWS, len(HEADS)))
     distance = _distance(scales=scales)
     t = rp.reading_predictions(_results(distance=distance)).set_index("reading")
     top = distance[(distance.counting == "visible") & (distance.N == PRESET["alg1_N"]) & (distance.L == 64)]
     for column, value in (("d_tilde", "d_tilde"), ("E", "expected")):
         medians = top.groupby("window")[column].median().to_numpy()
-        iv = statistics.t_interval(medians)
+        assert np.median(medians) != pytest.approx(medians.mean(), rel=1e-3)  # the windows are skewed
         got = tuple(t.loc["E", [value, f"{value}_lo", f"{value}_hi"]])
-        assert got == pytest.approx((iv.value, iv.lo, iv.hi), rel=1e-12)
+        assert got == pytest.approx(_order_interval(medians), rel=1e-12)
         pooled = top.groupby(["layer", "head"])[column].mean().median()  # each head over windows: not this
         assert t.loc["E", value] != pytest.approx(pooled, rel=1e-3)
+    ratios = top.assign(r=top.E / top.d_tilde).groupby("window").r.median().to_numpy()  # 1.1 in every window
+    assert tuple(t.loc["E", ["ratio", "ratio_lo", "ratio_hi"]]) == pytest.approx(_order_interval(ratios, log=True))
 
 
 # --- kinds and units ------------------------------------------------------------------------------------------------

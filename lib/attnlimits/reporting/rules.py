@@ -138,7 +138,8 @@ INTERVALS = (
                            "verdict of Figures 2-4 on both trained models unchanged; chapter 35, Gemma-3-270M: d~'s "
                            "growth 'reproduced' (0.84 [0.81, 0.87]) -> 'hinges on one passage' (0.86 [0.78, 0.88], "
                            "inconclusive on 8 windows, reproduced without window 5), g's 1/T 'hinges on one passage' "
-                           "-> 'not reproduced' (0.51 [-0.57, 1.13])"),)),
+                           "-> 'not reproduced' (0.51 [-0.57, 1.13]); Figure 3's plateau without token 0 with its flat "
+                           "band doubled (a sensitivity, not a verdict): 'inconclusive' -> 'reproduced'"),)),
 )  # fmt: skip
 
 

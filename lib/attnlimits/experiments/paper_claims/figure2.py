@@ -179,7 +179,7 @@ def _convergence(res, reading: str, counting: str = "visible") -> tuple[Claim, s
     first, last = min(p["alg2_N"]), max(p["alg2_N"])
     pw = PerWindow(res.alg2(counting), "N")
     quantity = f"{reading}/d_tilde"
-    start = pw.value(lambda counts: pw.mean(counts, quantity, first))
+    start = pw.interval(lambda counts: pw.mean(counts, quantity, first), ratio=True).value
     iv = pw.interval(lambda counts: pw.mean(counts, quantity, last), ratio=True)
     closer = abs(np.log(iv.value)) < abs(np.log(start))
     claim = make_claim(
