@@ -92,8 +92,8 @@ table.round(3)
 # windows: the order-statistic interval, which treats each window's critical $N$ as one number from an
 # independent passage of the text and runs from the $k$-th smallest to the $k$-th largest of them. A critical $N$
 # is discrete (a point of the search), so many windows may share one value; the order-statistic interval covers
-# at least 95 % there too, where the t interval of a mean of such numbers covers as little as 41–70 % when a
-# passage is rare or the tail skewed ({doc}`31_reproducibility_report` shows the simulation). A window's
+# at least 95 % there too, where the t interval of a mean of such numbers covers 51–70 % at 8 and 12 windows
+# when a passage is rare or the tail skewed ({doc}`31_reproducibility_report` shows the simulation). A window's
 # critical $N$ is exact (an integer found by the search), so the interval says how far the answer moves
 # from one passage of the text to another, not how finely $N$ was resolved. How far apart the windows are, per
 # length: the smallest, median and largest of each window's critical $N / L$ at the level of Figure 2c (a window
