@@ -297,8 +297,9 @@ _ = sentences.assert_sentences({
 # table below simulates runs with a known truth at the window counts the book reads (5 seeds in chapter 32, 8
 # windows in chapters 34 and 35, 12 and 32 in the Experiments), for each number a verdict reads (a window's
 # median head, a ratio of two of its medians, its 95th percentile over heads, its critical $N$ on a grid of $N$,
-# and the slope of that critical $N$ across lengths), under four kinds of passage: normal, heavy-tailed and
-# symmetric, heavy-tailed and skewed, and one rare passage in twelve far from the others. Each cell is the share
+# and the slope of that critical $N$ across lengths), under four kinds of passage: normal; heavy-tailed and
+# symmetric (Student's t with 2.5 degrees of freedom); heavy-tailed and skewed (lognormal); and rare, one passage
+# in twelve shifted by ten standard deviations from the others. Each cell is the share
 # of 2,000 simulated runs whose interval holds the truth (the mean over passages for the t interval and the
 # percentile bootstrap, which estimate a mean; the median for the order-statistic interval, which estimates it).
 # The simulation's own error is about 0.5 points.
@@ -308,8 +309,8 @@ from attnlimits.infra import coverage  # noqa: E402
 
 covered = coverage.table()
 shown = covered.pivot_table(  # dropna=False keeps the median's "no interval" at 5
-    index=["statistic", "tails"], columns=["method", "windows"], values="coverage",
-    dropna=False,
+    index=["statistic", "tails"], columns=["method", "windows"],
+    values="coverage", dropna=False,
 )
 shown.style.format("{:.3f}", na_rep="no interval")
 
@@ -330,7 +331,7 @@ shown.style.format("{:.3f}", na_rep="no interval")
 by = covered.set_index(["method", "statistic", "tails", "windows"]).coverage
 median, t, percentile = by["median"], by["t"], by["percentile"]
 many = median[median.index.get_level_values("windows") > 5]
-rare = t.xs("one rare passage in 12 (10 sd away)", level="tails").xs(8, level="windows")
+rare = t.xs("rare (1 in 12, 10 sd)", level="tails").xs(8, level="windows")
 _ = sentences.assert_sentences({
     # at least 95 %, within the simulation's own error (about 0.5 points at 2,000 runs)
     "the order-statistic interval holds at least 95 % in every case from 6 windows on":

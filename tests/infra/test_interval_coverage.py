@@ -246,7 +246,7 @@ def test_the_t_interval_of_a_mean_fails_where_the_passages_are_skewed_rare_or_di
     median head and the 95th percentile at 8 and 12 windows), under a skewed tail, and for a discrete critical N.
     This test fails if that changes, and with it the reason the verdicts read the median."""
     t = book_table[book_table.method == "t"].set_index(["statistic", "tails", "windows"]).coverage
-    rare, skewed = "one rare passage in 12 (10 sd away)", "heavy, skewed (lognormal, sigma 1.5)"
+    rare, skewed = "rare (1 in 12, 10 sd)", "skewed (lognormal)"
     for statistic in ("median head", "95th percentile", "critical N (discrete)"):
         assert abs(t[statistic, "normal", 8] - LEVEL) <= 0.04, statistic
         for n in (8, 12):

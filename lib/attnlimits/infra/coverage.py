@@ -57,12 +57,14 @@ def _rare(rng, size, p=1 / 12, shift=10.0):
     return rng.standard_normal(size) + shift * (rng.random(size) < p)
 
 
-#: The passage effects: name -> draw(rng, size) (scaled to a standard deviation of about 1 where it has one).
+#: The passage effects: name -> draw(rng, size), scaled to a standard deviation of about 1 where it has one:
+#: normal; heavy-tailed and symmetric (Student t, 2.5 degrees of freedom); heavy-tailed and skewed (lognormal,
+#: sigma 1.5); one rare passage in 12 shifted by 10 standard deviations. Short names: the report's table is wide.
 TAILS: dict[str, Callable] = {
     "normal": _light,
-    "heavy, symmetric (t, 2.5 df)": _heavy,
-    "heavy, skewed (lognormal, sigma 1.5)": _skewed,
-    "one rare passage in 12 (10 sd away)": _rare,
+    "heavy (t, 2.5 df)": _heavy,
+    "skewed (lognormal)": _skewed,
+    "rare (1 in 12, 10 sd)": _rare,
 }
 
 
