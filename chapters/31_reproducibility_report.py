@@ -299,20 +299,20 @@ _ = sentences.assert_sentences({
 # median head, a ratio of two of its medians, its 95th percentile over heads, its critical $N$ on a grid of $N$,
 # and the slope of that critical $N$ across lengths), under four kinds of passage: normal; heavy-tailed and
 # symmetric (Student's t with 2.5 degrees of freedom); heavy-tailed and skewed (lognormal); and rare, one passage
-# in twelve shifted by ten standard deviations from the others. Each cell is the share
-# of 2,000 simulated runs whose interval holds the truth (the mean over passages for the t interval and the
-# percentile bootstrap, which estimate a mean; the median for the order-statistic interval, which estimates it).
-# The simulation's own error is about 0.5 points.
+# in twelve shifted by ten standard deviations from the others. Each cell is the percentage of 2,000 simulated
+# runs whose interval holds the truth (the mean over passages for the t interval and the percentile bootstrap,
+# which estimate a mean; the median for the order-statistic interval, which estimates it); the simulation's own
+# error is about 0.5 points. With 5 windows the order-statistic interval does not exist, so its column starts
+# at 8.
 
 # %%
 from attnlimits.infra import coverage  # noqa: E402
 
 covered = coverage.table()
-shown = covered.pivot_table(  # dropna=False keeps the median's "no interval" at 5
-    index=["statistic", "tails"], columns=["method", "windows"],
-    values="coverage", dropna=False,
+shown = 100 * covered.pivot_table(  # in % (the median has no interval at 5)
+    index=["statistic", "tails"], columns=["method", "windows"], values="coverage"
 )
-shown.style.format("{:.3f}", na_rep="no interval")
+shown.style.format("{:.1f}")
 
 # %% [markdown]
 # The order-statistic interval of the median (`median`) holds at least 95 % in every case from 6 windows on: the
