@@ -310,9 +310,11 @@ from attnlimits.infra import coverage  # noqa: E402
 
 covered = coverage.table()
 shown = 100 * covered.pivot_table(  # in % (the median has no interval at 5)
-    index=["statistic", "tails"], columns=["method", "windows"], values="coverage"
+    index=["statistic", "tails"], columns=["method", "windows"],
+    values="coverage",
 )
-shown.style.format("{:.1f}")
+cells = {"padding": "0 0.2em", "font-size": "0.85em"}  # to fit the page
+shown.style.format("{:.1f}").set_properties(**cells)
 
 # %% [markdown]
 # The order-statistic interval of the median (`median`) holds at least 95 % in every case from 6 windows on: the
